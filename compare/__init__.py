@@ -1,0 +1,1 @@
+"""Join measured and simulated records into frames with errors side by side."""

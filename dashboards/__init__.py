@@ -1,0 +1,1 @@
+"""Plotly pages drawn from the frames the compare layer returns."""

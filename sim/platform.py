@@ -1,0 +1,172 @@
+"""The X-Stage platform model M_X = (T_iss0(K, B), R, Q(K)), plus SM count and tensor rates.
+
+Units: bytes, microseconds, GB/s (1 GB/s = 1e3 bytes/us).
+
+T_iss0(K, B), the backpressure-free issue time of a burst in which K producers each store B
+bytes, is modelled as
+
+    T_iss0(K, B) = t_fixed_us + max(B / producer_issue_GBps, K * B / injection_GBps)
+
+- a fixed per-burst cost (loop prologue, address generation, timer reads, the first store's
+  latency to acceptance),
+- a per-producer issue throughput: one SM can only accept so many 16-byte stores per cycle, so a
+  producer's issue time grows linearly with B and does not depend on K while the SMs are
+  independent,
+- an optional aggregate injection ceiling (the SMs share the path towards the fabric / PCIe
+  front end): once K * B / T exceeds it, T_iss0 grows with K as well. ``None`` = no ceiling seen.
+
+Q(K), the effective outstanding capacity, is piecewise linear in K through the calibrated points,
+proportional to K below the first point (each SM brings its own outstanding-request slots) and flat
+beyond the last one.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from xstage.errors import InputError, require_int, require_positive
+from xstage.provenance import content_hash
+
+PLATFORM_SCHEMA_VERSION = 1
+_BUNDLED_PACKAGE = "xstage.sim"
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    sm_count: int
+    drain_rate_GBps: float
+    t_fixed_us: float
+    producer_issue_GBps: float
+    capacity_points: tuple  # ((K, bytes), ...) sorted by K
+    injection_GBps: float | None = None
+    target: str = "peer"
+    tensor_TFLOPs: dict = field(default_factory=dict)  # whole-GPU dense rate by precision
+    description: str = ""
+    notes: dict = field(default_factory=dict)  # free text: sources, assumptions, fit residuals, provenance
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputError("platform.name", self.name, "must be a non-empty string")
+        object.__setattr__(self, "sm_count", require_int("platform.sm_count", self.sm_count))
+        require_positive("platform.drain_rate_GBps", self.drain_rate_GBps)
+        require_positive("platform.t_fixed_us", self.t_fixed_us, allow_zero=True)
+        require_positive("platform.producer_issue_GBps", self.producer_issue_GBps)
+        if self.injection_GBps is not None:
+            require_positive("platform.injection_GBps", self.injection_GBps)
+        try:
+            points = tuple(sorted((int(k), float(q)) for k, q in self.capacity_points))
+        except (TypeError, ValueError):
+            raise InputError("platform.capacity_points", self.capacity_points,
+                             "must be a list of [producers, bytes] pairs") from None
+        if not points:
+            raise InputError("platform.capacity_points", self.capacity_points, "must hold at least one point")
+        for k, q in points:
+            require_int("platform.capacity_points producers", k)
+            require_positive("platform.capacity_points bytes", q)
+        object.__setattr__(self, "capacity_points", points)
+        for prec, rate in self.tensor_TFLOPs.items():
+            require_positive(f"platform.tensor_TFLOPs[{prec}]", rate)
+
+    # --- the three parameters -------------------------------------------------------------
+    @property
+    def drain_rate_Bpus(self) -> float:
+        """R in bytes per microsecond."""
+        return self.drain_rate_GBps * 1e3
+
+    def issue_time0_us(self, producers: int, bytes_per_producer: float) -> float:
+        """T_iss0(K, B): backpressure-free issue time of a burst (us)."""
+        per_producer = bytes_per_producer / (self.producer_issue_GBps * 1e3)
+        aggregate = 0.0
+        if self.injection_GBps is not None:
+            aggregate = producers * bytes_per_producer / (self.injection_GBps * 1e3)
+        return self.t_fixed_us + max(per_producer, aggregate)
+
+    def producer_rate_Bpus(self, producers: int, bytes_per_producer: float) -> float:
+        """Backpressure-free injection rate of one producer: B / T_iss0(K, B) (bytes/us)."""
+        return bytes_per_producer / self.issue_time0_us(producers, bytes_per_producer)
+
+    def capacity_bytes(self, producers: int) -> float:
+        """Q(K): effective outstanding capacity for K producers (bytes)."""
+        pts = self.capacity_points
+        k0, q0 = pts[0]
+        if producers <= k0:
+            return q0 * producers / k0
+        for (ka, qa), (kb, qb) in zip(pts, pts[1:]):
+            if producers <= kb:
+                return qa + (qb - qa) * (producers - ka) / (kb - ka)
+        return pts[-1][1]
+
+    def tensor_rate_per_sm_TFLOPs(self, precision: str) -> float:
+        if precision not in self.tensor_TFLOPs:
+            raise InputError("precision", precision, f"has no tensor rate on platform {self.name!r} "
+                             f"(known: {sorted(self.tensor_TFLOPs)})")
+        return self.tensor_TFLOPs[precision] / self.sm_count
+
+    def check_producers(self, producers: int) -> int:
+        producers = require_int("producers", producers)
+        if producers > self.sm_count:
+            raise InputError("producers", producers, f"must be <= the platform's {self.sm_count} SMs")
+        return producers
+
+    # --- files ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["capacity_points"] = [list(p) for p in self.capacity_points]
+        return {"schema_version": PLATFORM_SCHEMA_VERSION, **d}
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.to_dict())
+
+    def save(self, path, *, overwrite: bool = False) -> Path:
+        from xstage.records import atomic_write_text
+        return atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n", overwrite=overwrite)
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "platform") -> "Platform":
+        if not isinstance(d, dict):
+            raise InputError(source, type(d).__name__, "must hold a JSON object")
+        version = d.get("schema_version")
+        if version != PLATFORM_SCHEMA_VERSION:
+            raise InputError(f"{source} schema_version", version, f"must be {PLATFORM_SCHEMA_VERSION}")
+        fields = {k: v for k, v in d.items() if k != "schema_version"}
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise InputError(f"{source} fields", unknown, "are not platform fields")
+        missing = sorted(k for k in ("name", "sm_count", "drain_rate_GBps", "t_fixed_us", "producer_issue_GBps",
+                                     "capacity_points") if k not in fields)
+        if missing:
+            raise InputError(f"{source} fields", missing, "are missing")
+        return cls(**fields)
+
+    @classmethod
+    def load(cls, path) -> "Platform":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise InputError("platform", str(path), "does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise InputError("platform", str(path), f"is not valid JSON ({err.__class__.__name__})") from None
+        return cls.from_dict(data, source=f"platform file {path.name}")
+
+
+def bundled_platforms() -> list[str]:
+    folder = resources.files(_BUNDLED_PACKAGE) / "platforms"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def load_platform(name_or_path) -> Platform:
+    """A bundled platform by name (``paper-b200``) or a platform JSON file by path."""
+    text = str(name_or_path)
+    if text.endswith(".json") or "/" in text or Path(text).is_file():
+        return Platform.load(text)
+    if text not in bundled_platforms():
+        raise InputError("platform", text, f"is unknown (bundled: {', '.join(bundled_platforms())}; "
+                         "or give a platform .json file)")
+    blob = (resources.files(_BUNDLED_PACKAGE) / "platforms" / f"{text}.json").read_text()
+    return Platform.from_dict(json.loads(blob), source=f"bundled platform {text}")
+

@@ -1,0 +1,89 @@
+"""Where a record came from: machine, GPU, driver, CUDA, library versions, git commit, date."""
+
+import datetime as _dt
+import hashlib
+import importlib.metadata
+import json
+import platform as _platform
+import subprocess
+from pathlib import Path
+
+_LIBS = ("xstage", "simpy", "numpy", "pandas", "pyarrow", "plotly", "torch", "triton", "cupy-cuda13x",
+         "cupy-cuda12x", "nvshmem4py-cu13", "nvshmem4py-cu12")
+
+
+def git_commit(path: Path | None = None) -> str:
+    """The commit of the checkout holding this package ('+dirty' when it has changes), or 'unknown'.
+
+    ``$XSTAGE_GIT_COMMIT`` wins: set it where the code runs from a copy without .git (a lent GPU machine).
+    """
+    import os
+
+    if os.environ.get("XSTAGE_GIT_COMMIT"):
+        return os.environ["XSTAGE_GIT_COMMIT"]
+    where = str(path or Path(__file__).resolve().parent.parent)
+    try:
+        head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        if not head:
+            return "unknown"
+        dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def library_versions() -> dict:
+    versions = {}
+    for name in _LIBS:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def gpu_info() -> dict:
+    """GPU name, SM count, driver and CUDA versions when torch sees a GPU; {} otherwise."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    props = torch.cuda.get_device_properties(0)
+    info = {"gpu": props.name, "sm_count": props.multi_processor_count,
+            "gpu_memory_GiB": round(props.total_memory / 2**30, 1), "cuda_runtime": torch.version.cuda,
+            "device_count": torch.cuda.device_count()}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,"
+                              "pcie.link.width.current", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+        if out:
+            fields = [f.strip() for f in out[0].split(",")]
+            info.update(driver=fields[0], sm_clock=fields[1], sm_clock_max=fields[2],
+                        pcie_gen=fields[3], pcie_width=fields[4])
+    except (OSError, subprocess.SubprocessError, IndexError):
+        pass
+    return info
+
+
+def provenance(*, with_gpu: bool = False) -> dict:
+    """Provenance block written beside every record."""
+    prov = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "host": _platform.node(),
+        "python": _platform.python_version(),
+        "libraries": library_versions(),
+    }
+    if with_gpu:
+        prov["gpu"] = gpu_info()
+    return prov
+
+
+def content_hash(obj) -> str:
+    """sha256 of an object's canonical JSON (used for platform files)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
