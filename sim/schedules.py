@@ -1,0 +1,365 @@
+"""Tile schedules of a fused MoE FFN as data: expert-wave and interleaved (the paper's Algorithm 1).
+
+A schedule tells each persistent program (one per SM) which tiles it runs, in which order. The
+arrays exported by ``Schedule.to_arrays()`` are the contract with the GPU kernels:
+
+``tiles``  int32 [T, 8], columns ``TILE_COLUMNS``:
+    kind     0 = L1 (Linear-1, gate+up), 1 = L2 (Linear-2), 2 = FA output tile
+    expert   local expert id (FA: head)
+    m_block  row block inside that expert, in BLOCK_M tokens (FA: query block)
+    n_block  N tile of that kind's output, in BLOCK_N columns (L1 output has 2*h_inter columns)
+    sm       persistent program id that runs the tile
+    seq      position in that program's order
+    row      global scheduler row p (index of the l2_full counter; rows go expert by expert)
+    l2_need  L2: number of L1 tiles of row p that must be complete; else 0
+``sm_offsets`` int32 [num_sms + 1], CSR: program s runs tiles[sm_offsets[s]:sm_offsets[s+1]].
+
+Both MoE schedules walk Algorithm 1's pair structure: G instances of a CTA pair, instance g with
+role r in {0, 1} runs on program 2g + r; cursor k_i strides by G over the P * P_i pairs of stream
+i; pair k covers row p = k // P_i and N tiles n = 2 (k mod P_i) + r. They differ only in when a
+program takes its next Linear-2 tile:
+    interleaved(D)  when its Linear-1 cursor leads by at least D rows: p2 + D <= p1 (Algorithm 1);
+    expert-wave     when its Linear-1 cursor has left the expert wave of row p2.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from xstage.errors import InputError, require_int
+
+KIND_L1, KIND_L2, KIND_FA = 0, 1, 2
+KIND_NAMES = {KIND_L1: "L1", KIND_L2: "L2", KIND_FA: "FA"}
+TILE_COLUMNS = ("kind", "expert", "m_block", "n_block", "sm", "seq", "row", "l2_need")
+_INF = 1 << 62
+
+
+@dataclass(frozen=True)
+class MoeGrid:
+    """The tile grid of one GPU's local experts: rows (BLOCK_M token blocks) and pairs per row."""
+    rows_per_expert: tuple   # row blocks of each local expert (0 for an expert without tokens)
+    l1_pairs: int            # P1: Linear-1 N-tile pairs per row (2 * P1 N tiles of BLOCK_N cover 2 * h_inter)
+    l2_pairs: int            # P2: Linear-2 N-tile pairs per row (2 * P2 N tiles of BLOCK_N cover hidden)
+
+    def __post_init__(self):
+        rows = tuple(require_int("rows_per_expert", r, minimum=0) for r in self.rows_per_expert)
+        if not rows or sum(rows) == 0:
+            raise InputError("routing", list(rows), "is empty: no expert has any token")
+        object.__setattr__(self, "rows_per_expert", rows)
+        object.__setattr__(self, "l1_pairs", require_int("l1_pairs", self.l1_pairs))
+        object.__setattr__(self, "l2_pairs", require_int("l2_pairs", self.l2_pairs))
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_per_expert)
+
+    @property
+    def first_row(self) -> np.ndarray:
+        """O_e: the first row of each expert."""
+        return np.concatenate([[0], np.cumsum(self.rows_per_expert)[:-1]]).astype(np.int64)
+
+    @property
+    def expert_of_row(self) -> np.ndarray:
+        """e(p) for every row p."""
+        return np.repeat(np.arange(len(self.rows_per_expert)), self.rows_per_expert)
+
+    @property
+    def l1_tiles_per_row(self) -> int:
+        return 2 * self.l1_pairs
+
+    @property
+    def l2_tiles_per_row(self) -> int:
+        return 2 * self.l2_pairs
+
+
+def moe_grid(tokens_per_expert, *, hidden: int, intermediate: int, block_m: int = 128,
+             block_n: int = 128) -> MoeGrid:
+    """The grid for the given tokens per local expert and FFN shape (Linear-1: hidden -> 2*inter)."""
+    hidden = require_int("hidden", hidden)
+    intermediate = require_int("intermediate", intermediate)
+    block_m = require_int("block_m", block_m)
+    block_n = require_int("block_n", block_n)
+    if intermediate % block_n:
+        raise InputError("block_n", block_n, f"must divide intermediate={intermediate} "
+                         "(Linear-1 N tiles come in pairs over 2 * intermediate columns)")
+    if hidden % (2 * block_n):
+        raise InputError("block_n", block_n, f"must divide hidden/2={hidden / 2:g} "
+                         "(Linear-2 N tiles come in pairs over hidden columns)")
+    tokens = [require_int("tokens_per_expert", t, minimum=0) for t in tokens_per_expert]
+    rows = tuple(-(-t // block_m) for t in tokens)
+    return MoeGrid(rows, intermediate // block_n, hidden // (2 * block_n))
+
+
+@dataclass
+class Schedule:
+    """Per-program ordered tile lists, stored as the exported arrays."""
+    name: str
+    tiles: np.ndarray          # int32 [T, 8]
+    sm_offsets: np.ndarray     # int32 [num_sms + 1]
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.tiles = np.ascontiguousarray(self.tiles, dtype=np.int32)
+        self.sm_offsets = np.ascontiguousarray(self.sm_offsets, dtype=np.int32)
+        check_arrays(self.tiles, self.sm_offsets)
+
+    @property
+    def num_sms(self) -> int:
+        return len(self.sm_offsets) - 1
+
+    def column(self, name: str) -> np.ndarray:
+        return self.tiles[:, TILE_COLUMNS.index(name)]
+
+    def sm_tiles(self, sm: int) -> np.ndarray:
+        return self.tiles[self.sm_offsets[sm]:self.sm_offsets[sm + 1]]
+
+    def to_arrays(self) -> dict:
+        return {"tiles": self.tiles.copy(), "sm_offsets": self.sm_offsets.copy()}
+
+    @classmethod
+    def from_arrays(cls, tiles, sm_offsets, name: str = "custom", params: dict | None = None) -> "Schedule":
+        return cls(name, np.asarray(tiles), np.asarray(sm_offsets), dict(params or {}))
+
+    def save(self, path) -> Path:
+        import json
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise InputError("output", str(path), "must end in .npz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, tiles=self.tiles, sm_offsets=self.sm_offsets,
+                 meta=np.array(json.dumps({"name": self.name, "params": self.params}, default=str)))
+        return path
+
+    @classmethod
+    def load(cls, path) -> "Schedule":
+        import json
+        path = Path(path)
+        if not path.exists():
+            raise InputError("schedule", str(path), "does not exist")
+        with np.load(path, allow_pickle=False) as data:
+            if "tiles" not in data or "sm_offsets" not in data:
+                raise InputError("schedule", str(path), "must hold the arrays tiles and sm_offsets")
+            meta = json.loads(str(data["meta"])) if "meta" in data else {"name": "custom", "params": {}}
+            return cls(meta["name"], data["tiles"], data["sm_offsets"], meta.get("params", {}))
+
+    def check_covers(self, grid: MoeGrid) -> None:
+        """Every L1 and L2 tile of ``grid`` appears exactly once (raises InputError otherwise)."""
+        check_covers(self.tiles, grid)
+
+
+def check_arrays(tiles: np.ndarray, sm_offsets: np.ndarray) -> None:
+    """Structural checks of the exported arrays (shape, CSR, sm/seq columns, kinds, no duplicates)."""
+    if tiles.ndim != 2 or tiles.shape[1] != len(TILE_COLUMNS):
+        raise InputError("tiles", tiles.shape, f"must have shape [T, {len(TILE_COLUMNS)}]")
+    if sm_offsets.ndim != 1 or len(sm_offsets) < 2:
+        raise InputError("sm_offsets", sm_offsets.shape, "must have shape [num_sms + 1] with num_sms >= 1")
+    if sm_offsets[0] != 0 or sm_offsets[-1] != len(tiles) or np.any(np.diff(sm_offsets) < 0):
+        raise InputError("sm_offsets", sm_offsets[:8].tolist(), f"must rise from 0 to T={len(tiles)}")
+    counts = np.diff(sm_offsets)
+    sm = np.repeat(np.arange(len(counts)), counts)
+    if not np.array_equal(tiles[:, 4], sm):
+        raise InputError("tiles sm column", "", "must match sm_offsets")
+    seq = np.arange(len(tiles)) - np.repeat(sm_offsets[:-1], counts)
+    if not np.array_equal(tiles[:, 5], seq):
+        raise InputError("tiles seq column", "", "must count 0, 1, ... within each program")
+    if len(tiles) and (tiles[:, 0].min() < 0 or tiles[:, 0].max() > KIND_FA):
+        raise InputError("tiles kind", sorted(set(tiles[:, 0].tolist())), "must be 0 (L1), 1 (L2) or 2 (FA)")
+    t64 = tiles.astype(np.int64)
+    if len(tiles) and (t64[:, 1:4].min() < 0 or t64[:, 1:4].max() >= 1 << 20):
+        raise InputError("tiles expert/m_block/n_block", "", "must lie in [0, 2**20)")
+    key = np.sort((t64[:, 0] << 60) | (t64[:, 1] << 40) | (t64[:, 2] << 20) | t64[:, 3])
+    if np.any(key[1:] == key[:-1]):
+        raise InputError("tiles", "", "must not repeat a (kind, expert, m_block, n_block) tile")
+    l2 = tiles[:, 0] == KIND_L2
+    if np.any(tiles[l2, 7] <= 0) or np.any(tiles[~l2, 7] != 0):
+        raise InputError("tiles l2_need", "", "must be > 0 on L2 tiles and 0 elsewhere")
+
+
+def check_covers(tiles: np.ndarray, grid: MoeGrid) -> None:
+    first = grid.first_row
+    want = []
+    for e, rows in enumerate(grid.rows_per_expert):
+        for m in range(rows):
+            p = first[e] + m
+            want += [(KIND_L1, e, m, n, p) for n in range(grid.l1_tiles_per_row)]
+            want += [(KIND_L2, e, m, n, p) for n in range(grid.l2_tiles_per_row)]
+    got = sorted(map(tuple, tiles[:, [0, 1, 2, 3, 6]].tolist()))
+    if got != sorted(want):
+        raise InputError("schedule", f"{len(got)} tiles", f"must cover the grid's {len(want)} tiles exactly once")
+    if np.any(tiles[tiles[:, 0] == KIND_L2, 7] != grid.l1_tiles_per_row):
+        raise InputError("tiles l2_need", "", f"must equal the {grid.l1_tiles_per_row} L1 tiles of a row")
+
+
+# --- the two MoE schedules -------------------------------------------------------------------
+
+def _merge_literal(grid: MoeGrid, pairs: int, take_l2) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 1's loop, line by line, for every (g, r); ``take_l2(p1, p2)`` decides L2 over L1.
+
+    The reference for ``_merge`` (which computes the same order with array operations)."""
+    P, P1, P2 = grid.rows, grid.l1_pairs, grid.l2_pairs
+    expert = grid.expert_of_row
+    first = grid.first_row
+    need = grid.l1_tiles_per_row
+    n1, n2 = P * P1, P * P2
+    out, offsets = [], [0]
+    for g in range(pairs):
+        for r in (0, 1):
+            sm = 2 * g + r
+            seq = 0
+            k1 = k2 = g
+            while k1 < n1 or k2 < n2:
+                p1 = k1 // P1 if k1 < n1 else _INF
+                p2 = k2 // P2
+                if k2 < n2 and take_l2(p1, p2):
+                    e = expert[p2]
+                    out.append((KIND_L2, e, p2 - first[e], 2 * (k2 % P2) + r, sm, seq, p2, need))
+                    k2 += pairs
+                else:
+                    e = expert[p1]
+                    out.append((KIND_L1, e, p1 - first[e], 2 * (k1 % P1) + r, sm, seq, p1, 0))
+                    k1 += pairs
+                seq += 1
+            offsets.append(len(out))
+    tiles = np.array(out, dtype=np.int32).reshape(-1, len(TILE_COLUMNS))
+    return tiles, np.array(offsets, dtype=np.int32)
+
+
+def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 1's merge with array operations.
+
+    The loop takes L2 pair k2 (row p2) as soon as the next L1 pair's row p1 >= threshold[p2]
+    (interleaved: p2 + D; expert-wave: the end row of p2's wave). Both cursors rise monotonically,
+    so L2 pair j lands after exactly the L1 pairs with p1 < threshold[p2(j)].
+    """
+    P, P1, P2 = grid.rows, grid.l1_pairs, grid.l2_pairs
+    expert = grid.expert_of_row
+    first = grid.first_row
+    need = grid.l1_tiles_per_row
+    blocks, offsets = [], [0]
+    for g in range(pairs):
+        k1 = np.arange(g, P * P1, pairs)
+        k2 = np.arange(g, P * P2, pairs)
+        p1, p2 = k1 // P1, k2 // P2
+        before = np.searchsorted(p1, threshold[p2], side="left")   # L1 pairs emitted before each L2 pair
+        pos2 = before + np.arange(len(k2))
+        n = len(k1) + len(k2)
+        is_l2 = np.zeros(n, dtype=bool)
+        is_l2[pos2] = True
+        rowcol = np.empty(n, dtype=np.int64)
+        kcol = np.empty(n, dtype=np.int64)
+        rowcol[pos2], kcol[pos2] = p2, k2 % P2
+        rowcol[~is_l2], kcol[~is_l2] = p1, k1 % P1
+        e = expert[rowcol]
+        for r in (0, 1):
+            t = np.empty((n, len(TILE_COLUMNS)), dtype=np.int32)
+            t[:, 0] = np.where(is_l2, KIND_L2, KIND_L1)
+            t[:, 1] = e
+            t[:, 2] = rowcol - first[e]
+            t[:, 3] = 2 * kcol + r
+            t[:, 4] = 2 * g + r
+            t[:, 5] = np.arange(n)
+            t[:, 6] = rowcol
+            t[:, 7] = np.where(is_l2, need, 0)
+            blocks.append(t)
+            offsets.append(offsets[-1] + n)
+    tiles = np.concatenate(blocks) if blocks else np.zeros((0, len(TILE_COLUMNS)), dtype=np.int32)
+    return tiles, np.array(offsets, dtype=np.int32)
+
+
+def _grid_params(grid: MoeGrid) -> dict:
+    return {"rows": grid.rows, "l1_pairs": grid.l1_pairs, "l2_pairs": grid.l2_pairs,
+            "rows_per_expert": list(grid.rows_per_expert)}
+
+
+def _check_pairs(pairs) -> int:
+    return require_int("pairs", pairs)
+
+
+def interleaved(grid: MoeGrid, pairs: int, lead_rows: int) -> Schedule:
+    """Algorithm 1: emit L2 of row p2 when the L1 cursor leads by D rows (p2 + D <= p1)."""
+    pairs = _check_pairs(pairs)
+    D = require_int("lead_rows (D)", lead_rows, minimum=0)
+    tiles, offsets = _merge(grid, pairs, np.arange(grid.rows) + D)
+    return Schedule("interleaved", tiles, offsets, {"pairs": pairs, "lead_rows": D, "num_sms": 2 * pairs,
+                                                    **_grid_params(grid)})
+
+
+WAVE_IMBALANCE = 16.0
+
+
+def default_waves(grid: MoeGrid, num_sms: int, *, avg_rows_per_expert: float | None = None,
+                  imbalance: float = WAVE_IMBALANCE) -> list[int]:
+    """Experts per wave the way DeepGEMM's MegaMoE heuristic picks them (routing-blind).
+
+    From the *average* row blocks per expert (default: the grid's mean), the L1 N tiles of one
+    expert; enough experts that a wave holds ``imbalance`` x num_sms L1 tiles; equal-size waves of
+    that many consecutive experts (the last one partial). Skewed routing therefore puts hot experts'
+    extra rows into a wave of the same expert count, making its Linear-2 run longer (paper Sec. 5.2.1).
+    """
+    E = len(grid.rows_per_expert)
+    avg = grid.rows / E if avg_rows_per_expert is None else avg_rows_per_expert
+    per_expert = max(avg, 1e-9) * grid.l1_tiles_per_row
+    w = int(min(E, max(1, -(-imbalance * num_sms // per_expert))))
+    return [w] * (E // w) + ([E % w] if E % w else [])
+
+
+def expert_wave(grid: MoeGrid, pairs: int, wave_experts=None, avg_rows_per_expert: float | None = None) -> Schedule:
+    """Expert-wave: a wave's L1 work, then its L2 work, then the next wave (per program order).
+
+    ``wave_experts``: experts per wave, an int (all waves) or a list; default ``default_waves``.
+    """
+    pairs = _check_pairs(pairs)
+    E = len(grid.rows_per_expert)
+    if wave_experts is None:
+        sizes = default_waves(grid, 2 * pairs, avg_rows_per_expert=avg_rows_per_expert)
+    elif isinstance(wave_experts, (int, np.integer)):
+        w = require_int("wave_experts", wave_experts)
+        sizes = [w] * (E // w) + ([E % w] if E % w else [])
+    else:
+        sizes = [require_int("wave_experts", w) for w in wave_experts]
+    if sum(sizes) != E:
+        raise InputError("wave_experts", sizes, f"must add up to the {E} local experts")
+    bounds = np.cumsum(sizes)                       # expert index where each wave ends
+    wave_of_expert = np.repeat(np.arange(len(sizes)), sizes)
+    wave_end_row = np.concatenate([[0], np.cumsum(grid.rows_per_expert)])[bounds]
+    end_of_row = wave_end_row[wave_of_expert[grid.expert_of_row]]
+    tiles, offsets = _merge(grid, pairs, end_of_row)
+    return Schedule("expert_wave", tiles, offsets, {"pairs": pairs, "wave_experts": sizes, "num_sms": 2 * pairs,
+                                                    **_grid_params(grid)})
+
+
+def make_moe_schedule(kind: str, grid: MoeGrid, num_sms: int, *, lead_rows: int = 1, wave_experts=None,
+                      avg_rows_per_expert: float | None = None) -> Schedule:
+    """``kind`` = expert_wave | interleaved on ``num_sms`` programs (an even number: CTA pairs)."""
+    num_sms = require_int("num_sms", num_sms)
+    if num_sms % 2:
+        raise InputError("num_sms", num_sms, "must be even (Algorithm 1 runs CTA pairs)")
+    if kind in ("interleaved", "int"):
+        return interleaved(grid, num_sms // 2, lead_rows)
+    if kind in ("expert_wave", "wave"):
+        return expert_wave(grid, num_sms // 2, wave_experts, avg_rows_per_expert)
+    raise InputError("schedule", kind, "must be expert_wave or interleaved")
+
+
+def deadlock_free(schedule: Schedule) -> bool:
+    """True when every program can finish its order: L2 tiles only wait for L1 tiles that can run."""
+    t = schedule.tiles
+    off = schedule.sm_offsets
+    pos = off[:-1].astype(np.int64).copy()
+    done = np.zeros(int(t[:, 6].max()) + 1 if len(t) else 1, dtype=np.int64)
+    waiting: dict[int, list[int]] = {}
+    stack = list(range(schedule.num_sms))
+    while stack:
+        s = stack.pop()
+        while pos[s] < off[s + 1]:
+            kind, row, need = t[pos[s], 0], t[pos[s], 6], t[pos[s], 7]
+            if kind == KIND_L2 and done[row] < need:
+                waiting.setdefault(int(row), []).append(s)
+                break
+            if kind == KIND_L1:
+                done[row] += 1
+                if int(row) in waiting:
+                    stack.extend(waiting.pop(int(row)))
+            pos[s] += 1
+    return bool(np.all(pos == off[1:]))
