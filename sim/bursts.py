@@ -107,28 +107,42 @@ def simulate_bursts(platform: Platform, config: BurstConfig, *, record_occupancy
             queue = FluidXStage(env, platform.drain_rate_Bpus, Q, **kwargs)
         else:
             queue = ChunkedXStage(env, platform.drain_rate_Bpus, Q, chunk_bytes=cfg.chunk_bytes, **kwargs)
-    start = np.zeros((K, n))
-    end = np.zeros((K, n))
+    start = [[0.0] * n for _ in range(K)]
+    end = [[0.0] * n for _ in range(K)]
     gap = cfg.gap_us
     done = [0]
 
     def producer(p):
-        for b in range(n):
-            start[p, b] = env.now
-            yield queue.issue(B, rate) if queue is not None else env.timeout(t0)
-            end[p, b] = env.now
-            done[0] += 1
-            if gap > 0:
-                yield env.timeout(gap)
+        starts, ends = start[p], end[p]
+        if queue is None:
+            for b in range(n):
+                starts[b] = env.now
+                yield env.timeout(t0)
+                ends[b] = env.now
+                if gap > 0:
+                    yield env.timeout(gap)
+        elif isinstance(queue, FluidXStage):
+            issue = queue.issue
+            for b in range(n):
+                starts[b] = env.now
+                ends[b] = yield issue(B, rate, gap)
+        else:
+            for b in range(n):
+                starts[b] = env.now
+                yield queue.issue(B, rate)
+                ends[b] = env.now
+                if gap > 0:
+                    yield env.timeout(gap)
+        done[0] += n
 
     def isolated():
         for b in range(n):
             t = env.now
-            start[:, b] = t
             events = [queue.issue(B, rate) for _ in range(K)]
-            for p, ev in enumerate(events):
-                ev.callbacks.append(lambda _e, p=p, b=b: end.__setitem__((p, b), env.now))
             yield env.all_of(events)
+            for p in range(K):
+                start[p][b] = t
+                end[p][b] = env.now if isinstance(queue, ChunkedXStage) else events[p].value
             done[0] += K
             yield queue.when_empty()
             if gap > 0:
@@ -145,6 +159,7 @@ def simulate_bursts(platform: Platform, config: BurstConfig, *, record_occupancy
     if done[0] != K * n:
         raise RuntimeError(f"simulation stalled: {done[0]} of {K * n} producer-bursts finished")
 
+    start, end = np.array(start), np.array(end)
     period = np.full((K, n), np.nan)
     period[:, :-1] = np.diff(start, axis=1)
     frame = pd.DataFrame({

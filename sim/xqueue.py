@@ -71,11 +71,17 @@ class FluidXStage:
         return self._drained
 
     # --- producer side -------------------------------------------------------------------
-    def issue(self, nbytes: float, rate_Bpus: float) -> simpy.Event:
-        """Inject ``nbytes`` at up to ``rate_Bpus``; the event triggers at sender-visible issue end."""
+    def issue(self, nbytes: float, rate_Bpus: float, hold_us: float = 0.0) -> simpy.Event:
+        """Inject ``nbytes`` at up to ``rate_Bpus``.
+
+        The event's value is the sender-visible issue end time (with ``coupled``, the time the bytes drained).
+        It triggers ``hold_us`` after that instant: a producer's gap folded into the same event, which saves
+        one simpy event per burst.
+        """
         done = self.env.event()
+        done.hold_us = hold_us
         if nbytes <= 0:
-            done.succeed()
+            self._release(done)
             return done
         self._advance()
         heapq.heappush(self._active, (self._vclock + nbytes / rate_Bpus, next(self._seq), rate_Bpus, done))
@@ -156,7 +162,7 @@ class FluidXStage:
             if self.coupled:
                 heapq.heappush(self._waiting, (self._admitted, next(self._seq), done))
             else:
-                done.succeed()
+                self._release(done)
         if not self._active:
             self._demand = 0.0
         admit, drain = self._rates()
@@ -169,12 +175,18 @@ class FluidXStage:
             self._level = 0.0
             changed = True
         while self._waiting and self._waiting[0][0] - self._drained <= tol * max(drain, self.drain_rate):
-            heapq.heappop(self._waiting)[2].succeed()
+            self._release(heapq.heappop(self._waiting)[2])
         if self._empty_waiters and not self._active and self._level == 0.0:
             for ev in self._empty_waiters:
                 ev.succeed()
             self._empty_waiters.clear()
         return changed
+
+    def _release(self, done: simpy.Event) -> None:
+        """Trigger ``done`` with value = now, ``done.hold_us`` later (what simpy's Timeout does)."""
+        done._ok = True
+        done._value = self.env.now
+        self.env.schedule(done, delay=done.hold_us)
 
     def _schedule(self) -> None:
         admit, drain = self._rates()
@@ -210,10 +222,11 @@ class FluidXStage:
 
 
 class ChunkedXStage:
-    """Cross-check: bytes move in ``chunk_bytes`` pieces through a simpy Container of capacity Q.
+    """Cross-check: bytes move in ``chunk_bytes`` pieces; Q bytes of space are a ``simpy.Container``.
 
-    A producer makes one chunk per chunk/rate microseconds and puts it into the queue (waiting while
-    it is full); one drain server takes chunks out and spends chunk/R on each.
+    A producer makes one chunk per chunk/rate microseconds, takes space for it (waiting while the queue is
+    full) and hands it to the drain server, which spends chunk/R on each chunk in FIFO order and then frees
+    its space. Outstanding bytes = Q - free space.
     """
 
     def __init__(self, env: simpy.Environment, drain_rate_Bpus: float, capacity_bytes: float, *,
@@ -225,59 +238,55 @@ class ChunkedXStage:
         self.capacity = float(capacity_bytes)
         self.chunk = float(chunk_bytes)
         self.coupled = coupled
-        self.store = simpy.Container(env, capacity=self.capacity)
+        self.space = simpy.Container(env, capacity=self.capacity, init=self.capacity)
+        self.pieces = simpy.Store(env)
         self.admitted = 0.0
         self.drained = 0.0
         self.peak_level = 0.0
-        self._marks = []  # coupled: (admitted mark, event)
         self.log = ([], [], [], []) if record else None
         env.process(self._drain())
 
     @property
     def level(self) -> float:
-        return self.store.level
+        return self.capacity - self.space.level
 
     def issue(self, nbytes: float, rate_Bpus: float) -> simpy.Event:
         return self.env.process(self._issue(nbytes, rate_Bpus))
 
     def when_empty(self) -> simpy.Event:
-        return self.env.process(self._wait_empty())
+        return self.env.process(self._wait_drained(None))
 
-    def _wait_empty(self):
-        while self.store.level > 0 or self.drained < self.admitted:
-            yield self.env.timeout(self.chunk / self.drain_rate)
+    def _wait_drained(self, mark):
+        step = self.chunk / self.drain_rate
+        while self.drained < (self.admitted if mark is None else mark) - 1e-6:
+            yield self.env.timeout(step)
 
     def _issue(self, nbytes, rate):
         left = float(nbytes)
         while left > 0:
             piece = min(self.chunk, left)
             yield self.env.timeout(piece / rate)
-            yield self.store.put(piece)
+            yield self.space.get(piece)
+            self.pieces.put(piece)
             self.admitted += piece
             left -= piece
-            self.peak_level = max(self.peak_level, self.store.level)
+            self.peak_level = max(self.peak_level, self.level)
             self._record()
         if self.coupled:
-            mark = self.admitted
-            while self.drained < mark - 1e-6:
-                yield self.env.timeout(self.chunk / self.drain_rate)
+            yield self.env.process(self._wait_drained(self.admitted))
 
     def _drain(self):
-        idle = self.chunk / self.drain_rate / 4
         while True:
-            if self.store.level <= 0:
-                yield self.env.timeout(idle)  # poll: a Container cannot wait for "any amount"
-                continue
-            piece = min(self.chunk, self.store.level)
-            yield self.store.get(piece)
+            piece = yield self.pieces.get()
             yield self.env.timeout(piece / self.drain_rate)
             self.drained += piece
+            yield self.space.put(piece)
             self._record()
 
     def _record(self):
         if self.log is not None:
             t, lvl, adm, drn = self.log
             t.append(self.env.now)
-            lvl.append(self.store.level)
+            lvl.append(self.level)
             adm.append(self.admitted)
             drn.append(self.drained)

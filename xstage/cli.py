@@ -15,6 +15,7 @@ from xstage.errors import InputError
 
 _PLUGINS = (
     "xstage.sim.cli_core",
+    "xstage.demo",
     "xstage.sim.cli_sched",
     "xstage.hw.cli_calib",
     "xstage.hw.cli_attention",
