@@ -1,0 +1,155 @@
+"""FlashAttention + All-to-All (the paper's Fig. 11, Table 3): measured and simulated, per M.
+
+Measured rows come from attention kernel records (``xstage.hw.attention_records.summary_rows``).
+The simulated counterpart of a measured M replays the same Q-loop schedule (heads, M, b_m, one
+program per SM) on the calibrated platform with the measured compute time as input -- the Q-loop
+time of a tile is the measured FA-only time over the number of output-tile waves, as the paper's
+prior predictions use "the once-calibrated platform parameters and measured compute-side timing".
+A tile's bytes are remote unless its rows belong to the sender's own rank (the Ulysses layout:
+b_m divides M / W). Three replays: FA-only, X-Stage-fused, completion-coupled.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from xstage.compare.metrics import add_relative_errors, sign_agreement
+from xstage.sim.platform import Platform
+from xstage.sim.replay import ReplayConfig, replay
+from xstage.sim.schedule_fa import fa_qloop
+from xstage.sim.sweep import run_fa_config
+from xstage.sim.workloads import fa_catalog
+
+QUANTITIES = ["fused(us)", "speedup_vs_serial"]  # E_res is a difference near 0: no relative error
+
+
+def simulated_catalog(platform: Platform, shapes=None, seq_lens=None) -> pd.DataFrame:
+    """``run_fa_config`` over the catalog's shapes and sequence lengths (the sim-only page)."""
+    cat = fa_catalog()
+    rows = [run_fa_config(s, M, platform) for s in (shapes or list(cat["shapes"]))
+            for M in (seq_lens or cat["seq_lens"])]
+    out = pd.DataFrame(rows)
+    out["E_res/T_FA"] = out["E_res_us"] / out["fa_us"]
+    out["E_cc/T_FA"] = out["E_cc_us"] / out["fa_us"]
+    return out
+
+
+def measured_summary(kernel: pd.DataFrame) -> pd.DataFrame:
+    """Per-M summary of attention kernel records (E_res, H, speedups), with the tile sizes used."""
+    from xstage.hw.attention_records import summary_rows
+
+    summary = pd.DataFrame(summary_rows(kernel))
+    if summary.empty:
+        return summary
+    extra = kernel.groupby("M", sort=True).first()
+    for col in ("block_m", "block_n", "rank", "platform"):
+        if col in extra.columns:
+            summary[col] = summary["M"].map(extra[col])
+    summary["E_res/T_FA"] = summary["e_res_us"] / summary["fa_us"]
+    return summary
+
+
+def simulate_like(row: dict, platform: Platform, *, num_sms: int | None = None,
+                  latency_us: float | None = None) -> dict:
+    """Replay the measured configuration ``row`` (one line of ``measured_summary``)."""
+    M, heads, d, W = int(row["M"]), int(row["heads"]), int(row["head_dim"]), int(row["world_size"])
+    bm = int(row.get("block_m") or 128)
+    bn = int(row.get("block_n") or 128)
+    rank = int(row.get("rank") or 0)
+    sms = num_sms or platform.sm_count
+    sched = fa_qloop(heads, M, sms, block_m=bm)
+    T = len(sched.tiles)
+    waves = math.ceil(T / sms)
+    qloop = float(row["fa_us"]) / waves
+    cover = qloop / math.ceil(M / bn)
+    tile_bytes = bm * d * 2
+    dest = sched.column("m_block") * bm // (M // W)
+    nbytes = np.where(dest == rank, 0.0, float(tile_bytes))
+    ml = np.full(T, qloop)
+    lat = fa_catalog()["completion_latency_us"] if latency_us is None else latency_us
+    base = dict(staging_slots=0, cover_us=cover, remote_epilogue_us=0.0, local_epilogue_us=0.0,
+                record_occupancy=False, producers=min(sms, T))
+    only = replay(sched, ml, np.zeros(T), platform, ReplayConfig(**base)).makespan_us
+    fused = replay(sched, ml, nbytes, platform, ReplayConfig(**base)).makespan_us
+    coupled = replay(sched, ml, nbytes, platform,
+                     ReplayConfig(**base, coupled=True, completion_latency_us=lat)).makespan_us
+    a2a = float(nbytes.sum()) / platform.drain_rate_Bpus
+    return {"simulated_fa_only(us)": only, "simulated_fused(us)": fused, "simulated_coupled(us)": coupled,
+            "simulated_e_res(us)": fused - only, "simulated_e_cc(us)": coupled - only,
+            "simulated_a2a(us)": a2a, "simulated_speedup_vs_serial": (float(row["fa_us"]) + a2a) / (fused - only
+                                                                                                  + float(row["fa_us"]))}
+
+
+def compare_attention(kernel: pd.DataFrame, platform: Platform) -> pd.DataFrame:
+    """Measured per-M attention results beside their simulated replay."""
+    summary = measured_summary(kernel)
+    rows = []
+    for row in summary.to_dict("records"):
+        sim = simulate_like(row, platform)
+        rows.append({"M": row["M"], "heads": row["heads"], "head_dim": row["head_dim"],
+                     "world_size": row["world_size"], "measured_fa_only(us)": row["fa_us"],
+                     "measured_serial(us)": row["serial_us"],
+                     "measured_fused(us)": row["fused_us"],
+                     "simulated_fused(us)": row["fa_us"] + sim["simulated_e_res(us)"],
+                     "measured_e_res(us)": row["e_res_us"], "simulated_e_res(us)": sim["simulated_e_res(us)"],
+                     "simulated_e_cc(us)": sim["simulated_e_cc(us)"],
+                     "measured_hiding_ratio": row["hiding_ratio"],
+                     "measured_speedup_vs_serial": row["speedup_vs_serial"],
+                     "simulated_speedup_vs_serial": sim["simulated_speedup_vs_serial"],
+                     "simulated_a2a(us)": sim["simulated_a2a(us)"]})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    return add_relative_errors(out, QUANTITIES)
+
+
+def attention_error_summary(frame: pd.DataFrame) -> dict:
+    from xstage.compare.metrics import frame_error_summary
+
+    out = frame_error_summary(frame, ["fused(us)", "speedup_vs_serial"])
+    out["speedup_sign_agreement"] = sign_agreement(frame["measured_speedup_vs_serial"],
+                                                   frame["simulated_speedup_vs_serial"])
+    return out
+
+
+def compare_attention_tiles(tiles: pd.DataFrame, platform: Platform, kernel: pd.DataFrame | None = None,
+                            *, latency_us: float | None = None) -> pd.DataFrame:
+    """Measured per-tile instrumentation of the fused kernel beside the Q-loop replay, per M.
+
+    The replay takes the measured shape (heads = local heads seen, b_m = M / query blocks, one
+    program per distinct program id), the measured median Q-loop time as every tile's mainloop and
+    each tile's measured remote bytes. Returns per M: measured and simulated issue-span median and p90,
+    measured Q-loop median, and the number of tiles."""
+    rows = []
+    fused = tiles[tiles["schedule"].astype(str).str.startswith("fused")]
+    for M, g in fused.groupby("M", sort=True):
+        M = int(M)
+        heads, m_blocks = int(g["n"].max()) + 1, int(g["m"].max()) + 1
+        bm = M // m_blocks
+        programs = int(g["program"].nunique()) if "program" in g else platform.sm_count
+        bn = 128
+        if kernel is not None and len(kernel) and "block_n" in kernel:
+            k = kernel[kernel["M"] == M]
+            bn = int(k["block_n"].iloc[0]) if len(k) else bn
+        span = (g["issue_end(us)"] - g["issue_start(us)"]).to_numpy()
+        qloop = float(np.median(g["mainloop_end(us)"] - g["mainloop_start(us)"]))
+        sched = fa_qloop(heads, M, programs, block_m=bm)
+        by_tile = dict(zip(zip(g["n"].astype(int), g["m"].astype(int)), g["bytes_remote"].astype(float)))
+        nbytes = np.array([by_tile.get((int(h), int(m)), 0.0)
+                           for h, m in zip(sched.column("expert"), sched.column("m_block"))])
+        T = len(sched.tiles)
+        rc = ReplayConfig(staging_slots=0, cover_us=qloop / math.ceil(M / bn), remote_epilogue_us=0.0,
+                          local_epilogue_us=0.0, record_occupancy=False, producers=min(programs, T))
+        r = replay(sched, np.full(T, qloop), nbytes, platform, rc)
+        sim_span = (r.arrays["epi_end"] - r.arrays["epi_start"])[nbytes > 0]
+        meas_span = span[g["bytes_remote"].to_numpy() > 0]
+        rows.append({"M": M, "tiles": int(len(g)), "programs": programs, "measured_qloop_median(us)": qloop,
+                     "measured_span_median(us)": float(np.median(meas_span)) if len(meas_span) else np.nan,
+                     "simulated_span_median(us)": float(np.median(sim_span)) if len(sim_span) else np.nan,
+                     "measured_span_p90(us)": float(np.percentile(meas_span, 90)) if len(meas_span) else np.nan,
+                     "simulated_span_p90(us)": float(np.percentile(sim_span, 90)) if len(sim_span) else np.nan,
+                     "measured_makespan(us)": float(g["issue_end(us)"].max()),
+                     "simulated_makespan(us)": float(r.makespan_us)})
+    out = pd.DataFrame(rows)
+    return add_relative_errors(out, ["span_median(us)", "makespan(us)"]) if len(out) else out

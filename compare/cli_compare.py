@@ -1,0 +1,133 @@
+"""``xstage compare RECORDS... [--platform ...] [--out FILE]``: measured records beside the simulator.
+
+Burst records: every (mode, K, B, G) experiment re-simulated with the calibrated platform.
+Kernel records: attention (per M: fused time, E_res, speedup) and MoE (per configuration: expert-wave
+and interleaved times, speedup and its sign). Tile records: MoE tiles re-simulated per configuration
+(span / stall / makespan summaries), FlashAttention tiles beside their Q-loop replay (issue spans).
+Other records (summaries, copy-engine rows) are skipped. Prints the table and the error metrics; ``--out``
+writes the side-by-side rows as CSV or Parquet.
+"""
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from xstage.errors import InputError
+
+
+def register(sub):
+    p = sub.add_parser("compare", help="measured records vs the simulator on the calibrated platform",
+                       description="Load measured records, re-run the identical configurations on the simulator "
+                                   "with the calibrated platform, print measured and simulated side by side with "
+                                   "median / p90 relative error and speedup sign agreement.")
+    p.add_argument("records", nargs="+", metavar="RECORDS", help="record files (.parquet or .csv)")
+    p.add_argument("--platform", default=None,
+                   help="platform name or .json (default: the records' own platform, bundled or calibrated)")
+    p.add_argument("--data", default=None, help="records folder holding calibration/<platform>/platform.json")
+    p.add_argument("--out", default=None, help="write the side-by-side rows to FILE.csv or FILE.parquet")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.add_argument("--json", action="store_true", help="print the error metrics as JSON")
+    p.set_defaults(func=run)
+
+
+def compare_records(grouped: dict, platform=None, data_dir=None, progress=None) -> tuple[pd.DataFrame, dict]:
+    """{kind: frame} of measured records -> (side-by-side rows with an ``experiment`` column, metrics)."""
+    from xstage.compare import attention as att
+    from xstage.compare import moe as moe_cmp
+    from xstage.compare.bursts import burst_error_summary, compare_bursts, platform_for
+    from xstage.compare.metrics import error_summary
+    from xstage.compare.replays import simulate_moe_tiles
+    from xstage.compare.tiles import compare_tile_summaries
+
+    parts, metrics = [], {}
+
+    def plat_of(frame):
+        if platform is not None or "platform" not in frame.columns:
+            return platform_for(frame, platform or "paper-b200", data_dir)
+        return platform_for(frame, None, data_dir)
+
+    if "burst" in grouped:
+        b = grouped["burst"]
+        rows = compare_bursts(b, plat_of(b), progress=progress)
+        metrics["bursts"] = burst_error_summary(rows)
+        parts.append(rows.assign(experiment="bursts"))
+    if "kernel" in grouped:
+        k = grouped["kernel"]
+        if (k["experiment"] == "attention").any():
+            a = k[k["experiment"] == "attention"]
+            rows = att.compare_attention(a, plat_of(a))
+            metrics["attention"] = att.attention_error_summary(rows)
+            parts.append(rows.assign(experiment="attention"))
+        if (k["experiment"] == "moe").any():
+            m = k[k["experiment"] == "moe"]
+            rows = moe_cmp.compare_moe(m, plat_of(m), progress=progress)
+            metrics["moe"] = moe_cmp.moe_error_summary(rows)
+            parts.append(rows.assign(experiment="moe"))
+        others = sorted(set(k["experiment"].astype(str)) - {"attention", "moe"})
+        if others:
+            metrics["skipped"] = {"kernel experiments without a simulated counterpart": others}
+    if "tile" in grouped:
+        t = grouped["tile"]
+        moe_tiles = t[(t["experiment"] == "moe") & (t["source"] != "sim")]
+        att_tiles = t[(t["experiment"] == "attention") & (t["source"] != "sim")]
+        if len(att_tiles) and "M" in att_tiles:
+            kern = grouped.get("kernel")
+            rows = att.compare_attention_tiles(att_tiles, plat_of(att_tiles),
+                                               kern[kern["experiment"] == "attention"] if kern is not None else None)
+            if len(rows):
+                metrics["attention_tiles"] = error_summary(rows["measured_span_median(us)"],
+                                                           rows["simulated_span_median(us)"], name="span_median")
+                parts.append(rows.assign(experiment="attention tiles"))
+        if len(moe_tiles):
+            plat = plat_of(moe_tiles)
+            sims = [simulate_moe_tiles(c, plat)[0] for c in sorted(set(moe_tiles["config"]))]
+            rows = compare_tile_summaries(moe_tiles, pd.concat(sims, ignore_index=True))
+            metrics["tiles"] = error_summary(rows["measured_span_median(us)"], rows["simulated_span_median(us)"],
+                                             name="span_median")
+            parts.append(rows.assign(experiment="tiles"))
+    if not parts:
+        raise InputError("RECORDS", sorted(grouped), "hold no burst, attention / moe kernel or moe tile records "
+                         "to compare")
+    return pd.concat(parts, ignore_index=True, sort=False), metrics
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from xstage.cli import print_json
+    from xstage.compare.frames import load_files
+    from xstage.records import atomic_write_text
+
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        if out.suffix not in (".csv", ".parquet"):
+            raise InputError("--out", str(out), "must end in .csv or .parquet")
+        if out.exists() and not args.overwrite:
+            raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
+    grouped = load_files([Path(p) for p in args.records])
+    progress = lambda items: tqdm(items, desc="simulate", unit="exp", file=sys.stderr,  # noqa: E731
+                                  disable=len(items) < 4, dynamic_ncols=True)
+    rows, metrics = compare_records(grouped, args.platform, args.data, progress=progress)
+    if out is not None:
+        if out.suffix == ".csv":
+            atomic_write_text(out, rows.to_csv(index=False), overwrite=True)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            rows.to_parquet(out, index=False)
+    if args.json:
+        print_json(metrics)
+        return 0
+    with pd.option_context("display.max_rows", 200, "display.max_columns", 40, "display.width", 200,
+                           "display.float_format", "{:.4g}".format):
+        for experiment, frame in rows.groupby("experiment", sort=False):
+            print(f"== {experiment}")
+            print(frame.dropna(axis=1, how="all").drop(columns="experiment").to_string(index=False))
+            print()
+    for name, m in metrics.items():
+        print(f"== {name} error metrics")
+        from xstage.cli import print_table
+        print_table(m)
+    if out is not None:
+        print(f"wrote {out}")
+    return 0

@@ -1,0 +1,77 @@
+"""MoE speedups (the paper's Fig. 8): interleaved over expert-wave, simulated and measured.
+
+Simulated rows are ``xstage.sim.sweep`` rows (one per configuration, ``speedup`` = wave / int).
+Measured rows are kernel records with ``experiment == "moe"`` and variants ``expert_wave`` and
+``interleaved`` per ``config`` (a catalog name MODEL/PRECISION/ROUTING/SETTING): ``compare_moe``
+re-runs each measured configuration with ``run_moe_config`` on the calibrated platform.
+"""
+
+import numpy as np
+import pandas as pd
+
+from xstage.compare.metrics import add_relative_errors, frame_error_summary, sign_agreement
+from xstage.errors import InputError
+from xstage.sim.platform import Platform
+from xstage.sim.sweep import run_moe_config
+from xstage.sim.workloads import parse_config
+
+WAVE = ("expert_wave", "wave", "expert-wave")
+INT = ("interleaved", "int")
+QUANTITIES = ["wave(us)", "int(us)", "speedup"]
+
+
+def quick_sweep(platform: Platform, *, setting: str = "S", precisions=("w8a8", "w4a8"),
+                routings=("balanced", "skewed"), models=None, progress=None) -> pd.DataFrame:
+    """A small simulated sweep (one setting) for the dashboard when no sweep records exist."""
+    from xstage.sim.workloads import moe_catalog
+
+    names = [f"{m}/{p}/{r}/{setting}" for m in (models or list(moe_catalog()["models"]))
+             for p in precisions for r in routings]
+    rows = [run_moe_config(n, platform) for n in (progress(names) if progress else names)]
+    return pd.DataFrame(rows)
+
+
+def speedup_groups(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 8 bars: per (model, precision, routing) the geometric mean, min and max speedup over settings."""
+    g = sweep.groupby(["model", "precision", "routing"], sort=False)["speedup"]
+    out = pd.DataFrame({"configs": g.size(), "geomean_speedup": g.apply(lambda s: float(np.exp(np.log(s).mean()))),
+                        "min_speedup": g.min(), "max_speedup": g.max()}).reset_index()
+    return out
+
+
+def measured_speedups(kernel: pd.DataFrame) -> pd.DataFrame:
+    """Per config: measured expert-wave and interleaved times and their ratio."""
+    k = kernel[kernel["experiment"] == "moe"]
+    if k.empty:
+        raise InputError("kernel records", "experiment", "hold no MoE rows (experiment == 'moe')")
+    k = k.assign(schedule=np.where(k["variant"].isin(WAVE), "wave", np.where(k["variant"].isin(INT), "int", "")))
+    k = k[k["schedule"] != ""]
+    p = k.pivot_table(index="config", columns="schedule", values="time(us)", aggfunc="median")
+    if not {"wave", "int"} <= set(p.columns):
+        raise InputError("MoE kernel records variants", sorted(set(k["variant"])),
+                         "must include expert_wave and interleaved for the same configs")
+    out = p.reset_index().rename(columns={"wave": "measured_wave(us)", "int": "measured_int(us)"})
+    out["measured_speedup"] = out["measured_wave(us)"] / out["measured_int(us)"]
+    return out.dropna()
+
+
+def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.DataFrame:
+    """Measured MoE speedups beside the simulator's for the same configurations."""
+    meas = measured_speedups(kernel)
+    rows = []
+    items = meas.to_dict("records")
+    for row in (progress(items) if progress else items):
+        cfg = parse_config(row["config"])
+        sim = run_moe_config(cfg, platform)
+        rows.append({"config": cfg.name, "model": cfg.model, "precision": cfg.precision, "routing": cfg.routing,
+                     "setting": cfg.setting,
+                     "measured_wave(us)": row["measured_wave(us)"], "simulated_wave(us)": sim["wave_us"],
+                     "measured_int(us)": row["measured_int(us)"], "simulated_int(us)": sim["int_us"],
+                     "measured_speedup": row["measured_speedup"], "simulated_speedup": sim["speedup"]})
+    return add_relative_errors(pd.DataFrame(rows), QUANTITIES)
+
+
+def moe_error_summary(frame: pd.DataFrame) -> dict:
+    out = frame_error_summary(frame, QUANTITIES)
+    out["speedup_sign_agreement"] = sign_agreement(frame["measured_speedup"], frame["simulated_speedup"])
+    return out

@@ -1,0 +1,78 @@
+"""Build every dashboard page into one folder (offline: plotly.min.js is written beside the pages).
+
+    from xstage.dashboards.build import build_dashboards
+    index = build_dashboards(Path("out/dash"))          # data/ of the checkout, every platform
+
+Pages: index, calibration-<platform> and whatif-<platform> for each platform, timeline, spans, moe,
+attention, compare. Each page draws frames from ``xstage.compare.collect.collect``; a page whose
+records don't exist shows a "No data yet: run ..." note instead of failing.
+"""
+
+import html
+from pathlib import Path
+
+from xstage.compare.collect import collect
+from xstage.dashboards import (page_attention, page_calibration, page_compare, page_moe, page_spans, page_timeline,
+                               page_whatif)
+from xstage.dashboards.html import Page, write_page, write_plotly_js
+
+DESCRIPTIONS = {
+    "calibration": "Fig. 3 a-d: issue time and period vs gap, the isolated-burst knee, the drain-rate fit",
+    "whatif": "sliders for K, B, G, R, Q over model and simulator curves",
+    "timeline": "Fig. 9: per-SM Gantt, Tensor-Core activity, X-Stage occupancy; expert-wave vs interleaved",
+    "spans": "Fig. 10 and Table 2: L2 remote-store spans and the per-tile stall test",
+    "moe": "Fig. 8: interleaved over expert-wave speedups across configurations",
+    "attention": "Fig. 11 and Table 3: FlashAttention + All-to-All residual and speedup vs M",
+    "compare": "simulated vs measured: error metrics and parity plots",
+}
+
+
+def make_pages(collected: dict) -> list[Page]:
+    """Every page except the index, in navigation order."""
+    pages = []
+    for name in collected["platforms"]:
+        pages.append(page_calibration.calibration_page(collected["calibration"][name], name))
+        wi = page_whatif.whatif_page(collected["whatif"][name])
+        wi.name = f"whatif-{name}"
+        pages.append(wi)
+    pages.append(page_timeline.timeline_page(collected["timeline"]))
+    pages.append(page_spans.spans_page(collected["spans"]))
+    pages.append(page_moe.moe_page(collected["moe"]))
+    pages.append(page_attention.attention_page(collected["attention"]))
+    pages.append(page_compare.compare_page(collected))
+    return pages
+
+
+def index_page(collected: dict, pages: list[Page]) -> Page:
+    index = Page("index", "xstage dashboards",
+                 lead=f"Records folder: {collected['data_dir']}. Platforms: {', '.join(collected['platforms'])}. "
+                      f"Simulated pages use {collected['primary']}"
+                      + (" (quick grids: a preview)" if collected.get("quick") else "") + ".")
+    items = []
+    for p in pages:
+        key = p.name.split("-")[0]
+        status = ("model and simulator" if key == "whatif" else
+                  "measured + simulated" if not p.nodata else "simulated only (no measured records yet)")
+        items.append(f'<li><a href="{html.escape(p.name)}.html">{html.escape(p.title)}</a> -- '
+                     f"{html.escape(DESCRIPTIONS.get(key, ''))} <i>[{status}]</i></li>")
+    index.raw("<ul>" + "\n".join(items) + "</ul>")
+    if collected["errors"].empty:
+        index.no_data("measured-vs-simulated comparisons", "xstage calibrate (bursts) or the GPU benchmarks")
+    else:
+        index.table(collected["errors"], "simulated vs measured: error metrics", open_=True)
+    return index
+
+
+def build_dashboards(out_dir: Path, data_dir: Path | None = None, platforms: list[str] | None = None, *,
+                     quick: bool = False, progress=None, collected: dict | None = None) -> Path:
+    """Write every page into ``out_dir``; returns the index page's path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    collected = collected or collect(data_dir, platforms, quick=quick, progress=progress)
+    pages = make_pages(collected)
+    index = index_page(collected, pages)
+    nav = [("index.html", "index")] + [(f"{p.name}.html", p.name) for p in pages]
+    write_plotly_js(out_dir)
+    for p in pages:
+        write_page(p, out_dir, nav)
+    return write_page(index, out_dir, nav)
