@@ -1,4 +1,4 @@
-"""Burst records, measured and simulated, side by side.
+"""Burst records and calibration points, measured and simulated, side by side.
 
 A burst experiment is identified by (platform, target, mode, producers, bytes_per_producer, gap).
 ``summarize_bursts`` reduces rows to one line per experiment: the median sender-visible issue time
@@ -6,6 +6,13 @@ and start-to-start period over the steady-state half of the bursts (the same rul
 ``BurstResult.steady``). ``compare_bursts`` re-runs every measured experiment on the simulator with
 the calibrated platform -- same K, B, G, mode and number of bursts -- and puts the measured,
 simulated and analytic-model values in one frame.
+
+Calibration folders (``xstage calibrate``) hold ``points.parquet``: one row per measured configuration
+with the aggregate figures (T_iss = max(end) - min(start) over all producers, the period, the measured
+gap). Those, not per-producer medians of the sampled ``bursts.parquet``, are the measured side there:
+on a shared link producers are served unfairly, so a per-producer median misstates the burst.
+``compare_points`` re-simulates every point; the burst-record path stays for plain burst records
+(e.g. ``xstage sim bursts --out``).
 """
 
 import numpy as np
@@ -112,8 +119,110 @@ def compare_bursts(measured: pd.DataFrame, platform: Platform | str | None = Non
     return add_relative_errors(out, QUANTITIES)
 
 
+MODE_ORDER = ("periodic", "aligned", "free", "isolated", "local", "coupled")
+
+
 def burst_error_summary(frame: pd.DataFrame) -> dict:
-    """Median / p90 relative error of issue time and period over a ``compare_bursts`` frame."""
+    """Median / p90 relative error of issue time and period over a ``compare_bursts`` or ``compare_points``
+    frame: over all rows, and per measured mode (``periodic_…``, ``free_…``, ``isolated_…``) when there
+    are several (isolated points have no period metrics)."""
     summary = frame_error_summary(frame, QUANTITIES)
     summary["n_experiments"] = int(len(frame))
+    if "mode" in frame.columns and frame["mode"].nunique() > 1:
+        for mode in [m for m in MODE_ORDER if m in set(frame["mode"])] + \
+                sorted(set(frame["mode"]) - set(MODE_ORDER)):
+            part = frame[frame["mode"] == mode]
+            for q in QUANTITIES:
+                base = q.split("(")[0]
+                part_summary = frame_error_summary(part, [q])
+                if part_summary[f"{base}_n_points"]:
+                    summary.update({f"{mode}_{k}": v for k, v in part_summary.items()})
     return summary
+
+
+# --- calibration points (points.parquet): aggregate figures per measured configuration -------------
+
+POINT_COLUMNS = {"phase", "mode", "producers", "bytes_per_producer", "gap_us", "gap_measured_us", "T_iss_us",
+                 "period_us"}
+# measured mode -> simulator mode: lockstep ("periodic"), barrier-aligned and free-running bursts are all
+# the simulator's periodic mode (its producers start together and stay aligned); isolated is isolated
+SIM_MODE = {"periodic": "periodic", "aligned": "periodic", "free": "periodic", "isolated": "isolated",
+            "local": "local"}
+POINT_BURSTS = {"periodic": 60, "isolated": 6, "local": 4}
+
+
+def is_points(frame: pd.DataFrame) -> bool:
+    """Whether ``frame`` is a calibration points frame (``hw.calibrate``'s points.parquet)."""
+    return POINT_COLUMNS <= set(frame.columns)
+
+
+def load_calibration_points(path) -> pd.DataFrame:
+    """points.parquet (summary records) with a ``platform`` column: the meta's platform name, else the
+    name of the folder holding the file."""
+    from pathlib import Path
+
+    from xstage.records import load_records
+
+    path = Path(path)
+    frame, meta = load_records(path, "summary")
+    if not is_points(frame):
+        raise InputError("points records", str(path), f"must hold the columns {sorted(POINT_COLUMNS)}")
+    name = meta.get("platform") or (meta.get("config") or {}).get("name") or path.parent.name
+    return frame.assign(platform=str(name)) if "platform" not in frame.columns else frame
+
+
+def _model_point(platform: Platform, mode: str, K: int, B: int, G: float) -> tuple[float, float]:
+    """The full Burst-Gap model (``hw.calib_fit.model_check``): periodic T_iss = max(T_iss0, V/R - G, (V-Q)/R),
+    period T_iss + G; isolated Eq. 7 (no period); local T_iss0."""
+    from xstage.hw.calib_fit import periodic_issue_time_us
+    from xstage.sim import model
+
+    t0, V, R, Q = platform.issue_time0_us(K, B), K * B, platform.drain_rate_Bpus, platform.capacity_bytes(K)
+    if mode == "isolated":
+        return model.isolated_issue_time_us(t0, V, R, Q), np.nan
+    if mode == "local":
+        return t0, t0 + G
+    t = periodic_issue_time_us(G, t0, V, R, Q)
+    return t, t + G
+
+
+def compare_points(points: pd.DataFrame, platform: Platform | str | None = None, *, fast: bool = False,
+                   progress=None) -> pd.DataFrame:
+    """Calibration points (aggregate T_iss = max(end) - min(start) over producers, and period, per
+    configuration) -> one row per point with measured / simulated / model columns.
+
+    Each point is re-simulated with the measured producer-side gap (next start minus issue end, which in
+    lockstep mode includes the barrier wait) in the simulator mode ``SIM_MODE[mode]``, as
+    ``hw.calib_fit.model_check`` evaluates the model. ``fast``: fewer simulated bursts (16 periodic)."""
+    if points.empty:
+        raise InputError("calibration points", "empty", "must hold at least one row")
+    plat = platform_for(points, platform) if "platform" in points.columns or platform is not None else None
+    if plat is None:
+        raise InputError("calibration points", "no platform", "need a platform column or --platform")
+    pts = points.dropna(subset=["T_iss_us"])
+    unknown = sorted(set(pts["mode"]) - set(SIM_MODE))
+    if unknown:
+        raise InputError("points mode", unknown, f"must be one of {', '.join(SIM_MODE)}")
+    rows = []
+    items = pts.to_dict("records")
+    for r in (progress(items) if progress else items):
+        K, B = int(r["producers"]), int(r["bytes_per_producer"])
+        G = float(r["gap_measured_us"]) if np.isfinite(r["gap_measured_us"]) else float(r["gap_us"])
+        sim_mode = SIM_MODE[r["mode"]]
+        # an isolated burst starts from a drained path: its measured "gap" is the drain wait
+        G = float(r["gap_us"]) if sim_mode == "isolated" else max(G, 0.0)
+        n = 16 if fast and sim_mode == "periodic" else POINT_BURSTS[sim_mode]
+        sim = simulate_experiment(plat, sim_mode, K, B, G, n)
+        m_issue, m_period = _model_point(plat, sim_mode, K, B, G)
+        rows.append({"platform": r.get("platform", plat.name), "simulated_platform": plat.name,
+                     "target": r.get("target", plat.target), "phase": r["phase"], "mode": r["mode"],
+                     "simulated_mode": sim_mode, "gap_kind": r.get("gap_kind", "spin"), "producers": K,
+                     "bytes_per_producer": B, "gap(us)": float(r["gap_us"]), "gap_measured(us)": G,
+                     "measured_issue(us)": float(r["T_iss_us"]), "simulated_issue(us)": sim["simulated_issue(us)"],
+                     "model_issue(us)": m_issue,
+                     "measured_period(us)": float(r["period_us"]), "simulated_period(us)": sim["simulated_period(us)"],
+                     "model_period(us)": m_period})
+    out = pd.DataFrame(rows)
+    isolated = out["mode"] == "isolated"
+    out.loc[isolated, ["measured_period(us)", "simulated_period(us)", "model_period(us)"]] = np.nan
+    return add_relative_errors(out, QUANTITIES)

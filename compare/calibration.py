@@ -9,12 +9,20 @@ for the local-memory control.
 - ``knee``: isolated-burst issue time vs aggregate volume V (Fig. 3 c), per K;
 - ``drain``: zero-gap steady-state period vs V across (K, B) and the fit V / R (Fig. 3 d);
 - ``params``: the platform parameters and the drain rate refitted from the measured points.
+
+Measured side: with a calibration folder's ``points.parquet`` (``points=``), the aggregate figures of
+every configuration (``compare_points``: T_iss = max(end) - min(start) over producers, period, measured
+gap), with the simulator re-run at each point (``sim``) and the full model max(T_iss0, V/R - G, (V-Q)/R)
+as the curves; series ``hw`` (lockstep periodic, spin gap), ``hw fma`` (FMA gap), ``hw free``
+(free-running), ``hw aligned``, ``hw local``. Points are placed at their measured gap. Without points,
+plain burst records (``measured=``) are reduced to per-producer steady-state medians as before.
 """
 
 import numpy as np
 import pandas as pd
 
-from xstage.compare.bursts import compare_bursts, simulate_experiment, summarize_bursts
+from xstage.compare.bursts import compare_bursts, compare_points, simulate_experiment, summarize_bursts
+from xstage.hw.calib_fit import periodic_issue_time_us
 from xstage.sim import model
 from xstage.sim.platform import Platform
 from xstage.units import KiB
@@ -139,8 +147,94 @@ def fit_drain_rate_GBps(drain: pd.DataFrame, p: Platform, series: str = "hw") ->
     return 1.0 / inv_r / 1e3
 
 
-def calibration_frames(p: Platform, measured: pd.DataFrame | None = None, *, fast: bool = False) -> dict:
-    """All frames of the calibration page. ``measured``: raw burst records (any number of files)."""
+# --- measured side from calibration points (points.parquet) ------------------------------------------
+
+def point_series(cmp: pd.DataFrame) -> pd.Series:
+    """The measured series of each ``compare_points`` row: hw, hw fma, hw free, hw aligned, hw local."""
+    name = cmp["mode"].map({"periodic": "hw", "free": "hw free", "aligned": "hw aligned", "local": "hw local",
+                            "isolated": "hw"}).fillna("hw " + cmp["mode"].astype(str))
+    return name.where(~((cmp["mode"] == "periodic") & (cmp["gap_kind"] == "fma")), "hw fma")
+
+
+def _measured_and_sim(sel: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    """``compare_points`` rows as long-form ``hw*`` rows (measured) and ``sim`` rows (re-simulated)."""
+    hw = sel.assign(series=point_series(sel)).rename(columns={f"measured_{c}": c for c in columns})
+    sim = sel.assign(series="sim").rename(columns={f"simulated_{c}": c for c in columns})
+    return pd.concat([hw, sim], ignore_index=True)
+
+
+def points_gap_sweep_frame(p: Platform, cmp: pd.DataFrame, *, model_points: int = 61) -> pd.DataFrame:
+    """Fig. 3 a, b from points: the (K, B) of the gap sweeps (phases gap / free-gap / aligned-gap), every
+    non-isolated point of those (K, B) at its measured gap, and the model curves up to the largest gap."""
+    swept = cmp[cmp["phase"].astype(str).str.endswith("gap") & (cmp["mode"] != "isolated")]
+    configs = sorted({(int(k), int(b)) for k, b in zip(swept["producers"], swept["bytes_per_producer"])})
+    R, rows = p.drain_rate_Bpus, []
+    parts = []
+    for K, B in configs:
+        V, t0, Q = K * B, p.issue_time0_us(K, B), p.capacity_bytes(K)
+        sel = cmp[(cmp["producers"] == K) & (cmp["bytes_per_producer"] == B) & (cmp["mode"] != "isolated")]
+        g_max = max(float(sel["gap_measured(us)"].max()) * 1.05, 1.0)
+        for g in np.linspace(0.0, g_max, model_points):
+            t_iss = periodic_issue_time_us(g, t0, V, R, Q)
+            rows.append(("model", K, B, g, t_iss, t_iss + g))
+            rows.append(("coupled model", K, B, g, np.nan, model.coupled_period_us(g, V, R)))
+            rows.append(("model local", K, B, g, t0, t0 + g))
+        parts.append(_measured_and_sim(sel, ("issue(us)", "period(us)")))
+    cols = ["series", "producers", "bytes_per_producer", "gap(us)", "issue(us)", "period(us)"]
+    out = pd.DataFrame(rows, columns=cols)
+    if parts:
+        measured = pd.concat(parts, ignore_index=True).drop(columns="gap(us)").rename(
+            columns={"gap_measured(us)": "gap(us)"})
+        out = pd.concat([out, measured[[*cols, "phase"]]], ignore_index=True)
+    out.insert(3, "volume(MiB)", out["producers"] * out["bytes_per_producer"] / MiB)
+    return out
+
+
+def points_knee_frame(p: Platform, cmp: pd.DataFrame, *, model_points: int = 80) -> pd.DataFrame:
+    """Fig. 3 c from points: isolated T_iss (aggregate) and its re-simulation per K, the Eq. 7 curve."""
+    iso = cmp[cmp["mode"] == "isolated"]
+    R, rows = p.drain_rate_Bpus, []
+    for K in sorted({int(k) for k in iso["producers"]}):
+        bs = iso.loc[iso["producers"] == K, "bytes_per_producer"]
+        for B in np.geomspace(float(bs.min()), float(bs.max()), model_points):
+            rows.append(("model", K, B, model.isolated_issue_time_us(p.issue_time0_us(K, B), K * B, R,
+                                                                      p.capacity_bytes(K))))
+    cols = ["series", "producers", "bytes_per_producer", "issue(us)"]
+    out = pd.DataFrame(rows, columns=cols)
+    if len(iso):
+        out = pd.concat([out, _measured_and_sim(iso, ("issue(us)",))[cols]], ignore_index=True)
+    out.insert(3, "volume(MiB)", out["producers"] * out["bytes_per_producer"] / MiB)
+    return out
+
+
+def points_drain_frame(p: Platform, cmp: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 3 d from points: the zero-gap (nominal) spin-gap periodic points -- lockstep (``hw``),
+    free-running, aligned -- with their re-simulation, and the line V / R."""
+    zero = cmp[(cmp["gap(us)"] == 0) & (cmp["mode"] != "isolated") & (cmp["gap_kind"] == "spin")]
+    cols = ["series", "producers", "bytes_per_producer", "volume(MiB)", "period(us)"]
+    v_max = float((zero["producers"] * zero["bytes_per_producer"]).max()) if len(zero) else 1.0 * MiB
+    line = pd.DataFrame({"series": "model", "producers": 0, "bytes_per_producer": np.nan,
+                         "volume(MiB)": np.linspace(0.0, v_max * 1.05, 40) / MiB})
+    line["period(us)"] = line["volume(MiB)"] * MiB / p.drain_rate_Bpus
+    if not len(zero):
+        return line[cols]
+    pts = _measured_and_sim(zero, ("period(us)",))
+    pts = pts[(pts["series"] != "sim") | (pts["mode"] == "periodic")]   # one sim point per (K, B)
+    pts["volume(MiB)"] = pts["producers"] * pts["bytes_per_producer"] / MiB
+    return pd.concat([line, pts[cols]], ignore_index=True)
+
+
+def calibration_frames(p: Platform, measured: pd.DataFrame | None = None, *, points: pd.DataFrame | None = None,
+                       fast: bool = False) -> dict:
+    """All frames of the calibration page. ``points``: a calibration folder's points.parquet (preferred);
+    ``measured``: raw burst records (any number of files), used only without points."""
+    if points is not None and len(points):
+        cmp = compare_points(points, p, fast=fast)
+        frames = {"gap_sweep": points_gap_sweep_frame(p, cmp), "knee": points_knee_frame(p, cmp),
+                  "drain": points_drain_frame(p, cmp)}
+        frames["params"] = pd.DataFrame([_params(p, frames, int(len(cmp)), "points.parquet (aggregate T_iss, period)")])
+        frames["compare"] = cmp
+        return frames
     hw = summarize_bursts(measured) if measured is not None and len(measured) else None
     kw = dict(sim_points=4) if fast else {}
     frames = {
@@ -148,16 +242,22 @@ def calibration_frames(p: Platform, measured: pd.DataFrame | None = None, *, fas
         "knee": knee_frame(p, hw, **({"sim_points": 5} if fast else {})),
         "drain": drain_frame(p, hw, sim_bursts=16 if fast else 40),
     }
+    frames["params"] = pd.DataFrame([_params(p, frames, 0 if hw is None else int(len(hw)),
+                                             "burst records (per-producer steady-state medians)" if hw is not None
+                                             else "none")])
+    if measured is not None and len(measured):
+        frames["compare"] = compare_bursts(measured, p, max_bursts=100 if fast else 400)
+    return frames
+
+
+def _params(p: Platform, frames: dict, n_hw: int, source: str) -> dict:
     K = p.sm_count
-    params = {
+    return {
         "platform": p.name, "target": p.target, "sm_count": K, "drain_rate_GBps": p.drain_rate_GBps,
         "T_iss0(us) at K=SMs, 32KiB": p.issue_time0_us(K, 32 * KiB),
         "Q(MiB) at K=SMs": p.capacity_bytes(K) / MiB,
         "sim drain fit (GB/s)": fit_drain_rate_GBps(frames["drain"], p, "sim"),
         "hw drain fit (GB/s)": fit_drain_rate_GBps(frames["drain"], p, "hw"),
-        "hw experiments": 0 if hw is None else int(len(hw)),
+        "hw experiments": n_hw,
+        "hw source": source,
     }
-    frames["params"] = pd.DataFrame([params])
-    if measured is not None and len(measured):
-        frames["compare"] = compare_bursts(measured, p, max_bursts=100 if fast else 400)
-    return frames

@@ -1,5 +1,7 @@
 """``xstage compare RECORDS... [--platform ...] [--out FILE]``: measured records beside the simulator.
 
+Calibration folders (``data/calibration/<platform>``) or their points.parquet: every measured
+configuration re-simulated from its aggregate figures (T_iss, period, measured gap).
 Burst records: every (mode, K, B, G) experiment re-simulated with the calibrated platform.
 Kernel records: attention (per M: fused time, E_res, speedup) and MoE (per configuration: expert-wave
 and interleaved times, speedup and its sign). Tile records: MoE tiles re-simulated per configuration
@@ -35,7 +37,7 @@ def compare_records(grouped: dict, platform=None, data_dir=None, progress=None) 
     """{kind: frame} of measured records -> (side-by-side rows with an ``experiment`` column, metrics)."""
     from xstage.compare import attention as att
     from xstage.compare import moe as moe_cmp
-    from xstage.compare.bursts import burst_error_summary, compare_bursts, platform_for
+    from xstage.compare.bursts import burst_error_summary, compare_bursts, compare_points, platform_for
     from xstage.compare.metrics import error_summary
     from xstage.compare.replays import simulate_moe_tiles
     from xstage.compare.tiles import compare_tile_summaries
@@ -47,6 +49,12 @@ def compare_records(grouped: dict, platform=None, data_dir=None, progress=None) 
             return platform_for(frame, platform or "paper-b200", data_dir)
         return platform_for(frame, None, data_dir)
 
+    if "points" in grouped:   # calibration folders: aggregate figures per configuration (points.parquet)
+        pts = grouped["points"]
+        rows = pd.concat([compare_points(grp, platform_for(grp, platform, data_dir), progress=progress)
+                          for _, grp in pts.groupby("platform", sort=True)], ignore_index=True)
+        metrics["calibration points"] = burst_error_summary(rows)
+        parts.append(rows.assign(experiment="calibration points"))
     if "burst" in grouped:
         b = grouped["burst"]
         rows = compare_bursts(b, plat_of(b), progress=progress)
@@ -92,11 +100,41 @@ def compare_records(grouped: dict, platform=None, data_dir=None, progress=None) 
     return pd.concat(parts, ignore_index=True, sort=False), metrics
 
 
+def load_arguments(paths) -> dict:
+    """{kind: frame} from RECORDS: files, or folders. A calibration folder (or a ``points.parquet`` named
+    directly) gives its calibration points, under ``points``, and not its sampled burst records; any
+    other folder gives every record file under it."""
+    from xstage.compare.bursts import is_points, load_calibration_points
+    from xstage.compare.frames import load_files, record_kind, scan_records
+
+    files, points = [], []
+    for path in paths:
+        if path.is_dir():
+            if (path / "points.parquet").is_file() and record_kind(path / "points.parquet") == "summary":
+                points.append(load_calibration_points(path / "points.parquet"))
+                files += [Path(p) for p in scan_records(path)["path"]
+                          if Path(p).parent == path and Path(p).name not in ("points.parquet", "bursts.parquet",
+                                                                             "check.parquet", "copy.parquet")]
+            else:
+                files += [Path(p) for p in scan_records(path)["path"]]
+        elif path.name == "points.parquet" and record_kind(path) == "summary":
+            points.append(load_calibration_points(path))
+        else:
+            files.append(path)
+    if not files and not points:
+        raise InputError("RECORDS", [str(p) for p in paths], "hold no record files")
+    grouped = load_files(files) if files else {}
+    if points:
+        frame = pd.concat(points, ignore_index=True)
+        if is_points(frame):
+            grouped["points"] = frame
+    return grouped
+
+
 def run(args) -> int:
     from tqdm import tqdm
 
     from xstage.cli import print_json
-    from xstage.compare.frames import load_files
     from xstage.records import atomic_write_text
 
     out = Path(args.out) if args.out else None
@@ -105,7 +143,7 @@ def run(args) -> int:
             raise InputError("--out", str(out), "must end in .csv or .parquet")
         if out.exists() and not args.overwrite:
             raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
-    grouped = load_files([Path(p) for p in args.records])
+    grouped = load_arguments([Path(p) for p in args.records])
     progress = lambda items: tqdm(items, desc="simulate", unit="exp", file=sys.stderr,  # noqa: E731
                                   disable=len(items) < 4, dynamic_ncols=True)
     rows, metrics = compare_records(grouped, args.platform, args.data, progress=progress)

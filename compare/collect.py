@@ -3,7 +3,9 @@
 ``collect`` returns plain frames per page. Simulated frames are computed here (model curves,
 simulator points, replays); measured frames are read from the records folder:
 
-    calibration/<platform>/*.parquet   burst records (``xstage calibrate``)
+    calibration/<platform>/points.parquet  calibration points (``xstage calibrate``): the measured side
+                                           of the calibration page (aggregate T_iss and period)
+    calibration/<platform>/*.parquet       else burst records (e.g. ``xstage sim bursts --out``)
     any kernel records, experiment "attention" / "moe"
     any tile records (hw per-tile instrumentation), experiment "moe" / "attention"
     any summary records holding a MoE sweep (columns config, wave_us, int_us, speedup)
@@ -17,7 +19,7 @@ import pandas as pd
 
 from xstage.compare import attention as att
 from xstage.compare import moe as moe_cmp
-from xstage.compare.bursts import burst_error_summary, find_platform
+from xstage.compare.bursts import MODE_ORDER, burst_error_summary, find_platform, is_points, load_calibration_points
 from xstage.compare.calibration import calibration_frames
 from xstage.compare.frames import load_kind
 from xstage.compare.metrics import error_summary
@@ -52,13 +54,28 @@ def _burst_records(data_dir: Path, platform: str) -> pd.DataFrame:
     return frame[frame["source"] != "sim"] if len(frame) else frame
 
 
+def _calibration_points(data_dir: Path, platform: str) -> pd.DataFrame | None:
+    """``calibration/<platform>/points.parquet`` when it exists and holds calibration points, else None."""
+    path = Path(data_dir) / "calibration" / platform / "points.parquet"
+    if not path.is_file():
+        return None
+    try:
+        frame = load_calibration_points(path)
+    except InputError:
+        return None
+    return frame if is_points(frame) and len(frame) else None
+
+
 def _moe_sweep_records(data_dir: Path, platform: str) -> pd.DataFrame:
     """``xstage sweep moe --out`` files (summary records) of ``platform`` (named in their meta config)."""
     need = {"config", "wave_us", "int_us", "speedup", "model", "precision", "routing"}
 
     def mine(frame, meta):
-        named = (meta.get("config") or {}).get("platform") or meta.get("platform", {}).get("name")
-        return need <= set(frame.columns) and named in (None, platform)
+        if not need <= set(frame.columns):
+            return False
+        plat = meta.get("platform")        # a name (calibration points) or a platform dict
+        named = (meta.get("config") or {}).get("platform") or (plat.get("name") if isinstance(plat, dict) else plat)
+        return named in (None, platform)
 
     frame = load_kind(data_dir, "summary", where=mine)
     return frame.drop_duplicates("config", keep="last") if len(frame) else frame
@@ -78,8 +95,12 @@ def collect(data_dir=None, platforms=None, *, quick: bool = False, progress=None
 
     for name, p in plats.items():
         say(f"calibration frames: {name}")
-        measured = _burst_records(data_dir, name)
-        out["calibration"][name] = calibration_frames(p, measured if len(measured) else None, fast=quick)
+        points = _calibration_points(data_dir, name)
+        if points is not None:
+            out["calibration"][name] = calibration_frames(p, points=points, fast=quick)
+        else:
+            measured = _burst_records(data_dir, name)
+            out["calibration"][name] = calibration_frames(p, measured if len(measured) else None, fast=quick)
         say(f"what-if grid: {name}")
         out["whatif"][name] = whatif_frames(p, WhatIfGrid.default(p, small=quick))
 
@@ -175,12 +196,16 @@ def error_table(out: dict) -> pd.DataFrame:
     for name, frames in out["calibration"].items():
         if "compare" in frames:
             s = burst_error_summary(frames["compare"])
-            rows.append({"experiment": f"calibration bursts: {name}", "quantity": "issue time",
-                         "median_rel_err": s["issue_median_rel_err"], "p90_rel_err": s["issue_p90_rel_err"],
-                         "n": s["issue_n_points"], "speedup_sign_agreement": float("nan")})
-            rows.append({"experiment": f"calibration bursts: {name}", "quantity": "period",
-                         "median_rel_err": s["period_median_rel_err"], "p90_rel_err": s["period_p90_rel_err"],
-                         "n": s["period_n_points"], "speedup_sign_agreement": float("nan")})
+            modes = [""] + [f"{m}_" for m in MODE_ORDER if f"{m}_issue_n_points" in s]
+            for mode in modes:
+                for q, label in (("issue", "issue time"), ("period", "period")):
+                    if f"{mode}{q}_n_points" not in s or not s[f"{mode}{q}_n_points"]:
+                        continue
+                    rows.append({"experiment": f"calibration bursts: {name}",
+                                 "quantity": label + (f" ({mode[:-1]})" if mode else ""),
+                                 "median_rel_err": s[f"{mode}{q}_median_rel_err"],
+                                 "p90_rel_err": s[f"{mode}{q}_p90_rel_err"], "n": s[f"{mode}{q}_n_points"],
+                                 "speedup_sign_agreement": float("nan")})
     if "compare" in out.get("moe", {}):
         c = out["moe"]["compare"]
         s = moe_cmp.moe_error_summary(c)

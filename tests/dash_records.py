@@ -15,9 +15,32 @@ from xstage.sim.bursts import BurstConfig, simulate_bursts
 from xstage.sim.platform import load_platform
 
 MOE_CONFIG = "DiT-MoE/w8a8/skewed/S"
+# calibration points (phase, mode, K, B, gap): lockstep rate / gap / FMA, free-running, isolated
+POINTS = [("rate", "periodic", "spin", 148, 32768, 0.0), ("gap", "periodic", "spin", 148, 32768, 2.0),
+          ("gap", "periodic", "spin", 148, 32768, 8.0), ("fma", "periodic", "fma", 148, 32768, 1.0),
+          ("rate", "periodic", "spin", 74, 16384, 0.0), ("free-rate", "free", "spin", 148, 32768, 0.0),
+          ("free-gap", "free", "spin", 148, 32768, 4.0), ("isolated", "isolated", "spin", 148, 16384, 0.0),
+          ("isolated", "isolated", "spin", 148, 131072, 0.0)]
 
 
-def write_measured_like(folder: Path) -> Path:
+def simulated_points(platform, rows=POINTS, scale: float = 1.0) -> pd.DataFrame:
+    """A calibration points frame (``hw.calibrate`` columns) from the simulator: T_iss and period of each
+    (phase, mode, gap_kind, K, B, G), the measured gap equal to G; ``scale`` multiplies T_iss."""
+    from xstage.compare.bursts import SIM_MODE, simulate_experiment
+
+    out = []
+    for phase, mode, gap_kind, K, B, G in rows:
+        s = simulate_experiment(platform, SIM_MODE[mode], K, B, G, 16)
+        out.append({"phase": phase, "target": platform.target, "mode": mode, "gap_kind": gap_kind, "producers": K,
+                    "bytes_per_producer": B, "volume_bytes": K * B, "gap_us": G, "fma_iters": 0,
+                    "T_iss_us": s["simulated_issue(us)"] * scale, "period_us": s["simulated_period(us)"],
+                    "gap_measured_us": G, "trials": 1})
+    return pd.DataFrame(out)
+
+
+def write_measured_like(folder: Path, *, points: bool = False) -> Path:
+    """Records for every measured branch; ``points``: also a calibration points.parquet (which the
+    calibration page then prefers to the burst records beside it)."""
     p = load_platform("paper-b200")
     meta = {"config": {"note": "test records: simulated, relabelled hw"}, "provenance": {}}
     frames = []
@@ -28,6 +51,9 @@ def write_measured_like(folder: Path) -> Path:
         frames.append(b.assign(source="hw"))
     save_records(folder / "calibration" / "paper-b200" / "bursts.parquet", "burst",
                  pd.concat(frames, ignore_index=True), meta)
+    if points:
+        save_records(folder / "calibration" / "paper-b200" / "points.parquet", "summary",
+                     simulated_points(p, scale=1.03), {**meta, "platform": "paper-b200"})
 
     tiles, _ = simulate_moe_tiles(MOE_CONFIG, p)
     tiles = tiles.assign(source="hw")

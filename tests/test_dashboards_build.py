@@ -60,11 +60,17 @@ def _dash_records():
 
 
 def test_measured_records_fill_every_page_and_the_error_table(tmp_path):
-    data = _dash_records().write_measured_like(tmp_path / "data")
+    data = _dash_records().write_measured_like(tmp_path / "data", points=True)
     c = collect(data, ["paper-b200"], quick=True)
     experiments = set(c["errors"]["experiment"])
     assert experiments == {"calibration bursts: paper-b200", "MoE kernels", "FlashAttention + A2A", "MoE tiles"}
     assert c["errors"]["median_rel_err"].notna().all()
+    calib = c["calibration"]["paper-b200"]   # points.parquet wins over the burst records beside it
+    assert calib["params"]["hw source"].iloc[0].startswith("points.parquet") and len(calib["compare"]) == 9
+    assert {"hw", "hw fma", "hw free", "sim"} <= set(calib["gap_sweep"]["series"])
+    quantities = set(c["errors"].loc[c["errors"]["experiment"].str.startswith("calibration"), "quantity"])
+    assert quantities == {"issue time", "period", "issue time (periodic)", "period (periodic)", "issue time (free)",
+                          "period (free)", "issue time (isolated)"}
     speed = c["errors"][c["errors"]["quantity"].str.startswith("speedup")]
     assert speed["speedup_sign_agreement"].notna().all()
     assert len(c["attention"]["tiles"]) == 1 and set(c["timeline"]["hw"]) == {"expert_wave", "interleaved"}
