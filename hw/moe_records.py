@@ -1,0 +1,240 @@
+"""Records of the fused MoE runs (issue 6): kernel rows, tile rows, the simulator's prediction, summary.
+
+Kernel rows (``experiment == "moe"``): one per (configuration, variant). Variants:
+``expert_wave`` / ``interleaved`` (remote stores: W-1 ranks host-mapped), ``expert_wave_local`` /
+``interleaved_local`` (all W Combine buffers in device memory: remote stores off),
+``grouped_mm`` (the two grouped GEMMs of the user's baseline; column ``baseline`` says
+``torch._grouped_mm`` or ``matmul_loop``), ``baseline_ffn`` (grouped GEMM, SwiGLU, grouped GEMM,
+router scaling), ``combine_copy`` (a separate kernel storing the same Combine rows), and
+``baseline_total`` (baseline_ffn + combine_copy, summed medians). The simulator's makespans for the
+same configuration are the columns ``sim_wave(us)``, ``sim_int(us)`` of the two schedule rows.
+
+Tile rows: the "tile" schema (times in us from the launch's first timestamp) plus ``row``,
+``dep_wait(us)``, ``span(us)`` (= issue_end - issue_start: T_RS for L2 tiles),
+``gap_to_next(us)`` (this tile's mainloop end to the program's next mainloop start). ``mma_stall``:
+the kernel has no separate epilogue role, so the MMA role waits for the whole epilogue: the time
+from the previous tile's mainloop end to this tile's wait start.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xstage.errors import InputError
+from xstage.records import COLUMNS, load_records
+
+EXPERIMENT = "moe"
+PLATFORM = "h200-pcie-host"
+SCHEDULES = ("expert_wave", "interleaved")
+
+
+def kernel_row(problem, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
+    times = np.asarray(times_us, dtype=float)
+    if times.size == 0:
+        raise InputError("times_us", [], "must hold at least one trial")
+    median = float(np.median(times))
+    row = {"source": "hw", "experiment": EXPERIMENT, "config": problem.label(), "variant": variant,
+           "time(us)": median, "trials": int(times.size), "platform": platform,
+           **{k: v for k, v in problem.to_dict().items()}, "flops": problem.flops,
+           "TFLOPs": problem.flops / median / 1e6,
+           "time_min(us)": float(times.min()), "time_p25(us)": float(np.percentile(times, 25)),
+           "time_p75(us)": float(np.percentile(times, 75)), "time_max(us)": float(times.max())}
+    row.update(extra)
+    return row
+
+
+def tile_frame(layout, tiles: np.ndarray, log: np.ndarray, *, schedule: str, remote: bool,
+               platform: str = PLATFORM) -> pd.DataFrame:
+    """Tile records from an int64 [T, 8] log (``xstage.hw.moe.TILE_LOG_FIELDS``) of ``tiles``."""
+    log = np.asarray(log, dtype=np.int64)
+    tiles = np.asarray(tiles)
+    if log.shape != (len(tiles), 8):
+        raise InputError("tile log shape", log.shape, f"must be ({len(tiles)}, 8)")
+    t0 = log[:, 3].min()
+    us = lambda col: (log[:, col] - t0) / 1e3  # noqa: E731 - ns -> us
+    kind = np.where(tiles[:, 0] == 1, "L2", "L1")
+    frame = pd.DataFrame({
+        "source": "hw", "platform": platform, "experiment": EXPERIMENT, "config": layout.problem.label(),
+        "schedule": schedule if remote else f"{schedule}_local", "sm": tiles[:, 4], "seq": tiles[:, 5],
+        "kind": kind, "expert": tiles[:, 1], "m": tiles[:, 2], "n": tiles[:, 3],
+        "bytes_remote": layout.tile_remote_bytes(tiles) if remote else 0,
+        "mainloop_start(us)": us(4), "mainloop_end(us)": us(5), "issue_start(us)": us(6), "issue_end(us)": us(7),
+        "row": tiles[:, 6], "dep_wait(us)": us(4) - us(3), "hw_sm": log[:, 1], "wait_start(us)": us(3)})
+    frame["span(us)"] = frame["issue_end(us)"] - frame["issue_start(us)"]
+    frame = frame.sort_values(["sm", "seq"], kind="stable").reset_index(drop=True)
+    nxt = frame.groupby("sm")["mainloop_start(us)"].shift(-1)
+    frame["gap_to_next(us)"] = nxt - frame["mainloop_end(us)"]
+    prev_end = frame.groupby("sm")["mainloop_end(us)"].shift(1)
+    frame["mma_stall(us)"] = (frame["wait_start(us)"] - prev_end).fillna(0.0)
+    return frame[COLUMNS["tile"] + [c for c in frame.columns if c not in COLUMNS["tile"]]]
+
+
+def tile_timings(frame: pd.DataFrame) -> dict:
+    """Medians from a local-store tile frame: mainloop times and epilogue spans per kind (us)."""
+    out = {}
+    for kind in ("L1", "L2"):
+        k = frame[frame["kind"] == kind]
+        out[f"{kind.lower()}_us"] = float((k["mainloop_end(us)"] - k["mainloop_start(us)"]).median())
+        out[f"{kind.lower()}_epilogue_us"] = float(k["span(us)"].median())
+    return out
+
+
+# --- the simulator's prediction -----------------------------------------------------------------
+def find_platform(out_dir: Path | None = None):
+    """(Platform, how it was found): h200-pcie-host bundled, committed, or calibrated in this run; else None."""
+    from xstage.paths import data_dir
+    from xstage.sim.platform import Platform, bundled_platforms, load_platform
+
+    if PLATFORM in bundled_platforms():
+        return load_platform(PLATFORM), f"bundled {PLATFORM}"
+    candidates = [data_dir() / "calibration" / PLATFORM / "platform.json"]
+    if out_dir is not None:
+        candidates += sorted(Path(out_dir).parent.glob("calib*/**/platform.json"))
+    for path in candidates:
+        if path.is_file():
+            p = Platform.load(path)
+            if p.name == PLATFORM:
+                return p, str(path)
+    return None, "none"
+
+
+def scaled_b200(sm_count: int, drain_rate_GBps: float):
+    """paper-b200 with the H200's SM count (capacity scaled with it) and a drain rate measured here."""
+    from dataclasses import replace
+
+    from xstage.sim.platform import load_platform
+
+    b = load_platform("paper-b200")
+    k0, q0 = b.capacity_points[0]
+    return replace(b, name="paper-b200-scaled", sm_count=sm_count, drain_rate_GBps=float(drain_rate_GBps),
+                   capacity_points=((sm_count, q0 * sm_count / k0),), target="host")
+
+
+def simulate(layout, schedule, timings: dict, platform, coupled: bool = False) -> float:
+    """Replay ``schedule`` with the measured mainloop and epilogue medians; the makespan (us).
+
+    The Triton kernel has no separate epilogue role: staging_slots = 1 (epilogue in series).
+    ``coupled``: the completion-coupled counterfactual (an epilogue ends when its bytes drained)."""
+    from xstage.sim.replay import ReplayConfig, replay
+
+    kind = schedule.tiles[:, 0]
+    ml = np.where(kind == 1, timings["l2_us"], timings["l1_us"])
+    cfg = ReplayConfig(staging_slots=1, local_epilogue_us=max(timings["l1_epilogue_us"], 0.0),
+                       remote_epilogue_us=max(timings["l2_epilogue_us"], 0.0), record_occupancy=False,
+                       coupled=coupled)
+    return replay(schedule, ml, layout.tile_remote_bytes(schedule.tiles), platform, cfg).makespan_us
+
+
+def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
+    """Fill ``sim_wave(us)``/``sim_int(us)`` of the schedule rows from the stored measured medians
+    (``measured_l1_us`` ...), rebuilding each configuration's layout and schedules (seeded)."""
+    from xstage.hw.moe_layout import MoeProblem, dispatch_layout
+    from xstage.sim.schedules import make_moe_schedule
+
+    out = kernel.copy()
+    keys = ["l1_us", "l2_us", "l1_epilogue_us", "l2_epilogue_us"]
+    for config, grp in out[out["variant"].isin(SCHEDULES)].groupby("config"):
+        r = grp.iloc[0]
+        if not all(f"measured_{k}" in r and np.isfinite(r[f"measured_{k}"]) for k in keys):
+            continue
+        problem = MoeProblem(**{k: (r[k] if k in ("routing", "precision") else int(r[k]))
+                                for k in MoeProblem.__dataclass_fields__ if k in r})
+        lay = dispatch_layout(problem)
+        sms = int(r["num_sms"])
+        timings = {k: float(r[f"measured_{k}"]) for k in keys}
+        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms), timings, platform)
+        inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"])),
+                         timings, platform)
+        sel = out["config"] == config
+        out.loc[sel, "sim_wave(us)"], out.loc[sel, "sim_int(us)"], out.loc[sel, "sim_platform"] = wave, inter, label
+    return out
+
+
+# --- summary ------------------------------------------------------------------------------------
+def load_kernel_records(folder: Path, platform: str | None = None) -> pd.DataFrame:
+    files = sorted(Path(folder).glob("**/moe-kernel*.parquet"))  # one file per run
+    if not files:
+        raise InputError("moe records", str(folder), "hold no moe-kernel*.parquet files (run benchmarks/gpu/moe.sh)")
+    frames = []
+    for f in files:
+        rows, meta = load_records(f, "kernel")
+        frames.append(rows.assign(_run=str((meta.get("provenance") or {}).get("date", "")) + str(f)))
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame[frame["experiment"] == EXPERIMENT]
+    # a configuration measured in several runs: keep the latest run's rows only
+    latest = frame.groupby("config")["_run"].transform("max")
+    frame = frame[frame["_run"] == latest].drop(columns="_run")
+    if platform is not None:
+        frame = frame[frame["platform"] == platform]
+    if frame.empty:
+        raise InputError("moe records", str(folder), f"hold no rows for platform {platform!r}")
+    return frame
+
+
+def _geomean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    return float(np.exp(np.log(x).mean())) if len(x) else math.nan
+
+
+def per_config(kernel: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: times of every variant, speedup, GEMM ratio, simulated winner."""
+    p = kernel.pivot_table(index="config", columns="variant", values="time(us)", aggfunc="median")
+    need = {"expert_wave", "interleaved"}
+    if not need <= set(p.columns):
+        raise InputError("moe kernel variants", sorted(p.columns), "must include expert_wave and interleaved")
+    out = pd.DataFrame(index=p.index)
+    for v in p.columns:
+        out[f"{v}(us)"] = p[v]
+    out["speedup_interleaved"] = p["expert_wave"] / p["interleaved"]
+    if {"expert_wave_local", "interleaved_local", "grouped_mm"} <= set(p.columns):
+        out["gemm_vs_grouped_mm"] = p["grouped_mm"] / p[["expert_wave_local", "interleaved_local"]].min(axis=1)
+    sim = kernel[kernel["variant"].isin(["expert_wave", "interleaved"])]
+    for col in ("sim_wave(us)", "sim_int(us)", "sim_platform", "sim_copyR_wave(us)", "sim_copyR_int(us)",
+                "sim_coupled_wave(us)", "sim_coupled_int(us)"):
+        if col in sim:
+            out[col] = sim.groupby("config")[col].first()
+    if {"sim_wave(us)", "sim_int(us)"} <= set(out.columns):
+        out["sim_speedup"] = out["sim_wave(us)"] / out["sim_int(us)"]
+    for tag in ("copyR", "coupled"):
+        if {f"sim_{tag}_wave(us)", f"sim_{tag}_int(us)"} <= set(out.columns):
+            out[f"sim_{tag}_speedup"] = out[f"sim_{tag}_wave(us)"] / out[f"sim_{tag}_int(us)"]
+    for col in ("hidden", "intermediate", "tokens", "routing", "precision"):
+        if col in kernel:
+            out[col] = kernel.groupby("config")[col].first()
+    return out.reset_index()
+
+
+def summarize(data_dir: Path, platform: str | None = None) -> dict:
+    """``xstage results moe``: n_configs, speedups, GEMM ratio vs grouped GEMM, sign agreement with the sim."""
+    k = load_kernel_records(Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir),
+                            platform)
+    have_sim = "sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()
+    if not have_sim:  # predicted at run time only when simpy and a platform were there: predict now
+        plat, src = find_platform()
+        if plat is not None:
+            k = resimulate(k, plat, src)
+    c = per_config(k)
+    s = c["speedup_interleaved"]
+    out = {"n_configs": int(len(c)), "geomean_speedup_interleaved": _geomean(s),
+           "max_speedup_interleaved": float(s.max()), "min_speedup_interleaved": float(s.min()),
+           "gemm_tflops_vs_grouped_mm": _geomean(c["gemm_vs_grouped_mm"]) if "gemm_vs_grouped_mm" in c else math.nan,
+           "sign_agreement_with_sim": math.nan, "sim_platform": None}
+    if "sim_speedup" in c:
+        both = c[np.isfinite(c["sim_speedup"]) & np.isfinite(s)]
+        if len(both):
+            agree = np.sign(both["sim_speedup"] - 1) == np.sign(both["speedup_interleaved"] - 1)
+            out["sign_agreement_with_sim"] = float(agree.mean())
+            out["sim_platform"] = str(both["sim_platform"].iloc[0]) if "sim_platform" in both else None
+    for tag in ("copyR", "coupled"):  # secondary: R = the measured copy rate; completion-coupled replay
+        if f"sim_{tag}_speedup" in c:
+            both = c[np.isfinite(c[f"sim_{tag}_speedup"]) & np.isfinite(s)]
+            if len(both):
+                out[f"sign_agreement_with_sim_{tag}"] = float(
+                    (np.sign(both[f"sim_{tag}_speedup"] - 1) == np.sign(both["speedup_interleaved"] - 1)).mean())
+    if "baseline" in k:
+        b = k["baseline"].dropna()
+        out["grouped_gemm_baseline"] = str(b.iloc[0]) if len(b) else None
+    return out
