@@ -1,0 +1,440 @@
+"""FlashAttention forward fused with the Ulysses post-attention All-to-All (paper §4.3, §5.3).
+
+One sender rank holds the whole sequence (M tokens) of its H local heads, ``q, k, v: (M, H, d)``
+bf16, and must deliver its attention output in the sequence-partitioned layout of
+``xstage.hw.a2a_layout``: rows ``[j*M/W, (j+1)*M/W)`` of local head ``h`` go to rank ``j``'s buffer
+``(M/W, W*H, d)`` at head column ``rank*H + h``. Variants:
+
+- FA-only: persistent FlashAttention (non-causal, bf16, d in {64, 128}) into a local ``(M, H, d)``.
+- Serial: FA-only, then ``launch_a2a`` (a separate kernel storing the same tiles to the destinations).
+- X-Stage-Fused: the program that finishes an output tile stores it straight into its destination
+  rank's buffer (``FUSED``) and moves on to its next tile; no communication warp or SM.
+- Serial-best: torch SDPA (cuDNN) then copy-engine 2-D copies into the destinations (``ce_transfer``).
+
+Destinations are a device table of W base pointers (``Destinations``): on one GPU the self chunk is
+in device memory and the W-1 others are host-mapped pinned buffers (``xstage.hw.hostmap``); on W
+GPUs they are symmetric-memory peer buffers (``xstage.hw.attention_dist``). The kernel does not
+know the difference.
+
+Per-tile instrumentation (``tile_log``, off by default): %globaltimer at Q-loop start and end and
+at issue start and end, plus %smid, one row of 8 int64 per tile (see ``TILE_LOG_FIELDS``). The
+Triton interpreter cannot run inline asm, so instrumentation needs a GPU.
+
+Run on CPU: ``TRITON_INTERPRET=1 pytest tests/test_attention_kernels.py``; on a GPU:
+``bash benchmarks/gpu/attention.sh``. Summaries of committed records: ``summarize_results``.
+"""
+
+import math
+from pathlib import Path
+
+import triton
+import triton.language as tl
+
+from xstage.errors import InputError
+from xstage.hw.a2a_layout import A2ALayout
+from xstage.hw.attention_config import SUPPORTED_HEAD_DIMS, AttentionConfig  # noqa: F401 - re-exported
+
+LOG2E = 1.4426950408889634
+TILE_LOG_FIELDS = ("program", "sm", "seq", "loop_start_ns", "loop_end_ns", "issue_start_ns", "issue_end_ns",
+                   "spare")
+
+
+@triton.jit
+def _globaltimer():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _smid():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _mask_2d(cond, rows, cols):
+    """A (rows, cols) boolean mask equal to the scalar ``cond`` (built arithmetically: the interpreter
+    broadcasts ``tensor & scalar`` to int32, which tl.load rejects as a mask)."""
+    return (rows[:, None] * 0 + cols[None, :] * 0 + cond.to(tl.int32)) != 0
+
+
+@triton.jit
+def _local_last(work, m_blocks, nb_local, rank, heads):
+    """(head, m_block) of work item ``work`` when the tiles of the sender's own chunk come last.
+
+    Remote tiles first (head-major, m-blocks ascending, skipping the own chunk), then the own chunk's:
+    the last wave, whose stores drain after the compute ends, then carries less remote data.
+    """
+    remote_per_head = m_blocks - nb_local
+    n_remote = heads * remote_per_head
+    is_local = work >= n_remote
+    rph = tl.maximum(remote_per_head, 1)
+    r = work % rph
+    mb_remote = r + tl.where(r >= rank * nb_local, nb_local, 0)
+    l_idx = tl.maximum(work - n_remote, 0)
+    head = tl.where(is_local, l_idx // nb_local, work // rph)
+    m_block = tl.where(is_local, rank * nb_local + l_idx % nb_local, mb_remote)
+    return head, m_block
+
+
+@triton.jit
+def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, stage_ptr, drip_stride,
+                   stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_om, stride_oh,
+                   stride_dm, stride_dh,
+                   seq_len, chunk_rows, head_base, self_rank, qk_scale, num_tiles, m_blocks,
+                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   FUSED: tl.constexpr, INSTRUMENT: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
+                   STORE_CACHE: tl.constexpr, LOCAL_LAST: tl.constexpr, DRIP: tl.constexpr,
+                   CHUNK_ROWS: tl.constexpr):
+    """Persistent FA forward: program ``pid`` owns work items pid, pid + P, ...; work item = tile
+    (= head * m_blocks + m_block) or, with LOCAL_LAST, the order of ``_local_last``.
+
+    TMA: q/k/v are host tensor descriptors over the (M, H*d) views (blocks (BLOCK_*, d)) instead of pointers.
+    STORE_CACHE: PTX cache operator of the fused epilogue's stores (".wt" writes system memory through L2).
+    DRIP (fused only): a finished tile goes to this program's staging slot in local memory; its remote
+    stores are issued CHUNK_ROWS rows at a time, one chunk every ``drip_stride`` K/V steps of the next
+    tile's Q-loop, and the last tile's at the end.
+    """
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    out_ty = o_ptr.dtype.element_ty
+    stage = stage_ptr + pid * (BLOCK_M * HEAD_DIM)
+    offs_c = tl.arange(0, CHUNK_ROWS)
+    pend_ptr = o_ptr  # destination of the staged tile (DRIP)
+    pend_on = pid * 0
+    for work in range(pid, num_tiles, nprog):
+        if LOCAL_LAST:
+            head, m_block = _local_last(work, m_blocks, chunk_rows // BLOCK_M, self_rank, num_tiles // m_blocks)
+        else:
+            head = work // m_blocks
+            m_block = work % m_blocks
+        tile = head * m_blocks + m_block
+        offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        if INSTRUMENT:
+            t_loop0 = _globaltimer()
+        if TMA:
+            q = q_ptr.load([m_block * BLOCK_M, head * HEAD_DIM])
+        else:
+            q = tl.load(q_ptr + head * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :])
+            k_tile = k_ptr + head * stride_kh + offs_n[:, None] * stride_km + offs_d[None, :]
+            v_tile = v_ptr + head * stride_vh + offs_n[:, None] * stride_vm + offs_d[None, :]
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        for start_n in range(0, seq_len, BLOCK_N):  # the Q-loop over all K/V tiles
+            if TMA:
+                k = k_ptr.load([start_n, head * HEAD_DIM])
+            else:
+                k = tl.load(k_tile + start_n * stride_km)
+            if DOT_F32:  # the Triton interpreter multiplies bf16 as raw integers: upcast there
+                qk = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
+            else:
+                qk = tl.dot(q, tl.trans(k))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+            alpha = tl.math.exp2(m_i - m_ij)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            if TMA:
+                v = v_ptr.load([start_n, head * HEAD_DIM])
+            else:
+                v = tl.load(v_tile + start_n * stride_vm)
+            if DOT_F32:
+                acc = tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), acc)
+            else:
+                acc = tl.dot(p.to(v.dtype), v, acc)
+            m_i = m_ij
+            if DRIP:  # one chunk of the previous tile every drip_stride steps
+                step = start_n // BLOCK_N + pid * 0  # a tensor also in the interpreter
+                chunk = step // drip_stride
+                send = (pend_on != 0) & (step % drip_stride == 0) & (chunk < BLOCK_M // CHUNK_ROWS)
+                rows_c = chunk * CHUNK_ROWS + offs_c
+                send_2d = _mask_2d(send, rows_c, offs_d)
+                part = tl.load(stage + rows_c[:, None] * HEAD_DIM + offs_d[None, :], mask=send_2d)
+                tl.store(tl.multiple_of(pend_ptr, 16) + rows_c[:, None] * stride_dm + offs_d[None, :], part,
+                         mask=send_2d, cache_modifier=STORE_CACHE)
+        if INSTRUMENT:
+            t_loop1 = _globaltimer()
+        out = (acc / l_i[:, None]).to(out_ty)
+        if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
+            row0 = m_block * BLOCK_M
+            dest = row0 // chunk_rows
+            base = tl.multiple_of(tl.load(dest_table_ptr + dest).to(tl.pointer_type(out_ty)), 16)  # 16 B stores
+            rows = row0 - dest * chunk_rows + tl.arange(0, BLOCK_M)
+            o_tile = base + (head_base + head) * stride_dh + rows[:, None] * stride_dm + offs_d[None, :]
+        else:
+            o_tile = o_ptr + head * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
+        if INSTRUMENT:
+            t_issue0 = _globaltimer()
+        if FUSED:
+            if DRIP:
+                tl.debug_barrier()  # every thread is done reading the previous tile from the slot
+                tl.store(stage + tl.arange(0, BLOCK_M)[:, None] * HEAD_DIM + offs_d[None, :], out)
+                tl.debug_barrier()  # the slot is visible to every thread of the program
+                pend_ptr = base + (head_base + head) * stride_dh + (row0 - dest * chunk_rows) * stride_dm
+                pend_on = pid * 0 + 1
+            else:
+                tl.store(o_tile, out, cache_modifier=STORE_CACHE)
+        else:
+            tl.store(o_tile, out)
+        if INSTRUMENT:
+            t_issue1 = _globaltimer()
+            log = tile_log_ptr + tile * 8
+            tl.store(log + 0, pid.to(tl.int64))
+            tl.store(log + 1, _smid().to(tl.int64))
+            tl.store(log + 2, ((work - pid) // nprog).to(tl.int64))
+            tl.store(log + 3, t_loop0)
+            tl.store(log + 4, t_loop1)
+            tl.store(log + 5, t_issue0)
+            tl.store(log + 6, t_issue1)
+    if DRIP:  # the last staged tile has no Q-loop after it: send it whole
+        rows_all = tl.arange(0, BLOCK_M)
+        flush = _mask_2d(pend_on != 0, rows_all, offs_d)
+        last = tl.load(stage + rows_all[:, None] * HEAD_DIM + offs_d[None, :], mask=flush)
+        tl.store(tl.multiple_of(pend_ptr, 16) + rows_all[:, None] * stride_dm + offs_d[None, :], last,
+                 mask=flush, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
+def _a2a_store_kernel(o_ptr, dest_table_ptr, stride_om, stride_oh, stride_dm, stride_dh,
+                      chunk_rows, head_base, m_blocks,
+                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, STORE_CACHE: tl.constexpr):
+    """Serial's separate All-to-All step: program = one output tile, same stores as the fused epilogue."""
+    tile = tl.program_id(0)
+    head = tile // m_blocks
+    m_block = tile % m_blocks
+    offs_d = tl.arange(0, HEAD_DIM)
+    row0 = m_block * BLOCK_M
+    offs_m = row0 + tl.arange(0, BLOCK_M)
+    out = tl.load(o_ptr + head * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :])
+    dest = row0 // chunk_rows
+    base = tl.multiple_of(tl.load(dest_table_ptr + dest).to(tl.pointer_type(o_ptr.dtype.element_ty)), 16)
+    rows = row0 - dest * chunk_rows + tl.arange(0, BLOCK_M)
+    tl.store(base + (head_base + head) * stride_dh + rows[:, None] * stride_dm + offs_d[None, :], out,
+             cache_modifier=STORE_CACHE)
+
+
+def _check_qkv(q, k, v, cfg: AttentionConfig) -> None:
+    import torch
+
+    shape = (cfg.seq_len, cfg.heads, cfg.head_dim)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if tuple(t.shape) != shape:
+            raise InputError(f"{name}.shape", tuple(t.shape), f"must be (M, H, d) = {shape}")
+        if t.dtype != torch.bfloat16:
+            raise InputError(f"{name}.dtype", t.dtype, "must be torch.bfloat16")
+        if t.stride(2) != 1:
+            raise InputError(f"{name}.stride", t.stride(), "must have a contiguous head dimension")
+        if t.device != q.device:
+            raise InputError(f"{name}.device", t.device, f"must equal q.device={q.device}")
+
+
+def interpreting() -> bool:
+    """True when this module's kernels run in the Triton interpreter (TRITON_INTERPRET=1 at import)."""
+    return type(_fa_fwd_kernel).__name__ == "InterpretedFunction"
+
+
+def num_programs(cfg: AttentionConfig, device) -> int:
+    tiles = cfg.layout.num_tiles
+    if cfg.programs:
+        return min(cfg.programs, tiles)
+    if getattr(device, "type", str(device)) == "cuda":
+        import torch
+        return min(tiles, torch.cuda.get_device_properties(device).multi_processor_count)
+    return min(tiles, 4)
+
+
+def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_log=None):
+    """FA-only (``out`` given) or X-Stage-Fused (``dest_table`` given): launch the persistent kernel.
+
+    ``dest_table``: int64 tensor of W destination base addresses, each buffer (M/W, W*H, d)
+    contiguous. ``tile_log``: int64 (tiles, 8) tensor to record per-tile timestamps (GPU only).
+    """
+    _check_qkv(q, k, v, cfg)
+    lay = cfg.layout
+    fused = dest_table is not None
+    if fused == (out is not None):
+        raise InputError("out/dest_table", (out is not None, fused), "exactly one of them must be given")
+    if fused and tuple(dest_table.shape) != (cfg.world_size,):
+        raise InputError("dest_table.shape", tuple(dest_table.shape), f"must be ({cfg.world_size},)")
+    if not fused and (tuple(out.shape) != tuple(q.shape) or out.stride(2) != 1 or out.dtype != q.dtype):
+        raise InputError("out", (tuple(out.shape), out.dtype), f"must be a {tuple(q.shape)} bf16 tensor")
+    if tile_log is not None and tuple(tile_log.shape) != (lay.num_tiles, len(TILE_LOG_FIELDS)):
+        raise InputError("tile_log.shape", tuple(tile_log.shape), f"must be ({lay.num_tiles}, 8)")
+    o = q if out is None else out  # placeholder pointer when fused
+    table = dest_table if fused else q
+    log = tile_log if tile_log is not None else q
+    _, heads_total, d = lay.dest_shape
+    grid = (num_programs(cfg, q.device),)
+    qa, ka, va = (_descriptor(t, cfg, block) for t, block in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n))) \
+        if cfg.tma else (q, k, v)
+    drip = fused and cfg.drip
+    chunk_rows = min(cfg.block_m, 2048 // cfg.head_dim)
+    n_chunks, steps = cfg.block_m // chunk_rows, cfg.seq_len // cfg.block_n
+    stage = _stage_slots(grid[0], cfg, q.device) if drip else q
+    drip_stride = max(1, steps // (2 * n_chunks))  # all chunks go out in the first half of the next Q-loop
+    _fa_fwd_kernel[grid](
+        qa, ka, va, o, table, log, stage, drip_stride,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
+        heads_total * d, d,
+        cfg.seq_len, lay.chunk_rows, cfg.rank * cfg.heads, cfg.rank, LOG2E / math.sqrt(cfg.head_dim), lay.num_tiles,
+        lay.m_blocks,
+        HEAD_DIM=cfg.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, FUSED=fused,
+        INSTRUMENT=tile_log is not None, DOT_F32=interpreting(), TMA=cfg.tma, STORE_CACHE=cfg.store_cache,
+        LOCAL_LAST=cfg.local_last, DRIP=drip, CHUNK_ROWS=chunk_rows, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages)
+    return out
+
+
+_STAGES = {}
+
+
+def _stage_slots(programs: int, cfg: AttentionConfig, device):
+    """One (block_m, d) bf16 staging slot per program for DRIP (kept, so graph replays reuse it)."""
+    import torch
+
+    key = (programs, cfg.block_m, cfg.head_dim, str(device))
+    if key not in _STAGES:
+        _STAGES[key] = torch.empty(programs * cfg.block_m * cfg.head_dim, dtype=torch.bfloat16, device=device)
+    return _STAGES[key]
+
+
+def _descriptor(t, cfg: AttentionConfig, block_rows: int):
+    """Host TMA descriptor over the (M, H*d) view of ``t`` (M, H, d), blocks of (block_rows, d)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    if t.stride(1) != cfg.head_dim:
+        raise InputError("tensor stride", t.stride(), "must have adjacent heads (stride(1) == d) for tma=True")
+    return TensorDescriptor(t, [cfg.seq_len, cfg.heads * cfg.head_dim], [t.stride(0), 1],
+                            [block_rows, cfg.head_dim])
+
+
+def launch_a2a(o, dest_table, cfg: AttentionConfig, num_warps: int = 4) -> None:
+    """Serial's All-to-All: store the tiles of ``o`` (M, H, d) into the destination buffers."""
+    lay = cfg.layout
+    if tuple(o.shape) != (cfg.seq_len, cfg.heads, cfg.head_dim) or o.stride(2) != 1:
+        raise InputError("o.shape", tuple(o.shape), f"must be {(cfg.seq_len, cfg.heads, cfg.head_dim)}")
+    _, heads_total, d = lay.dest_shape
+    _a2a_store_kernel[(lay.num_tiles,)](o, dest_table, o.stride(0), o.stride(1), heads_total * d, d,
+                                        lay.chunk_rows, cfg.rank * cfg.heads, lay.m_blocks,
+                                        HEAD_DIM=cfg.head_dim, BLOCK_M=cfg.block_m, STORE_CACHE=cfg.store_cache,
+                                        num_warps=num_warps)
+
+
+# --- references and the separate-transfer baseline ----------------------------------------------
+def reference_attention(q, k, v):
+    """float32 torch SDPA of (M, H, d) inputs → (M, H, d) float32."""
+    import torch.nn.functional as F
+
+    qf, kf, vf = (t.float().permute(1, 0, 2).unsqueeze(0) for t in (q, k, v))
+    return F.scaled_dot_product_attention(qf, kf, vf)[0].permute(1, 0, 2)
+
+
+def sdpa(q, k, v, backend: str = "cudnn"):
+    """bf16 torch SDPA with one backend ("cudnn", "flash", "efficient", "math") → (M, H, d) view."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    if backend not in backends:
+        raise InputError("backend", backend, f"must be one of {sorted(backends)}")
+    with sdpa_kernel(backends[backend]):
+        out = F.scaled_dot_product_attention(*(t.permute(1, 0, 2).unsqueeze(0) for t in (q, k, v)))
+    return out[0].permute(1, 0, 2)
+
+
+def ce_transfer(o, dests, stream=None) -> None:
+    """Serial-best's transfer: copy-engine 2-D copies of each rank's rows of ``o`` (M, H, d, any row
+    and head strides, contiguous d) into its destination buffer (one copy per rank, or per rank and
+    head when heads are not adjacent in ``o``)."""
+    import torch
+
+    from xstage.hw.hostmap import memcpy2d_async
+
+    lay = dests.layout
+    es = o.element_size()
+    stream = int(stream if stream is not None else torch.cuda.current_stream().cuda_stream)
+    dpitch = lay.heads_total * lay.head_dim * es
+    merged = o.stride(1) == lay.head_dim and o.stride(2) == 1
+    for j, dst in enumerate(dests.pointers):
+        rows = o[j * lay.chunk_rows:(j + 1) * lay.chunk_rows]
+        if merged:
+            memcpy2d_async(dst + lay.rank * lay.heads * lay.head_dim * es, dpitch, rows.data_ptr(),
+                           o.stride(0) * es, lay.heads * lay.head_dim * es, lay.chunk_rows, stream)
+            continue
+        for h in range(lay.heads):
+            memcpy2d_async(dst + (lay.rank * lay.heads + h) * lay.head_dim * es, dpitch, rows[:, h].data_ptr(),
+                           o.stride(0) * es, lay.head_dim * es, lay.chunk_rows, stream)
+
+
+class Destinations:
+    """The W destination buffers (M/W, W*H, d) of one sender and their device pointer table."""
+
+    def __init__(self, layout: A2ALayout, buffers: list, pointers: list, device):
+        import torch
+
+        if len(buffers) != layout.world_size or len(pointers) != layout.world_size:
+            raise InputError("destinations", len(buffers), f"must be {layout.world_size} buffers")
+        self.layout, self.buffers, self.pointers = layout, buffers, [int(p) for p in pointers]
+        bad = [hex(p) for p in self.pointers if p % 16]
+        if bad:  # the kernels store 16-byte vectors
+            raise InputError("destination pointers", bad, "must be 16-byte aligned")
+        self.table = torch.tensor(self.pointers, dtype=torch.int64, device=device)
+
+    @classmethod
+    def emulated(cls, layout: A2ALayout, device) -> "Destinations":
+        """One GPU: the self chunk in device memory, the W-1 remote ones host-mapped pinned memory."""
+        import torch
+
+        from xstage.hw.hostmap import pinned_buffer
+
+        device = torch.device(device)
+        buffers, pointers = [], []
+        for j in range(layout.world_size):
+            if j == layout.rank or device.type != "cuda":
+                t = torch.empty(layout.dest_shape, dtype=torch.bfloat16, device=device)
+                ptr = t.data_ptr()
+            else:
+                t, ptr = pinned_buffer(layout.dest_shape, torch.bfloat16)
+            buffers.append(t)
+            pointers.append(ptr)
+        return cls(layout, buffers, pointers, device)
+
+    def poison(self) -> None:
+        for b in self.buffers:
+            b.fill_(float("nan"))
+
+    def check(self, ref) -> dict:
+        """Compare the sender's columns with ``ref`` (M, H, d); count unwritten and stray elements."""
+        import torch
+
+        lay = self.layout
+        own = lay.sender_slice()
+        got = torch.cat([b[own].to(ref.device, torch.float32) for b in self.buffers], dim=0)
+        unwritten = int(torch.isnan(got).sum())
+        stray = 0
+        for b in self.buffers:  # other senders' columns must keep their poison
+            mask = torch.ones(lay.heads_total, dtype=torch.bool)
+            mask[own[1]] = False
+            stray += int((~torch.isnan(b[:, mask.to(b.device)].float())).sum())
+        res = compare(got, ref)
+        return {**res, "unwritten": unwritten, "stray": stray, "ok": unwritten == 0 and stray == 0 and res["ok"]}
+
+
+def compare(out, ref, rtol: float = 1e-2) -> dict:
+    """Norm-wise relative error of ``out`` against ``ref`` and the worst element; ok when ≤ rtol."""
+    import torch
+
+    out, ref = out.float(), ref.float().to(out.device)
+    finite = bool(torch.isfinite(out).all())
+    rel = float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)) if finite else float("inf")
+    max_abs = float((out - ref).abs().max()) if finite else float("inf")
+    return {"rel_err": rel, "max_abs_err": max_abs, "ok": finite and rel <= rtol}
+
+
+def summarize_results(data_dir, platform=None) -> list:
+    """One row per M from the committed attention kernel records under ``data_dir/attention``."""
+    from xstage.hw.attention_records import summarize
+
+    return summarize(Path(data_dir), platform)

@@ -1,0 +1,422 @@
+"""GPU measurement of FlashAttention–A2A as in the paper's §5.3 (one H200, W ranks emulated).
+
+Correctness first (fresh random inputs against float32 SDPA, destinations poisoned before and
+checked after every run), then for each M: FA-only, Serial, X-Stage-Fused, SDPA (cuDNN, flash),
+Serial-best (best SDPA + copy-engine copies), A2A-only, CE-only; each captured in a CUDA graph and
+timed with events around replays (sender-side boundary), rounds in rotated order, median of all
+trials after warm-up; SM clocks read with nvidia-smi before and after each M. The instrumented
+fused and FA-only kernels run once more to fill the tile records.
+
+    python3 -m xstage.hw.attention_bench --out $OUT/attention      # the whole GPU run
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from xstage.errors import InputError
+from xstage.hw import attention as A
+from xstage.hw.attention_records import kernel_row, summary_rows, tile_frame
+from xstage.provenance import provenance
+from xstage.records import atomic_write_text, save_records
+
+SDPA_BACKENDS = ("cudnn", "flash")
+TUNE_CANDIDATES = (  # (block_n, num_stages, tma, num_warps, programs per SM) for d = 128, block_m = 128
+    (64, 3, False, 8, 1), (128, 2, False, 8, 1), (64, 3, True, 8, 1), (128, 2, True, 8, 1), (64, 4, True, 8, 1),
+    (128, 3, True, 8, 1), (32, 3, True, 4, 2))
+STORE_CACHES = (".wt", "", ".cs")  # write-through, default (write-back), streaming
+FUSED_OPTIONS = ((".wt", False), ("", False), (".cs", False), (".wt", True), ("", True))  # (store cache, drip)
+SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
+
+
+def gpu_clocks() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unavailable"
+
+
+def device() -> str:
+    """"cuda", or "cpu" under the Triton interpreter (a dry run of this module at tiny sizes)."""
+    import torch
+
+    return "cpu" if A.interpreting() or not torch.cuda.is_available() else "cuda"
+
+
+def _sync() -> None:
+    import torch
+
+    if device() == "cuda":
+        torch.cuda.synchronize()
+
+
+def store_tag(store_cache: str) -> str:
+    """Variant suffix of a store cache operator: "" → "_wb", ".wt" → "_wt", ".cs" → "_cs"."""
+    return "_" + (store_cache.lstrip(".") or "wb")
+
+
+def fused_tag(store_cache: str, drip: bool) -> str:
+    return store_tag(store_cache) + ("_drip" if drip else "")
+
+
+def sdpa_backends() -> tuple:
+    """The SDPA backends timed as baselines (none in a CPU dry run: the transfer needs a GPU)."""
+    return SDPA_BACKENDS if device() == "cuda" else ()
+
+
+def random_qkv(cfg, seed: int):
+    import torch
+
+    gen = torch.Generator(device=device()).manual_seed(seed)
+    shape = (cfg.seq_len, cfg.heads, cfg.head_dim)
+    return [torch.randn(shape, device=device(), generator=gen).to(torch.bfloat16) for _ in range(3)]
+
+
+def reference(q, k, v):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        return A.reference_attention(q, k, v)
+
+
+def capture(fn):
+    """Return a replay callable: a CUDA graph of ``fn`` (eager ``fn`` if capture fails) and the mode."""
+    import torch
+
+    if device() == "cpu":
+        return fn, "eager"
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        _sync()
+        return graph.replay, "graph"
+    except Exception as err:  # noqa: BLE001 - any capture failure falls back to eager timing
+        _sync()
+        print(f"  graph capture failed ({type(err).__name__}: {err}); timing eagerly", file=sys.stderr)
+        return fn, "eager"
+
+
+def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5) -> tuple:
+    """Per-trial device times (us) of every variant: {name: [us]}, {name: "graph" | "eager"}."""
+    import torch
+
+    replays, modes = {}, {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        _sync()
+        replays[name], modes[name] = capture(fn)
+        for _ in range(2):
+            replays[name]()
+    _sync()
+    names = list(replays)
+    per_round = -(-trials // rounds)
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if device() == "cpu":  # dry run: host clock
+                for _ in range(per_round):
+                    t0 = time.perf_counter()
+                    replays[name]()
+                    times[name].append((time.perf_counter() - t0) * 1e6)
+                continue
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(per_round)]
+            torch.cuda._sleep(20_000_000)  # keep the GPU busy while the host queues the trials
+            for start, end in events:
+                start.record()
+                replays[name]()
+                end.record()
+            _sync()
+            times[name] += [start.elapsed_time(end) * 1e3 for start, end in events]
+    return times, modes
+
+
+def check_shape(cfg, seed: int = 0, instrument: bool = True) -> list:
+    """Every variant once on fresh inputs against float32 SDPA; destinations poisoned first."""
+    import torch
+
+    q, k, v = random_qkv(cfg, seed)
+    ref = reference(q, k, v)
+    dests = A.Destinations.emulated(cfg.layout, device())
+    out = torch.empty_like(q)
+    results = []
+    instrument = instrument and device() == "cuda"  # the interpreter cannot run inline asm
+
+    def record(variant, res):
+        results.append({"config": cfg.label(), "rank": cfg.rank, "variant": variant,
+                        **{k: v for k, v in res.items()}})
+
+    out.fill_(float("nan"))
+    A.launch_fa(q, k, v, cfg, out=out)
+    _sync()
+    record("fa", A.compare(out, ref))
+    runs = {"fused": lambda: A.launch_fa(q, k, v, cfg, dest_table=dests.table),
+            "serial": lambda: A.launch_a2a(A.launch_fa(q, k, v, cfg, out=out), dests.table, cfg)}
+    for backend in sdpa_backends():
+        runs[f"serial_best_{backend}"] = lambda b=backend: A.ce_transfer(A.sdpa(q, k, v, b), dests)
+    log = torch.zeros((cfg.layout.num_tiles, 8), dtype=torch.int64, device=device())
+    if instrument:
+        runs["fused_instr"] = lambda: A.launch_fa(q, k, v, cfg, dest_table=dests.table, tile_log=log)
+    for variant, run in runs.items():
+        dests.poison()
+        _sync()
+        try:
+            run()
+            _sync()
+        except RuntimeError as err:
+            if variant.startswith("serial_best"):
+                results.append({"config": cfg.label(), "variant": variant, "ok": None, "skipped": str(err)[:200]})
+                continue
+            raise
+        record(variant, dests.check(ref))
+    if instrument:
+        t = log.cpu()
+        ordered = bool(((t[:, 3] > 0) & (t[:, 3] <= t[:, 4]) & (t[:, 4] <= t[:, 5]) & (t[:, 5] <= t[:, 6])).all())
+        results.append({"config": cfg.label(), "variant": "tile_log", "ok": ordered})
+    return results
+
+
+CHECK_SHAPES = (  # (M, H, d, W, rank, block_m, block_n, num_stages, tma)
+    (1024, 2, 64, 8, 0, 128, 64, 3, False), (2048, 3, 128, 8, 3, 128, 64, 3, False),
+    (4096, 1, 128, 4, 1, 128, 128, 2, False), (1024, 4, 64, 2, 1, 64, 32, 2, False),
+    (8192, 3, 128, 8, 7, 128, 64, 3, True), (2048, 3, 64, 8, 5, 128, 128, 3, True),
+    (4096, 3, 128, 8, 2, 128, 128, 2, True),
+)
+
+DRY_RUN_SHAPES = ((256, 2, 64, 4, 1, 16, 16, 2, False), (256, 2, 64, 4, 2, 16, 16, 2, True))
+
+
+def run_checks(shapes=CHECK_SHAPES, progress=True) -> list:
+    rows = []
+    for i, (M, H, d, W, rank, bm, bn, st, tma) in enumerate(shapes):
+        cfg = A.AttentionConfig(M, H, d, W, rank, bm, bn, num_warps=8 if bm >= 64 else 4, num_stages=st, tma=tma,
+                                local_last=i % 3 != 2, drip=i % 2 == 1)
+        rows += check_shape(cfg, seed=M + H + d)
+        if progress:
+            bad = [r["variant"] for r in rows if r.get("ok") is False and r["config"] == cfg.label()]
+            print(f"  check {cfg.label()} rank={rank}: {'FAIL ' + str(bad) if bad else 'ok'}", file=sys.stderr)
+    return rows
+
+
+def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, trials: int = 10) -> tuple:
+    """FA-only time of each ``TUNE_CANDIDATES`` configuration at M; returns (fastest cfg, rows).
+
+    A candidate that fails to compile or run, or gives a wrong result, is dropped."""
+    import torch
+
+    base = A.AttentionConfig(M, heads, head_dim, world)
+    q, k, v = random_qkv(base, 1)
+    ref = None
+    out = torch.empty_like(q)
+    fns, cfgs = {}, {}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if device() == "cuda" else 4
+    for bn, st, tma, warps, per_sm in TUNE_CANDIDATES:
+        cfg = replace(base, block_n=bn, num_stages=st, tma=tma, num_warps=warps,
+                      programs=0 if per_sm == 1 else per_sm * sms)
+        fn = lambda c=cfg: A.launch_fa(q, k, v, c, out=out)  # noqa: E731
+        try:
+            out.fill_(float("nan"))
+            fn()
+            _sync()
+            ref = reference(q, k, v) if ref is None else ref
+            res = A.compare(out, ref)
+        except Exception as err:  # noqa: BLE001 - e.g. a candidate that does not fit shared memory
+            print(f"  tune: {cfg.label()} failed: {type(err).__name__}: {str(err)[:300]}", file=sys.stderr)
+            continue
+        if not res["ok"]:
+            print(f"  tune: {cfg.label()} wrong result {res}", file=sys.stderr)
+            continue
+        cfgs[cfg.label()], fns[cfg.label()] = cfg, fn
+    if not fns:
+        return base, []
+    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2)
+    rows = [kernel_row(cfgs[name], "fa_tune", t) for name, t in times.items()]
+    for r in sorted(rows, key=lambda r: r["time(us)"]):
+        print(f"  tune: {r['config']}: {r['time(us)']:.1f} us, {r['TFLOPs']:.0f} TFLOP/s", file=sys.stderr)
+    best = min(rows, key=lambda r: r["time(us)"])
+    return cfgs[best["config"]], rows
+
+
+def pick_fused(cfg, trials: int = 10) -> tuple:
+    """Time Fused at ``cfg.seq_len`` with each ``FUSED_OPTIONS`` (store cache, drip); returns (fastest cfg, rows)."""
+    q, k, v = random_qkv(cfg, 1)
+    dests = A.Destinations.emulated(cfg.layout, device())
+    cfgs = {fused_tag(*opt): replace(cfg, store_cache=opt[0], drip=opt[1]) for opt in FUSED_OPTIONS}
+    fns = {tag: (lambda c=c: A.launch_fa(q, k, v, c, dest_table=dests.table)) for tag, c in cfgs.items()}
+    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2)
+    rows = [kernel_row(cfgs[tag], "fused_tune", t, store_cache=cfgs[tag].store_cache, drip=cfgs[tag].drip)
+            for tag, t in times.items()]
+    for r in sorted(rows, key=lambda r: r["time(us)"]):
+        print(f"  fused {r['config']}: {r['time(us)']:.1f} us", file=sys.stderr)
+    best = min(rows, key=lambda r: r["time(us)"])
+    return next(c for c in cfgs.values() if c.label() == best["config"]), rows
+
+
+def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int = 5) -> tuple:
+    """Kernel rows (all variants), tile frames and correctness rows for one configuration."""
+    import torch
+
+    q, k, v = random_qkv(cfg, seed)
+    ref = reference(q, k, v)
+    dests = A.Destinations.emulated(cfg.layout, device())
+    out = torch.empty_like(q)
+    checks = []
+    sdpa_out = {}
+    for backend in sdpa_backends():
+        try:
+            sdpa_out[backend] = A.sdpa(q, k, v, backend)
+            _sync()
+            checks.append({"config": cfg.label(), "variant": f"sdpa_{backend}", **A.compare(sdpa_out[backend], ref)})
+        except RuntimeError as err:
+            print(f"  sdpa {backend} unavailable: {str(err)[:120]}", file=sys.stderr)
+    fns = {"fa": lambda: A.launch_fa(q, k, v, cfg, out=out)}
+    variant_cfg = {"fa": cfg}
+    chosen = (cfg.store_cache, cfg.drip)
+    for opt in [chosen] + [o for o in FUSED_OPTIONS if o != chosen]:  # "fused" = the chosen one
+        c, tag = replace(cfg, store_cache=opt[0], drip=opt[1]), "" if opt == chosen else fused_tag(*opt)
+        fns[f"fused{tag}"] = lambda c=c: A.launch_fa(q, k, v, c, dest_table=dests.table)
+        variant_cfg[f"fused{tag}"] = c
+    for store in [cfg.store_cache] + [m for m in STORE_CACHES if m != cfg.store_cache]:
+        c, tag = replace(cfg, store_cache=store), "" if store == cfg.store_cache else store_tag(store)
+        fns[f"serial{tag}"] = lambda c=c: A.launch_a2a(A.launch_fa(q, k, v, c, out=out), dests.table, c)
+        fns[f"a2a{tag}"] = lambda c=c: A.launch_a2a(out, dests.table, c)
+        variant_cfg.update({f"serial{tag}": c, f"a2a{tag}": c})
+    for backend, o in sdpa_out.items():
+        fns[f"sdpa_{backend}"] = lambda b=backend: A.sdpa(q, k, v, b)
+        fns[f"serial_best_{backend}"] = lambda b=backend: A.ce_transfer(A.sdpa(q, k, v, b), dests)
+        fns[f"ce_{backend}"] = lambda o=o: A.ce_transfer(o, dests)
+    log = torch.zeros((cfg.layout.num_tiles, 8), dtype=torch.int64, device=device())
+    instrument = device() == "cuda"
+    if instrument:
+        fns["fused_instr"] = lambda: A.launch_fa(q, k, v, cfg, dest_table=dests.table, tile_log=log)
+    for variant in ["fa", "serial"] + [v for v in fns if v.startswith("fused")]:  # correctness of what is timed
+        dests.poison()
+        out.fill_(float("nan"))
+        fns[variant]()
+        _sync()
+        res = A.compare(out, ref) if variant == "fa" else dests.check(ref)
+        checks.append({"config": variant_cfg.get(variant, cfg).label(), "variant": variant, **res})
+    clocks_before = gpu_clocks()
+    times, modes = time_variants(fns, trials=trials, warmup=warmup, rounds=rounds)
+    clocks_after = gpu_clocks()
+    extra = {"clocks_before": clocks_before, "clocks_after": clocks_after}
+    rows = [kernel_row(variant_cfg.get(name, cfg), name, t, timing=modes[name], store_cache=variant_cfg.get(
+        name, cfg).store_cache, drip=variant_cfg.get(name, cfg).drip, **extra) for name, t in times.items()]
+    by_name = {r["variant"]: r for r in rows}
+    avail = [b for b in sdpa_backends() if f"sdpa_{b}" in by_name]
+    if avail:  # the user's pick: the fastest SDPA backend, and Serial-best on it
+        best = min(avail, key=lambda b: by_name[f"sdpa_{b}"]["time(us)"])
+        for alias in ("sdpa", "serial_best", "ce"):
+            rows.append({**by_name[f"{alias}_{best}"], "variant": alias, "backend": best})
+    tiles = []
+    runs = [(name, c, {"dest_table": dests.table}) for name, c in variant_cfg.items() if name.startswith("fused")]
+    for schedule, c, kwargs in runs + [("fa", cfg, {"out": out})] if instrument else ():
+        log.zero_()
+        A.launch_fa(q, k, v, c, tile_log=log, **kwargs)
+        _sync()
+        tiles.append(tile_frame(c, log.cpu().numpy(), schedule=schedule))
+    return rows, tiles, checks
+
+
+def save(out_dir: Path, kernel_rows: list, tiles: list, checks: list, config: dict, overwrite: bool) -> list:
+
+    meta = {"config": config, "provenance": provenance(with_gpu=True)}
+    paths = [save_records(out_dir / "attention-kernel.parquet", "kernel", pd.DataFrame(kernel_rows), meta,
+                          overwrite=overwrite)]
+    if tiles:
+        paths.append(save_records(out_dir / "attention-tile.parquet", "tile", pd.concat(tiles, ignore_index=True),
+                                  meta, overwrite=overwrite))
+    paths.append(atomic_write_text(out_dir / "attention-checks.json", json.dumps(checks, indent=1, default=str),
+                                   overwrite=overwrite))
+    return paths
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m xstage.hw.attention_bench", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="output folder for the records")
+    p.add_argument("--seq-lens", default="8192,16384,32768,49152,65536")
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--world-size", type=int, default=8)
+    p.add_argument("--trials", type=int, default=25)
+    p.add_argument("--no-tune", action="store_true", help="skip the (block_n, stages) choice at M=16K")
+    p.add_argument("--no-checks", action="store_true")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--dry-run", action="store_true",
+                   help="tiny shapes and blocks, no tuning (with TRITON_INTERPRET=1 on a CPU: tests this module)")
+    args = p.parse_args(argv)
+    t_start = time.time()
+    out_dir = Path(args.out)
+    if not args.overwrite and (out_dir / "attention-kernel.parquet").exists():
+        raise InputError("--out", str(out_dir), "already holds attention records (pass --overwrite to replace them)")
+    if device() == "cuda":
+        from xstage.hw.hostmap import check_mapping
+
+        print("host mapping:", check_mapping(), file=sys.stderr)
+        print("clocks (sm, mem, temp, power, reasons):", gpu_clocks(), file=sys.stderr)
+    shapes = DRY_RUN_SHAPES if args.dry_run else CHECK_SHAPES
+    try:
+        checks = [] if args.no_checks else run_checks(shapes)
+    except Exception as err:  # noqa: BLE001 - report, then still measure
+        traceback.print_exc()
+        checks = [{"variant": "checks", "ok": False, "error": f"{type(err).__name__}: {err}"}]
+    failed = [c for c in checks if c.get("ok") is False]
+    if args.dry_run:
+        cfg, tune_rows = A.AttentionConfig(256, args.heads, args.head_dim, args.world_size, block_m=16,
+                                           block_n=16, num_warps=4, num_stages=2), []
+    elif args.no_tune:
+        cfg, tune_rows = A.AttentionConfig(16384, args.heads, args.head_dim, args.world_size), []
+    else:
+        cfg, tune_rows = tune(heads=args.heads, head_dim=args.head_dim, world=args.world_size)
+        cfg, store_rows = pick_fused(cfg)
+        tune_rows += store_rows
+    print(f"  kernel config: {cfg.label()} ({time.time() - t_start:.0f}s)", file=sys.stderr)
+    rows, tiles, paths = list(tune_rows), [], []
+    meta = {"args": vars(args), "kernel": cfg.label()}
+    for M in (int(m) for m in args.seq_lens.split(",")):
+        try:
+            r, t, c = measure(replace(cfg, seq_len=M), trials=args.trials,
+                              **({"warmup": 0, "rounds": 1} if args.dry_run else {}))
+        except Exception as err:  # noqa: BLE001 - keep the other sequence lengths' results
+            traceback.print_exc()
+            failed.append({"variant": "measure", "M": M, "ok": False, "error": f"{type(err).__name__}: {err}"})
+            checks.append(failed[-1])
+            continue
+        rows += r
+        tiles += t
+        checks += c
+        failed += [x for x in c if x.get("ok") is False]
+        # saved after every M, so that a run stopped by its time limit keeps what it measured
+        paths = save(out_dir, rows, tiles, checks, meta, overwrite=True)
+        print(f"  M={M}: done ({time.time() - t_start:.0f}s)", file=sys.stderr)
+    measured = [r for r in rows if not r["variant"].endswith("_tune")]
+    if measured:
+        table = pd.DataFrame(summary_rows(pd.DataFrame(measured)))
+        cols = ["M", "fa_us", "serial_us", "fused_us", "serial_best_us", "sdpa_us", "fa_tflops", "sdpa_tflops",
+                "fa_vs_sdpa", "e_res_us", "hiding_ratio", "speedup_vs_serial", "speedup_vs_serial_best"]
+        print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    else:
+        atomic_write_text(out_dir / "attention-checks.json", json.dumps(checks, indent=1, default=str),
+                          overwrite=True)
+    print("records:", *map(str, paths))
+    print(f"checks: {len(checks)} rows, {len(failed)} failed" + (f": {failed}" if failed else ""))
+    print(f"wall: {time.time() - t_start:.0f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,66 @@
+"""Shape of one sender's FlashAttention and the kernel's tiling (no GPU imports)."""
+
+from dataclasses import dataclass
+
+from xstage.errors import InputError, require_int
+from xstage.hw.a2a_layout import A2ALayout
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+STORE_CACHE_MODIFIERS = ("", ".wb", ".cg", ".cs", ".wt")
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Shape of one sender's attention and the kernel's tiling (validated; bad values → InputError)."""
+
+    seq_len: int
+    heads: int = 3
+    head_dim: int = 128
+    world_size: int = 8
+    rank: int = 0
+    block_m: int = 128
+    block_n: int = 64
+    num_warps: int = 8
+    num_stages: int = 3
+    programs: int = 0  # persistent programs; 0 = min(tiles, SMs)
+    tma: bool = False  # load Q/K/V through host TMA descriptors instead of pointers
+    store_cache: str = ".wt"  # PTX cache operator of the stores to destinations ("" = default write-back)
+    local_last: bool = True  # process the tiles of the sender's own chunk last (see attention._local_last)
+    drip: bool = False  # fused: spread each tile's remote stores over the next tile's Q-loop
+
+    def __post_init__(self):
+        for name in ("seq_len", "heads", "world_size", "block_m", "block_n", "num_warps", "num_stages"):
+            object.__setattr__(self, name, require_int(name, getattr(self, name)))
+        object.__setattr__(self, "programs", require_int("programs", self.programs, minimum=0))
+        for name in ("tma", "local_last", "drip"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(name, getattr(self, name), "must be True or False")
+        if self.store_cache not in STORE_CACHE_MODIFIERS:
+            raise InputError("store_cache", self.store_cache, f"must be one of {STORE_CACHE_MODIFIERS}")
+        if self.head_dim not in SUPPORTED_HEAD_DIMS:
+            raise InputError("head_dim", self.head_dim, f"must be one of {SUPPORTED_HEAD_DIMS}")
+        for name in ("block_m", "block_n"):
+            value = getattr(self, name)
+            if value < 16 or value & (value - 1):
+                raise InputError(name, value, "must be a power of two >= 16")
+        if self.seq_len % self.block_n:
+            raise InputError("seq_len", self.seq_len, f"must be a multiple of block_n={self.block_n}")
+        chunks = self.block_m // min(self.block_m, 2048 // self.head_dim)
+        if self.drip and self.seq_len // self.block_n < chunks:
+            raise InputError("seq_len", self.seq_len, f"must give >= {chunks} K/V steps for drip=True")
+        self.layout  # noqa: B018 - validates M % W, rank < W and block_m | M/W
+
+    @property
+    def layout(self) -> A2ALayout:
+        return A2ALayout(self.seq_len, self.heads, self.head_dim, self.world_size, self.rank, self.block_m)
+
+    @property
+    def flops(self) -> float:
+        """Non-causal forward: QK^T and PV, 2 * 2 * M * M * d per head."""
+        return 4.0 * self.seq_len * self.seq_len * self.head_dim * self.heads
+
+    def label(self) -> str:
+        return (f"M={self.seq_len},H={self.heads},d={self.head_dim},W={self.world_size},bm={self.block_m},"
+                f"bn={self.block_n},warps={self.num_warps},stages={self.num_stages}" + (",tma" if self.tma else "")
+                + (f",programs={self.programs}" if self.programs else "") + f",store={self.store_cache or 'default'}"
+                + ("" if self.local_last else ",natural-order") + (",drip" if self.drip else ""))
