@@ -1,0 +1,100 @@
+"""The core CLI: machine-readable output, and one line + exit status 2 for every bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from xstage.cli import main
+
+MODEL_KEYS = {"T_iss_us", "delta_T_iss_us", "G_star_us", "period_us", "q_peak0_MiB", "T_iss_iso_us",
+              "rate_bound_ok", "capacity_bound_ok"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_model_json(capsys):
+    code, out, _ = run(capsys, "model", "--platform", "paper-b200", "--producers", "148",
+                       "--bytes-per-producer", "32KiB", "--gap-us", "2", "--json")
+    d = json.loads(out)
+    assert code == 0 and MODEL_KEYS <= set(d)
+    assert d["G_star_us"] == pytest.approx(6.0038, abs=1e-3)
+    assert d["rate_bound_ok"] is False and d["capacity_bound_ok"] is True
+
+
+def test_model_fa_json(capsys):
+    code, out, _ = run(capsys, "model", "fa", "--platform", "paper-b200", "--producers", "148", "--block-m", "128",
+                       "--block-n", "128", "--head-dim", "128", "--out-bytes", "2", "--sigma-us", "0.79", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["M_ub_star_tokens"] == 1024 and d["burst_MiB"] == pytest.approx(4.625)
+    assert d["capacity_bound_ok"] is True and d["G_star_us"] == pytest.approx(6.0, abs=0.01)
+
+
+def test_sim_bursts_json_and_records(capsys, tmp_path):
+    out_file = tmp_path / "b.parquet"
+    code, out, _ = run(capsys, "sim", "bursts", "--platform", "paper-b200", "-K", "132", "-B", "32KiB", "-G", "2",
+                       "--bursts", "40", "--out", str(out_file), "--json")
+    d = json.loads(out)
+    assert code == 0 and {"T_iss_us", "period_us", "peak_queue_MiB", "bursts_per_s"} <= set(d)
+    assert d["T_iss_us"] == pytest.approx(d["model_T_iss_us"], rel=1e-6)
+    from xstage.records import load_records
+    frame, meta = load_records(out_file, "burst")
+    assert len(frame) == 132 * 40 and meta["platform_hash"]
+    code, _, err = run(capsys, "sim", "bursts", "--platform", "paper-b200", "-K", "2", "-B", "1KiB",
+                       "--out", str(out_file))
+    assert code == 2 and "already exists" in err  # measured or simulated data is never silently overwritten
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["model", "-p", "paper-b200", "-K", "0", "-B", "32KiB"], "producers(='0')"),
+    (["model", "-p", "paper-b200", "-K", "149", "-B", "32KiB"], "producers(=149)"),
+    (["model", "-p", "paper-b200", "-K", "8", "-B", "-5"], "bytes_per_producer(='-5')"),
+    (["model", "-p", "paper-b200", "-K", "8", "-B", "32KiBB"], "bytes_per_producer(='32KiBB')"),
+    (["model", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "-G", "-1"], "gap_us(=-1.0)"),
+    (["model", "-p", "nope", "-K", "8", "-B", "1KiB"], "platform(='nope')"),
+    (["model", "-p", "paper-b200", "-K", "8"], "--bytes-per-producer(=None)"),
+    (["model", "fa", "-p", "paper-b200", "-K", "8", "--head-dim", "0"], "head-dim(='0')"),
+    (["model", "fa", "-p", "paper-b200", "-K", "8", "--sigma-us", "fast"], "sigma_us(='fast')"),
+    (["sim", "bursts", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "--mode", "burst"], "mode(='burst')"),
+    (["sim", "bursts", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "--bursts", "1"], "bursts(='1')"),
+    (["sim", "bursts", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "--queue", "magic"], "queue(='magic')"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, field):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err
+
+
+def test_bad_platform_files(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 7}')
+    code, _, err = run(capsys, "model", "-p", str(bad), "-K", "8", "-B", "1KiB")
+    assert code == 2 and "schema_version(=7)" in err and err.count("\n") == 1
+    bad.write_text("{truncated")
+    code, _, err = run(capsys, "model", "-p", str(bad), "-K", "8", "-B", "1KiB")
+    assert code == 2 and "not valid JSON" in err
+
+
+def test_console_script_usage_error_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "xstage.cli", "model", "--no-such-flag"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_help_lists_subcommands():
+    proc = subprocess.run([sys.executable, "-m", "xstage.cli", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    for name in ("model", "sim", "demo", "sweep", "calibrate", "compare", "dashboard", "results"):
+        assert name in proc.stdout
+
+
+def test_demo_refuses_a_folder_it_did_not_write(capsys, tmp_path):
+    (tmp_path / "keep.txt").write_text("someone's measurements")
+    code, _, err = run(capsys, "demo", "--out", str(tmp_path), "--no-dashboards")
+    assert code == 2 and "not written by `xstage demo`" in err
+    assert (tmp_path / "keep.txt").read_text() == "someone's measurements"
