@@ -2,8 +2,11 @@
 
 Simulated rows are ``xstage.sim.sweep`` rows (one per configuration, ``speedup`` = wave / int).
 Measured rows are kernel records with ``experiment == "moe"`` and variants ``expert_wave`` and
-``interleaved`` per ``config`` (a catalog name MODEL/PRECISION/ROUTING/SETTING): ``compare_moe``
-re-runs each measured configuration with ``run_moe_config`` on the calibrated platform.
+``interleaved`` per ``config``. A catalog name (MODEL/PRECISION/ROUTING/SETTING) is re-run with
+``run_moe_config`` on the calibrated platform; a hardware sweep shape (``hw/moe_bench.py`` labels such as
+``h7168-i2048-t8192-e8-skewed-bf16-w8-s0``) is not in the catalog, and its rows carry the replay that
+the benchmark ran for that exact shape and routing (``sim_wave(us)``, ``sim_int(us)``, ``sim_platform``),
+which is used instead.
 """
 
 import numpy as np
@@ -52,7 +55,11 @@ def measured_speedups(kernel: pd.DataFrame) -> pd.DataFrame:
                          "must include expert_wave and interleaved for the same configs")
     out = p.reset_index().rename(columns={"wave": "measured_wave(us)", "int": "measured_int(us)"})
     out["measured_speedup"] = out["measured_wave(us)"] / out["measured_int(us)"]
-    return out.dropna()
+    out = out.dropna()
+    if {"sim_wave(us)", "sim_int(us)"} <= set(k.columns):
+        sims = k.groupby("config")[["sim_wave(us)", "sim_int(us)"]].median()
+        out = out.join(sims, on="config")
+    return out
 
 
 def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.DataFrame:
@@ -61,10 +68,19 @@ def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.D
     rows = []
     items = meas.to_dict("records")
     for row in (progress(items) if progress else items):
-        cfg = parse_config(row["config"])
-        sim = run_moe_config(cfg, platform)
-        rows.append({"config": cfg.name, "model": cfg.model, "precision": cfg.precision, "routing": cfg.routing,
-                     "setting": cfg.setting,
+        try:
+            cfg = parse_config(row["config"])
+        except InputError:
+            if pd.isna(row.get("sim_wave(us)", np.nan)):
+                raise
+            sim = {"wave_us": row["sim_wave(us)"], "int_us": row["sim_int(us)"],
+                   "speedup": row["sim_wave(us)"] / row["sim_int(us)"]}
+            names = {"config": row["config"], "model": row["config"], "precision": "", "routing": "", "setting": ""}
+        else:
+            sim = run_moe_config(cfg, platform)
+            names = {"config": cfg.name, "model": cfg.model, "precision": cfg.precision, "routing": cfg.routing,
+                     "setting": cfg.setting}
+        rows.append({**names,
                      "measured_wave(us)": row["measured_wave(us)"], "simulated_wave(us)": sim["wave_us"],
                      "measured_int(us)": row["measured_int(us)"], "simulated_int(us)": sim["int_us"],
                      "measured_speedup": row["measured_speedup"], "simulated_speedup": sim["speedup"]})
