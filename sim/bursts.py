@@ -75,7 +75,7 @@ class BurstResult:
         elif cfg.mode == "coupled":
             pred = model.coupled_period_us(cfg.gap_us, volume, R) - cfg.gap_us
         else:
-            pred = model.issue_time_us(cfg.gap_us, t0, volume, R)
+            pred = model.issue_time_with_capacity_us(cfg.gap_us, t0, volume, R, Q)
         return {
             "platform": self.platform,
             **{k: v for k, v in asdict(cfg).items()},

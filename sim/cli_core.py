@@ -86,6 +86,7 @@ def burst_model(platform, producers: int, bytes_per_producer: int, gap_us: float
         "volume_MiB": V / MiB, "R_GBps": platform.drain_rate_GBps, "Q_MiB": Q / MiB, "T_iss0_us": t0,
         "T_iss_us": model.issue_time_us(G, t0, V, R),
         "delta_T_iss_us": model.issue_overhead_us(G, t0, V, R),
+        "T_iss_with_capacity_us": model.issue_time_with_capacity_us(G, t0, V, R, Q),
         "G_star_us": model.recovery_gap_us(t0, V, R),
         "period_us": model.period_us(G, t0, V, R),
         "period_coupled_us": model.coupled_period_us(G, V, R),

@@ -26,6 +26,18 @@ def issue_time_us(gap_us: float, issue_time0_us: float, volume_bytes: float, dra
     return max(issue_time0_us, volume_bytes / drain_rate_Bpus - gap_us)
 
 
+def issue_time_with_capacity_us(gap_us: float, issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float,
+                                capacity_bytes: float) -> float:
+    """Eq. 3 with Eq. 7's floor: T_iss = max(T_iss0, V/R - G, (V - Q)/R).
+
+    When one burst overruns the capacity (the capacity bound of Eq. 10 fails), even a drained start
+    backpressures it (Eq. 7), and Eq. 3 alone under-predicts. For the fluid queue this is exact in both
+    regimes: with RG < Q the queue stays non-empty and V/R - G holds; with RG >= Q it drains and Eq. 7 holds.
+    """
+    return max(issue_time_us(gap_us, issue_time0_us, volume_bytes, drain_rate_Bpus),
+               (volume_bytes - capacity_bytes) / drain_rate_Bpus)
+
+
 def issue_overhead_us(gap_us: float, issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float) -> float:
     """Eq. 4 (= Eq. 9): Delta T_iss = [V/R - G - T_iss0]_+."""
     return _pos(volume_bytes / drain_rate_Bpus - gap_us - issue_time0_us)

@@ -75,7 +75,21 @@ def test_isolated_matches_eq7(K, B):
     assert s["T_iss_us"] == pytest.approx(model.isolated_issue_time_us(t0, volume, R, P.capacity_bytes(K)), rel=0.01)
 
 
+OVERRUN = [(K, B, G) for K, B, G in itertools.product([33, 132], [48 * 1024, 64 * 1024, 128 * 1024],
+                                                       [0.0, 2.0, 6.0, 12.0, 40.0]) if not _within_capacity(K, B)]
+
+
+@pytest.mark.parametrize("K,B,G", OVERRUN)
+def test_overrunning_bursts_follow_eq3_with_eq7_floor(K, B, G):
+    volume, R, Q = K * B, P.drain_rate_Bpus, P.capacity_bytes(K)
+    t0 = P.issue_time0_us(K, B)
+    s = simulate_bursts(P, BurstConfig(K, B, G, 40, mode="periodic")).summary(P)
+    assert s["T_iss_us"] == pytest.approx(model.issue_time_with_capacity_us(G, t0, volume, R, Q), rel=0.01)
+
+
 def test_grid_covers_both_regimes():
+    assert len(OVERRUN) >= 20
+    assert any(G * P.drain_rate_Bpus >= P.capacity_bytes(K) for K, B, G in OVERRUN)  # the drained-start case
     assert len(GRID) >= 40
     drain = [g for K, B, g in GRID if g < model.recovery_gap_us(P.issue_time0_us(K, B), K * B, P.drain_rate_Bpus)]
     assert 10 < len(drain) < len(GRID)
