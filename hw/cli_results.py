@@ -5,10 +5,11 @@ from pathlib import Path
 from xstage.errors import InputError
 from xstage.paths import data_dir
 
+# (module, function): modules without GPU imports, so the summaries work on any machine
 KINDS = {
-    "calibration": "xstage.hw.calibrate",
-    "attention": "xstage.hw.attention",
-    "moe": "xstage.hw.moe",
+    "calibration": ("xstage.hw.calibrate", "summarize_results"),
+    "attention": ("xstage.hw.attention_records", "summarize"),
+    "moe": ("xstage.hw.moe_records", "summarize"),
 }
 
 
@@ -30,8 +31,8 @@ def run(args) -> int:
     folder = Path(args.data) if args.data else data_dir()
     if not folder.is_dir():
         raise InputError("--data", str(folder), "is not a folder")
-    module = importlib.import_module(KINDS[args.kind])
-    summary = module.summarize_results(folder, platform=args.platform)
+    module_name, function = KINDS[args.kind]
+    summary = getattr(importlib.import_module(module_name), function)(folder, args.platform)
     if args.json:
         print_json(summary)
     elif isinstance(summary, list):

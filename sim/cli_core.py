@@ -1,6 +1,5 @@
 """Core subcommands: ``xstage model``, ``xstage model fa``, ``xstage sim bursts``, ``xstage platforms``."""
 
-import argparse
 
 from xstage.errors import InputError, require_int, require_positive
 from xstage.sim import model
