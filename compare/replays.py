@@ -8,14 +8,12 @@ length (FA-only, X-Stage-fused, completion-coupled). Both return tile records (t
 and the replay's X-Stage occupancy log, with a ``schedule`` column.
 """
 
-import numpy as np
 import pandas as pd
 
 from xstage.sim.platform import Platform
-from xstage.sim.replay import ReplayConfig, replay
-from xstage.sim.schedule_fa import fa_qloop
-from xstage.sim.sweep import moe_replay_config
-from xstage.sim.workloads import FaConfig, fa_catalog, fa_timing, moe_workload, parse_config
+from xstage.sim.replay import replay
+from xstage.sim.sweep import fa_replays, moe_replay_config
+from xstage.sim.workloads import moe_workload, parse_config
 
 SCHEDULES = ("expert_wave", "interleaved")
 
@@ -41,26 +39,14 @@ def simulate_moe_tiles(name: str, platform: Platform, *, num_sms: int | None = N
 def simulate_fa_tiles(shape: str, seq_len: int, platform: Platform, *, heads: int | None = None,
                       num_sms: int | None = None, latency_us: float | None = None,
                       remote_fraction: float = 1.0, experiment: str = "attention") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Tile records of FA-only, fused and completion-coupled replays of one shape (as ``run_fa_config``).
+    """Tile records of FA-only, fused and completion-coupled replays of one shape (``sweep.fa_replays``).
 
     ``remote_fraction`` scales every tile's bytes (e.g. (W - 1) / W when the self chunk stays local)."""
-    cfg = FaConfig(shape, seq_len, heads)
-    sms = num_sms or platform.sm_count
-    tm = fa_timing(cfg, platform)
-    sched = fa_qloop(cfg.heads_per_rank, seq_len, sms, block_m=tm["block_m"])
-    T = len(sched.tiles)
-    ml = np.full(T, tm["qloop_us"])
-    nbytes = np.full(T, float(tm["tile_bytes"]) * remote_fraction)
-    lat = fa_catalog()["completion_latency_us"] if latency_us is None else latency_us
-    base = dict(staging_slots=0, cover_us=tm["cover_us"], remote_epilogue_us=0.0, local_epilogue_us=0.0,
-                record_occupancy=True, producers=min(sms, T))
-    runs = {"fa_only": (np.zeros(T), ReplayConfig(**base)),
-            "fused": (nbytes, ReplayConfig(**base)),
-            "coupled": (nbytes, ReplayConfig(**base, coupled=True, completion_latency_us=lat))}
+    *_, runs, _lat, _K = fa_replays(shape, seq_len, platform, heads=heads, num_sms=num_sms, latency_us=latency_us,
+                                    remote_fraction=remote_fraction, record_occupancy=True)
     tiles, occ = [], []
     label = f"{shape}/M={seq_len}"
-    for variant, (b, rc) in runs.items():
-        r = replay(sched, ml, b, platform, rc)
+    for variant, r in runs.items():
         t = r.tiles(experiment=experiment, config=label)
         t["schedule"] = variant
         t["M"] = seq_len

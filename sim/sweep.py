@@ -77,23 +77,40 @@ def run_moe_config(name: str, platform: Platform, *, num_sms: int | None = None,
     return row
 
 
-def run_fa_config(shape: str, seq_len: int, platform: Platform, *, heads: int | None = None,
-                  num_sms: int | None = None, latency_us: float | None = None) -> dict:
-    """FA-only, X-Stage-fused and completion-coupled replays of one shape and sequence length."""
+def fa_replays(shape: str, seq_len: int, platform: Platform, *, heads: int | None = None,
+               num_sms: int | None = None, latency_us: float | None = None, remote_fraction: float = 1.0,
+               record_occupancy: bool = False) -> tuple:
+    """FA-only, X-Stage-fused and completion-coupled replays of one shape and sequence length.
+
+    ``remote_fraction`` scales every tile's bytes (e.g. (W - 1) / W when the self chunk stays local).
+    Returns (config, timing, schedule, {"fa_only", "fused", "coupled"}: ReplayResult, latency_us, K).
+    """
     cfg = FaConfig(shape, seq_len, heads)
     sms = num_sms or platform.sm_count
     tm = fa_timing(cfg, platform)
     sched = fa_qloop(cfg.heads_per_rank, seq_len, sms, block_m=tm["block_m"])
     T = len(sched.tiles)
     ml = np.full(T, tm["qloop_us"])
-    nbytes = np.full(T, float(tm["tile_bytes"]))
+    nbytes = np.full(T, float(tm["tile_bytes"]) * remote_fraction)
     lat = fa_catalog()["completion_latency_us"] if latency_us is None else latency_us
     K = min(sms, T)
     base = dict(staging_slots=0, cover_us=tm["cover_us"], remote_epilogue_us=0.0, local_epilogue_us=0.0,
-                record_occupancy=False, producers=K)
-    only = replay(sched, ml, np.zeros(T), platform, ReplayConfig(**base))
-    fused = replay(sched, ml, nbytes, platform, ReplayConfig(**base))
-    coupled = replay(sched, ml, nbytes, platform, ReplayConfig(**base, coupled=True, completion_latency_us=lat))
+                record_occupancy=record_occupancy, producers=K)
+    runs = {"fa_only": replay(sched, ml, np.zeros(T), platform, ReplayConfig(**base)),
+            "fused": replay(sched, ml, nbytes, platform, ReplayConfig(**base)),
+            "coupled": replay(sched, ml, nbytes, platform,
+                              ReplayConfig(**base, coupled=True, completion_latency_us=lat))}
+    return cfg, tm, sched, runs, lat, K
+
+
+def run_fa_config(shape: str, seq_len: int, platform: Platform, *, heads: int | None = None,
+                  num_sms: int | None = None, latency_us: float | None = None) -> dict:
+    """FA-only, X-Stage-fused and completion-coupled replays of one shape and sequence length."""
+    cfg, tm, sched, runs, lat, K = fa_replays(shape, seq_len, platform, heads=heads, num_sms=num_sms,
+                                              latency_us=latency_us)
+    sms = num_sms or platform.sm_count
+    T = len(sched.tiles)
+    only, fused, coupled = runs["fa_only"], runs["fused"], runs["coupled"]
     R = platform.drain_rate_Bpus
     V = K * tm["tile_bytes"]
     t0 = platform.issue_time0_us(K, tm["tile_bytes"])
