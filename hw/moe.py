@@ -48,6 +48,26 @@ def _globaltimer():
 
 
 @triton.jit
+def _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr):
+    """Spin (acquire) until ``need`` Linear-1 tiles of ``row`` are done, at most ``spin_limit`` polls.
+
+    Returns 1 when the row is ready; on timeout sets the error flag and returns 0 (the tile is skipped,
+    never a hang).
+    """
+    run = 1
+    seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
+    spins = 0
+    while (seen < need) & (spins < spin_limit):
+        seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
+        spins += 1
+    if seen < need:
+        tl.store(error_ptr, 1)
+        run = 0
+    tl.debug_barrier()
+    return run
+
+
+@triton.jit
 def _smid():
     return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
 
@@ -84,15 +104,7 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_f
             t_wait = _globaltimer()
         run = 1
         if kind == 1:  # Linear-2 waits for every Linear-1 tile of its row (bounded spin, acquire)
-            seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
-            spins = 0
-            while (seen < need) & (spins < spin_limit):
-                seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
-                spins += 1
-            if seen < need:
-                tl.store(error_ptr, 1)
-                run = 0
-            tl.debug_barrier()
+            run = _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr)
         t_ml0 = tl.full([], 0, tl.int64)
         t_ml1 = tl.full([], 0, tl.int64)
         t_is0 = tl.full([], 0, tl.int64)

@@ -20,7 +20,8 @@ import triton
 import triton.language as tl
 
 from xstage.errors import InputError
-from xstage.hw.moe import SPIN_LIMIT, TILE_LOG_FIELDS, DeviceLayout, _globaltimer, _smid, interpreting, pack_w1
+from xstage.hw.moe import (SPIN_LIMIT, TILE_LOG_FIELDS, DeviceLayout, _globaltimer, _smid, _wait_l2_full,
+                            interpreting, pack_w1)
 
 FP8_MAX = 448.0
 
@@ -63,16 +64,8 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
         if INSTRUMENT:
             t_wait = _globaltimer()
         run = 1
-        if kind == 1:
-            seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
-            spins = 0
-            while (seen < need) & (spins < spin_limit):
-                seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
-                spins += 1
-            if seen < need:
-                tl.store(error_ptr, 1)
-                run = 0
-            tl.debug_barrier()
+        if kind == 1:  # Linear-2 waits for every Linear-1 tile of its row (bounded spin, acquire)
+            run = _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr)
         t_ml0 = tl.full([], 0, tl.int64)
         t_ml1 = tl.full([], 0, tl.int64)
         t_is0 = tl.full([], 0, tl.int64)
