@@ -31,22 +31,13 @@ import triton
 import triton.language as tl
 
 from xstage.errors import InputError
+from xstage.hw.ptx import _globaltimer, _smid
 from xstage.hw.a2a_layout import A2ALayout
 from xstage.hw.attention_config import SUPPORTED_HEAD_DIMS, AttentionConfig  # noqa: F401 - re-exported
 
 LOG2E = 1.4426950408889634
 TILE_LOG_FIELDS = ("program", "sm", "seq", "loop_start_ns", "loop_end_ns", "issue_start_ns", "issue_end_ns",
                    "spare")
-
-
-@triton.jit
-def _globaltimer():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-
-
-@triton.jit
-def _smid():
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit

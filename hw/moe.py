@@ -35,16 +35,12 @@ import triton
 import triton.language as tl
 
 from xstage.errors import InputError
+from xstage.hw.ptx import _globaltimer, _smid
 from xstage.hw.moe_layout import DispatchLayout
 
 TILE_LOG_FIELDS = ("program", "sm", "seq", "wait_start_ns", "mainloop_start_ns", "mainloop_end_ns",
                    "issue_start_ns", "issue_end_ns")
 SPIN_LIMIT = 1 << 22
-
-
-@triton.jit
-def _globaltimer():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -65,11 +61,6 @@ def _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr):
         run = 0
     tl.debug_barrier()
     return run
-
-
-@triton.jit
-def _smid():
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit(do_not_specialize=["combine_rows", "spin_limit"])

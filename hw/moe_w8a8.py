@@ -20,8 +20,8 @@ import triton
 import triton.language as tl
 
 from xstage.errors import InputError
-from xstage.hw.moe import (SPIN_LIMIT, TILE_LOG_FIELDS, DeviceLayout, _globaltimer, _smid, _wait_l2_full,
-                            interpreting, pack_w1)
+from xstage.hw.moe import SPIN_LIMIT, TILE_LOG_FIELDS, DeviceLayout, _wait_l2_full, interpreting, pack_w1
+from xstage.hw.ptx import _globaltimer, _smid
 
 FP8_MAX = 448.0
 
