@@ -37,15 +37,14 @@ def simulated_catalog(platform: Platform, shapes=None, seq_lens=None) -> pd.Data
 
 def measured_summary(kernel: pd.DataFrame) -> pd.DataFrame:
     """Per-M summary of attention kernel records (E_res, H, speedups), with the tile sizes used."""
-    from xstage.hw.attention_records import summary_rows
+    from xstage.hw.attention_records import SUMMARY_KEYS, summary_rows
 
     summary = pd.DataFrame(summary_rows(kernel))
     if summary.empty:
         return summary
-    extra = kernel.groupby("M", sort=True).first()
-    for col in ("block_m", "block_n", "rank", "platform"):
-        if col in extra.columns:
-            summary[col] = summary["M"].map(extra[col])
+    keys = [k for k in SUMMARY_KEYS if k in kernel and k in summary]  # W ranks: the slowest rank's times
+    cols = [c for c in ("block_m", "block_n", "rank", "platform") if c in kernel and c not in keys]
+    summary = summary.merge(kernel.groupby(keys, sort=True)[cols].first().reset_index(), on=keys, how="left")
     summary["E_res/T_FA"] = summary["e_res_us"] / summary["fa_us"]
     return summary
 
@@ -88,7 +87,9 @@ def compare_attention(kernel: pd.DataFrame, platform: Platform) -> pd.DataFrame:
     for row in summary.to_dict("records"):
         sim = simulate_like(row, platform)
         rows.append({"M": row["M"], "heads": row["heads"], "head_dim": row["head_dim"],
-                     "world_size": row["world_size"], "measured_fa_only(us)": row["fa_us"],
+                     "world_size": row["world_size"], "ranks": row.get("ranks", 1),
+                     "platform": row.get("platform", platform.name), "simulated_platform": platform.name,
+                     "measured_fa_only(us)": row["fa_us"],
                      "measured_serial(us)": row["serial_us"],
                      "measured_fused(us)": row["fused_us"],
                      "simulated_fused(us)": row["fa_us"] + sim["simulated_e_res(us)"],

@@ -178,10 +178,12 @@ def collect(data_dir=None, platforms=None, *, quick: bool = False, progress=None
     if len(hw_kernels) and (hw_kernels["experiment"] == "attention").any():
         k = hw_kernels[hw_kernels["experiment"] == "attention"]
         attention["hw"] = att.measured_summary(k)
-        try:
-            hp = find_platform(str(k["platform"].iloc[0]), data_dir)
-            attention["compare"] = att.compare_attention(k, hp)
-            attention["compare_platform"] = hp.name
+        try:  # one GPU (emulated ranks) and W GPUs are different platforms: each replayed on its own
+            names = sorted(set(k["platform"].astype(str))) if "platform" in k else [primary.name]
+            attention["compare"] = pd.concat([att.compare_attention(k[k["platform"] == n] if "platform" in k else k,
+                                                                    find_platform(n, data_dir)) for n in names],
+                                             ignore_index=True)
+            attention["compare_platform"] = ", ".join(names)
         except InputError as err:
             attention["compare_error"] = str(err)
     out["attention"] = attention

@@ -37,7 +37,7 @@ from xstage.hw.attention_config import SUPPORTED_HEAD_DIMS, AttentionConfig  # n
 
 LOG2E = 1.4426950408889634
 TILE_LOG_FIELDS = ("program", "sm", "seq", "loop_start_ns", "loop_end_ns", "issue_start_ns", "issue_end_ns",
-                   "spare")
+                   "split")
 
 
 @triton.jit
@@ -67,123 +67,181 @@ def _local_last(work, m_blocks, nb_local, rank, heads):
 
 
 @triton.jit
-def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, stage_ptr, drip_stride,
+def _send_chunk(stage, dest, chunk, stride_dm, HEAD_DIM: tl.constexpr, CHUNK_ROWS: tl.constexpr,
+                STORE_CACHE: tl.constexpr):
+    """Store rows [chunk*CHUNK_ROWS, +CHUNK_ROWS) of the staged tile to its destination (16-byte stores)."""
+    rows = chunk * CHUNK_ROWS + tl.arange(0, CHUNK_ROWS)
+    offs_d = tl.arange(0, HEAD_DIM)
+    part = tl.load(stage + rows[:, None] * HEAD_DIM + offs_d[None, :])
+    tl.store(tl.multiple_of(dest, 16) + rows[:, None] * stride_dm + offs_d[None, :], part, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
+def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh, qk_scale,
+            stage, pend_ptr, pend_chunks, stride_dm,
+            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
+            TMA: tl.constexpr, STORE_CACHE: tl.constexpr, DRIP: tl.constexpr, CHUNK_ROWS: tl.constexpr):
+    """Online-softmax attention of the Q tile ``q`` over K/V rows [kv_start, kv_end): (acc, m, l), unnormalised.
+
+    DRIP: the ``pend_chunks`` chunks of the staged previous tile go out one every few K/V steps, all in
+    the loop's first half; the send sits behind a scalar branch, so the steps without one run the
+    plain FlashAttention step.
+    """
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    if not TMA:
+        k_tile = k_ptr + head * stride_kh + offs_n[:, None] * stride_km + offs_d[None, :]
+        v_tile = v_ptr + head * stride_vh + offs_n[:, None] * stride_vm + offs_d[None, :]
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    drip_stride = tl.maximum((kv_end - kv_start) // BLOCK_N // (2 * tl.maximum(pend_chunks, 1)), 1)
+    for start_n in range(kv_start, kv_end, BLOCK_N):
+        if TMA:
+            k = k_ptr.load([start_n, head * HEAD_DIM])
+        else:
+            k = tl.load(k_tile + start_n * stride_km)
+        if DOT_F32:  # the Triton interpreter multiplies bf16 as raw integers: upcast there
+            qk = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
+        else:
+            qk = tl.dot(q, tl.trans(k))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if TMA:
+            v = v_ptr.load([start_n, head * HEAD_DIM])
+        else:
+            v = tl.load(v_tile + start_n * stride_vm)
+        if DOT_F32:
+            acc = tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), acc)
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+        if DRIP:
+            step = (start_n - kv_start) // BLOCK_N
+            if (step % drip_stride == 0) & (step // drip_stride < pend_chunks):
+                _send_chunk(stage, pend_ptr, step // drip_stride, stride_dm, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, stage_ptr, ws_ptr, count_ptr,
                    stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_om, stride_oh,
                    stride_dm, stride_dh,
-                   seq_len, chunk_rows, head_base, self_rank, qk_scale, num_tiles, m_blocks,
+                   seq_len, chunk_rows, head_base, self_rank, qk_scale, num_tiles, m_blocks, n_full,
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    FUSED: tl.constexpr, INSTRUMENT: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
                    STORE_CACHE: tl.constexpr, LOCAL_LAST: tl.constexpr, DRIP: tl.constexpr,
-                   CHUNK_ROWS: tl.constexpr):
-    """Persistent FA forward: program ``pid`` owns work items pid, pid + P, ...; work item = tile
-    (= head * m_blocks + m_block) or, with LOCAL_LAST, the order of ``_local_last``.
+                   CHUNK_ROWS: tl.constexpr, SPLIT_TAIL: tl.constexpr):
+    """Persistent FA forward: program ``pid`` owns work items pid, pid + P, ...
+
+    Work items: the first ``n_full`` tiles of the order (tile = head * m_blocks + m_block, or with
+    LOCAL_LAST the order of ``_local_last``) are whole tiles; each later tile (SPLIT_TAIL: the last,
+    partial wave) is two items, one per half of the K/V range. Both halves save their partial
+    (acc, m, l) in ``ws_ptr``; the second to arrive (an acq_rel counter, no waiting) merges them and
+    owns the tile's epilogue. So the last wave's tiles end about half a Q-loop early, and with
+    LOCAL_LAST the final half-wave holds mostly the sender's own tiles, whose stores stay local.
 
     TMA: q/k/v are host tensor descriptors over the (M, H*d) views (blocks (BLOCK_*, d)) instead of pointers.
     STORE_CACHE: PTX cache operator of the fused epilogue's stores (".wt" writes system memory through L2).
     DRIP (fused only): a finished tile goes to this program's staging slot in local memory; its remote
-    stores are issued CHUNK_ROWS rows at a time, one chunk every ``drip_stride`` K/V steps of the next
-    tile's Q-loop, and the last tile's at the end.
+    stores are issued CHUNK_ROWS rows at a time during the program's next Q-loop (``_q_loop``), and
+    the last tile's at the end.
     """
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     offs_d = tl.arange(0, HEAD_DIM)
-    offs_n = tl.arange(0, BLOCK_N)
+    rows_m = tl.arange(0, BLOCK_M)
     out_ty = o_ptr.dtype.element_ty
     stage = stage_ptr + pid * (BLOCK_M * HEAD_DIM)
-    offs_c = tl.arange(0, CHUNK_ROWS)
+    N_CHUNKS: tl.constexpr = BLOCK_M // CHUNK_ROWS
     pend_ptr = o_ptr  # destination of the staged tile (DRIP)
-    pend_on = pid * 0
-    for work in range(pid, num_tiles, nprog):
+    pend_chunks = pid * 0
+    n_items = n_full + 2 * (num_tiles - n_full)
+    for item in range(pid, n_items, nprog):
+        split = item >= n_full
+        pos = tl.where(split, n_full + (item - n_full) // 2, item)
+        half = tl.where(split, (item - n_full) % 2, 0)
         if LOCAL_LAST:
-            head, m_block = _local_last(work, m_blocks, chunk_rows // BLOCK_M, self_rank, num_tiles // m_blocks)
+            head, m_block = _local_last(pos, m_blocks, chunk_rows // BLOCK_M, self_rank, num_tiles // m_blocks)
         else:
-            head = work // m_blocks
-            m_block = work % m_blocks
+            head = pos // m_blocks
+            m_block = pos % m_blocks
         tile = head * m_blocks + m_block
-        offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        kv_start = tl.where(split, half * (seq_len // 2), 0)
+        kv_end = tl.where(split, kv_start + seq_len // 2, seq_len)
         if INSTRUMENT:
             t_loop0 = _globaltimer()
         if TMA:
             q = q_ptr.load([m_block * BLOCK_M, head * HEAD_DIM])
         else:
-            q = tl.load(q_ptr + head * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :])
-            k_tile = k_ptr + head * stride_kh + offs_n[:, None] * stride_km + offs_d[None, :]
-            v_tile = v_ptr + head * stride_vh + offs_n[:, None] * stride_vm + offs_d[None, :]
-        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        for start_n in range(0, seq_len, BLOCK_N):  # the Q-loop over all K/V tiles
-            if TMA:
-                k = k_ptr.load([start_n, head * HEAD_DIM])
-            else:
-                k = tl.load(k_tile + start_n * stride_km)
-            if DOT_F32:  # the Triton interpreter multiplies bf16 as raw integers: upcast there
-                qk = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
-            else:
-                qk = tl.dot(q, tl.trans(k))
-            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
-            alpha = tl.math.exp2(m_i - m_ij)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
-            if TMA:
-                v = v_ptr.load([start_n, head * HEAD_DIM])
-            else:
-                v = tl.load(v_tile + start_n * stride_vm)
-            if DOT_F32:
-                acc = tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), acc)
-            else:
-                acc = tl.dot(p.to(v.dtype), v, acc)
-            m_i = m_ij
-            if DRIP:  # one chunk of the previous tile every drip_stride steps
-                step = start_n // BLOCK_N + pid * 0  # a tensor also in the interpreter
-                chunk = step // drip_stride
-                send = (pend_on != 0) & (step % drip_stride == 0) & (chunk < BLOCK_M // CHUNK_ROWS)
-                rows_c = chunk * CHUNK_ROWS + offs_c
-                send_2d = _mask_2d(send, rows_c, offs_d)
-                part = tl.load(stage + rows_c[:, None] * HEAD_DIM + offs_d[None, :], mask=send_2d)
-                tl.store(tl.multiple_of(pend_ptr, 16) + rows_c[:, None] * stride_dm + offs_d[None, :], part,
-                         mask=send_2d, cache_modifier=STORE_CACHE)
+            q = tl.load(q_ptr + head * stride_qh + (m_block * BLOCK_M + rows_m)[:, None] * stride_qm + offs_d[None, :])
+        acc, m_i, l_i = _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh,
+                                qk_scale, stage, pend_ptr, pend_chunks, stride_dm, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                DOT_F32, TMA, STORE_CACHE, DRIP, CHUNK_ROWS)
+        pend_chunks = pid * 0  # the Q-loop sent every chunk of the staged tile
         if INSTRUMENT:
             t_loop1 = _globaltimer()
-        out = (acc / l_i[:, None]).to(out_ty)
-        if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
-            row0 = m_block * BLOCK_M
-            dest = row0 // chunk_rows
-            base = tl.multiple_of(tl.load(dest_table_ptr + dest).to(tl.pointer_type(out_ty)), 16)  # 16 B stores
-            rows = row0 - dest * chunk_rows + tl.arange(0, BLOCK_M)
-            o_tile = base + (head_base + head) * stride_dh + rows[:, None] * stride_dm + offs_d[None, :]
-        else:
-            o_tile = o_ptr + head * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-        if INSTRUMENT:
-            t_issue0 = _globaltimer()
-        if FUSED:
-            if DRIP:
-                tl.debug_barrier()  # every thread is done reading the previous tile from the slot
-                tl.store(stage + tl.arange(0, BLOCK_M)[:, None] * HEAD_DIM + offs_d[None, :], out)
-                tl.debug_barrier()  # the slot is visible to every thread of the program
-                pend_ptr = base + (head_base + head) * stride_dh + (row0 - dest * chunk_rows) * stride_dm
-                pend_on = pid * 0 + 1
+        owner = pid * 0 + 1
+        if SPLIT_TAIL:
+            if split:
+                part = ws_ptr + ((pos - n_full) * 2 + half) * (BLOCK_M * (HEAD_DIM + 2))
+                tl.store(part + rows_m[:, None] * HEAD_DIM + offs_d[None, :], acc)
+                tl.store(part + BLOCK_M * HEAD_DIM + rows_m, m_i)
+                tl.store(part + BLOCK_M * (HEAD_DIM + 1) + rows_m, l_i)
+                tl.debug_barrier()  # the whole partial is written before the release below
+                arrived = tl.atomic_add(count_ptr + pos - n_full, 1, sem="acq_rel")
+                tl.debug_barrier()
+                owner = (arrived == 1).to(tl.int32)
+                if arrived == 1:  # the other half is done: merge its partial, reset the counter for the next launch
+                    other = ws_ptr + ((pos - n_full) * 2 + 1 - half) * (BLOCK_M * (HEAD_DIM + 2))
+                    acc_o = tl.load(other + rows_m[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
+                    m_o = tl.load(other + BLOCK_M * HEAD_DIM + rows_m, cache_modifier=".cg")
+                    l_o = tl.load(other + BLOCK_M * (HEAD_DIM + 1) + rows_m, cache_modifier=".cg")
+                    m_new = tl.maximum(m_i, m_o)
+                    a_self = tl.math.exp2(m_i - m_new)
+                    a_other = tl.math.exp2(m_o - m_new)
+                    acc = acc * a_self[:, None] + acc_o * a_other[:, None]
+                    l_i = l_i * a_self + l_o * a_other
+                    tl.atomic_xchg(count_ptr + pos - n_full, 0)
+        if owner != 0:
+            out = (acc / l_i[:, None]).to(out_ty)
+            if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
+                row0 = m_block * BLOCK_M
+                dest = row0 // chunk_rows
+                base = tl.multiple_of(tl.load(dest_table_ptr + dest).to(tl.pointer_type(out_ty)), 16)  # 16 B stores
+                dest_tile = base + (head_base + head) * stride_dh + (row0 - dest * chunk_rows) * stride_dm
+            if INSTRUMENT:
+                t_issue0 = _globaltimer()
+            if FUSED:
+                if DRIP:
+                    tl.debug_barrier()  # every thread is done reading the previous tile from the slot
+                    tl.store(stage + rows_m[:, None] * HEAD_DIM + offs_d[None, :], out)
+                    tl.debug_barrier()  # the slot is visible to every thread of the program
+                    pend_ptr = dest_tile
+                    pend_chunks = pid * 0 + N_CHUNKS
+                else:
+                    tl.store(tl.multiple_of(dest_tile, 16) + rows_m[:, None] * stride_dm + offs_d[None, :], out,
+                             cache_modifier=STORE_CACHE)
             else:
-                tl.store(o_tile, out, cache_modifier=STORE_CACHE)
-        else:
-            tl.store(o_tile, out)
-        if INSTRUMENT:
-            t_issue1 = _globaltimer()
-            log = tile_log_ptr + tile * 8
-            tl.store(log + 0, pid.to(tl.int64))
-            tl.store(log + 1, _smid().to(tl.int64))
-            tl.store(log + 2, ((work - pid) // nprog).to(tl.int64))
-            tl.store(log + 3, t_loop0)
-            tl.store(log + 4, t_loop1)
-            tl.store(log + 5, t_issue0)
-            tl.store(log + 6, t_issue1)
+                tl.store(o_ptr + head * stride_oh + (m_block * BLOCK_M + rows_m)[:, None] * stride_om
+                         + offs_d[None, :], out)
+            if INSTRUMENT:
+                t_issue1 = _globaltimer()
+                log = tile_log_ptr + tile * 8
+                tl.store(log + 0, pid.to(tl.int64))
+                tl.store(log + 1, _smid().to(tl.int64))
+                tl.store(log + 2, ((item - pid) // nprog).to(tl.int64))
+                tl.store(log + 3, t_loop0)
+                tl.store(log + 4, t_loop1)
+                tl.store(log + 5, t_issue0)
+                tl.store(log + 6, t_issue1)
+                tl.store(log + 7, split.to(tl.int64))
     if DRIP:  # the last staged tile has no Q-loop after it: send it whole
-        rows_all = tl.arange(0, BLOCK_M)
-        flush = _mask_2d(pend_on != 0, rows_all, offs_d)
-        last = tl.load(stage + rows_all[:, None] * HEAD_DIM + offs_d[None, :], mask=flush)
-        tl.store(tl.multiple_of(pend_ptr, 16) + rows_all[:, None] * stride_dm + offs_d[None, :], last,
-                 mask=flush, cache_modifier=STORE_CACHE)
+        for c in range(0, pend_chunks):
+            _send_chunk(stage, pend_ptr, c, stride_dm, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
 
 
 @triton.jit
@@ -261,19 +319,19 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
         if cfg.tma else (q, k, v)
     drip = fused and cfg.drip
     chunk_rows = min(cfg.block_m, 2048 // cfg.head_dim)
-    n_chunks, steps = cfg.block_m // chunk_rows, cfg.seq_len // cfg.block_n
     stage = _stage_slots(grid[0], cfg, q.device) if drip else q
-    drip_stride = max(1, steps // (2 * n_chunks))  # all chunks go out in the first half of the next Q-loop
+    n_full = lay.num_tiles - (lay.num_tiles % grid[0] if cfg.split_tail else 0)
+    ws, counts = _split_workspace(lay.num_tiles - n_full, cfg, q.device) if n_full < lay.num_tiles else (q, q)
     _fa_fwd_kernel[grid](
-        qa, ka, va, o, table, log, stage, drip_stride,
+        qa, ka, va, o, table, log, stage, ws, counts,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
         heads_total * d, d,
         cfg.seq_len, lay.chunk_rows, cfg.rank * cfg.heads, cfg.rank, LOG2E / math.sqrt(cfg.head_dim), lay.num_tiles,
-        lay.m_blocks,
+        lay.m_blocks, n_full,
         HEAD_DIM=cfg.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, FUSED=fused,
         INSTRUMENT=tile_log is not None, DOT_F32=interpreting(), TMA=cfg.tma, STORE_CACHE=cfg.store_cache,
-        LOCAL_LAST=cfg.local_last, DRIP=drip, CHUNK_ROWS=chunk_rows, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages)
+        LOCAL_LAST=cfg.local_last, DRIP=drip, CHUNK_ROWS=chunk_rows, SPLIT_TAIL=n_full < lay.num_tiles,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return out
 
 
@@ -287,6 +345,20 @@ def _stage_slots(programs: int, cfg: AttentionConfig, device):
     key = (programs, cfg.block_m, cfg.head_dim, str(device))
     if key not in _STAGES:
         _STAGES[key] = torch.empty(programs * cfg.block_m * cfg.head_dim, dtype=torch.bfloat16, device=device)
+    return _STAGES[key]
+
+
+def _split_workspace(n_split: int, cfg: AttentionConfig, device):
+    """Partials (acc, m, l: fp32) of the two halves of each split tile and one arrival counter per tile.
+
+    Kept per shape, so CUDA-graph replays reuse them; the kernel resets each counter after merging.
+    """
+    import torch
+
+    key = ("split", n_split, cfg.block_m, cfg.head_dim, str(device))
+    if key not in _STAGES:
+        _STAGES[key] = (torch.empty(n_split * 2 * cfg.block_m * (cfg.head_dim + 2), dtype=torch.float32, device=device),
+                        torch.zeros(n_split, dtype=torch.int32, device=device))
     return _STAGES[key]
 
 

@@ -19,20 +19,19 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
-
 from xstage.errors import InputError
 from xstage.hw import attention as A
-from xstage.hw.attention_records import kernel_row, summary_rows, tile_frame
-from xstage.provenance import provenance
-from xstage.records import atomic_write_text, save_records
+from xstage.hw.attention_records import alias_best_backend, kernel_row, save_run, summary_table, tile_frame
+from xstage.records import atomic_write_text
 
 SDPA_BACKENDS = ("cudnn", "flash")
 TUNE_CANDIDATES = (  # (block_n, num_stages, tma, num_warps, programs per SM) for d = 128, block_m = 128
     (64, 3, False, 8, 1), (128, 2, False, 8, 1), (64, 3, True, 8, 1), (128, 2, True, 8, 1), (64, 4, True, 8, 1),
     (128, 3, True, 8, 1), (32, 3, True, 4, 2))
 STORE_CACHES = (".wt", "", ".cs")  # write-through, default (write-back), streaming
-FUSED_OPTIONS = ((".wt", False), ("", False), (".cs", False), (".wt", True), ("", True))  # (store cache, drip)
+FUSED_OPTIONS = (  # (store cache, drip, split_tail)
+    (".wt", False, False), ("", False, False), (".cs", False, False), (".wt", True, False), ("", True, False),
+    (".wt", True, True), ("", True, True), ("", False, True))
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
 
 
@@ -63,8 +62,13 @@ def store_tag(store_cache: str) -> str:
     return "_" + (store_cache.lstrip(".") or "wb")
 
 
-def fused_tag(store_cache: str, drip: bool) -> str:
-    return store_tag(store_cache) + ("_drip" if drip else "")
+def fused_tag(store_cache: str, drip: bool, split_tail: bool = False) -> str:
+    return store_tag(store_cache) + ("_drip" if drip else "") + ("_split" if split_tail else "")
+
+
+def fused_options(cfg, opt: tuple):
+    """``cfg`` with one ``FUSED_OPTIONS`` triple applied."""
+    return replace(cfg, store_cache=opt[0], drip=opt[1], split_tail=opt[2])
 
 
 def sdpa_backends() -> tuple:
@@ -87,15 +91,18 @@ def reference(q, k, v):
         return A.reference_attention(q, k, v)
 
 
-def capture(fn):
-    """Return a replay callable: a CUDA graph of ``fn`` (eager ``fn`` if capture fails) and the mode."""
+def capture(fn, capture_error_mode: str = "global"):
+    """Return a replay callable: a CUDA graph of ``fn`` (eager ``fn`` if capture fails) and the mode.
+
+    ``capture_error_mode`` as ``torch.cuda.graph``'s ("thread_local" where other threads, e.g. NCCL's
+    watchdog, make CUDA calls during the capture)."""
     import torch
 
     if device() == "cpu":
         return fn, "eager"
     try:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode=capture_error_mode):
             fn()
         _sync()
         return graph.replay, "graph"
@@ -105,16 +112,22 @@ def capture(fn):
         return fn, "eager"
 
 
-def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5) -> tuple:
-    """Per-trial device times (us) of every variant: {name: [us]}, {name: "graph" | "eager"}."""
+def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5, *, capture_fn=capture,
+                  barrier=None) -> tuple:
+    """Per-trial device times (us) of every variant: {name: [us]}, {name: "graph" | "eager"}.
+
+    ``capture_fn(fn) -> (replay, mode)``; ``barrier()``, when given, runs on the host before each
+    variant's warm-up and before each round's trials of a variant, outside the timed window (W ranks)."""
     import torch
 
+    barrier = barrier or (lambda: None)
     replays, modes = {}, {}
     for name, fn in fns.items():
+        barrier()
         for _ in range(warmup):
             fn()
         _sync()
-        replays[name], modes[name] = capture(fn)
+        replays[name], modes[name] = capture_fn(fn)
         for _ in range(2):
             replays[name]()
     _sync()
@@ -131,6 +144,7 @@ def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5)
                 continue
             events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                       for _ in range(per_round)]
+            barrier()
             torch.cuda._sleep(20_000_000)  # keep the GPU busy while the host queues the trials
             for start, end in events:
                 start.record()
@@ -200,7 +214,7 @@ def run_checks(shapes=CHECK_SHAPES, progress=True) -> list:
     rows = []
     for i, (M, H, d, W, rank, bm, bn, st, tma) in enumerate(shapes):
         cfg = A.AttentionConfig(M, H, d, W, rank, bm, bn, num_warps=8 if bm >= 64 else 4, num_stages=st, tma=tma,
-                                local_last=i % 3 != 2, drip=i % 2 == 1)
+                                local_last=i % 3 != 2, drip=i % 2 == 1, split_tail=i % 3 == 1)
         rows += check_shape(cfg, seed=M + H + d)
         if progress:
             bad = [r["variant"] for r in rows if r.get("ok") is False and r["config"] == cfg.label()]
@@ -247,19 +261,46 @@ def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, tr
     return cfgs[best["config"]], rows
 
 
-def pick_fused(cfg, trials: int = 10) -> tuple:
-    """Time Fused at ``cfg.seq_len`` with each ``FUSED_OPTIONS`` (store cache, drip); returns (fastest cfg, rows)."""
+def pick_fused(cfg, trials: int = 10, *, table=None, reduce_rows=None, verbose: bool = True, **timing) -> tuple:
+    """Time Fused at ``cfg.seq_len`` with each ``FUSED_OPTIONS`` (store cache, drip, split tail); returns (fastest
+    cfg, rows).
+
+    ``table``: the destination table (default: emulated destinations); ``reduce_rows(rows) -> rows``
+    (W ranks: every rank's times reduced); ``timing``: keyword arguments of ``time_variants``."""
     q, k, v = random_qkv(cfg, 1)
-    dests = A.Destinations.emulated(cfg.layout, device())
-    cfgs = {fused_tag(*opt): replace(cfg, store_cache=opt[0], drip=opt[1]) for opt in FUSED_OPTIONS}
-    fns = {tag: (lambda c=c: A.launch_fa(q, k, v, c, dest_table=dests.table)) for tag, c in cfgs.items()}
-    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2)
-    rows = [kernel_row(cfgs[tag], "fused_tune", t, store_cache=cfgs[tag].store_cache, drip=cfgs[tag].drip)
+    if table is None:
+        dests = A.Destinations.emulated(cfg.layout, device())
+        table = dests.table
+    cfgs = {fused_tag(*opt): fused_options(cfg, opt) for opt in FUSED_OPTIONS}
+    fns = {tag: (lambda c=c: A.launch_fa(q, k, v, c, dest_table=table)) for tag, c in cfgs.items()}
+    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2, **timing)
+    rows = [kernel_row(cfgs[tag], "fused_tune", t, store_cache=cfgs[tag].store_cache, drip=cfgs[tag].drip,
+                       split_tail=cfgs[tag].split_tail)
             for tag, t in times.items()]
-    for r in sorted(rows, key=lambda r: r["time(us)"]):
+    rows = reduce_rows(rows) if reduce_rows else rows
+    for r in sorted(rows, key=lambda r: r["time(us)"]) if verbose else ():
         print(f"  fused {r['config']}: {r['time(us)']:.1f} us", file=sys.stderr)
     best = min(rows, key=lambda r: r["time(us)"])
     return next(c for c in cfgs.values() if c.label() == best["config"]), rows
+
+
+def kernel_variants(cfg, q, k, v, out, table) -> tuple:
+    """The Triton variants of one configuration, {name: callable} and {name: cfg}: FA-only into ``out``;
+    Fused with ``cfg``'s (store cache, drip) as "fused" and every other ``FUSED_OPTIONS`` pair as
+    "fused_<tag>"; Serial and its All-to-All alone ("a2a") with every ``STORE_CACHES`` operator."""
+    fns = {"fa": lambda: A.launch_fa(q, k, v, cfg, out=out)}
+    variant_cfg = {"fa": cfg}
+    chosen = (cfg.store_cache, cfg.drip, cfg.split_tail)
+    for opt in [chosen] + [o for o in FUSED_OPTIONS if o != chosen]:  # "fused" = the chosen one
+        c, tag = fused_options(cfg, opt), "" if opt == chosen else fused_tag(*opt)
+        fns[f"fused{tag}"] = lambda c=c: A.launch_fa(q, k, v, c, dest_table=table)
+        variant_cfg[f"fused{tag}"] = c
+    for store in [cfg.store_cache] + [m for m in STORE_CACHES if m != cfg.store_cache]:
+        c, tag = replace(cfg, store_cache=store), "" if store == cfg.store_cache else store_tag(store)
+        fns[f"serial{tag}"] = lambda c=c: A.launch_a2a(A.launch_fa(q, k, v, c, out=out), table, c)
+        fns[f"a2a{tag}"] = lambda c=c: A.launch_a2a(out, table, c)
+        variant_cfg.update({f"serial{tag}": c, f"a2a{tag}": c})
+    return fns, variant_cfg
 
 
 def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int = 5) -> tuple:
@@ -279,18 +320,7 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
             checks.append({"config": cfg.label(), "variant": f"sdpa_{backend}", **A.compare(sdpa_out[backend], ref)})
         except RuntimeError as err:
             print(f"  sdpa {backend} unavailable: {str(err)[:120]}", file=sys.stderr)
-    fns = {"fa": lambda: A.launch_fa(q, k, v, cfg, out=out)}
-    variant_cfg = {"fa": cfg}
-    chosen = (cfg.store_cache, cfg.drip)
-    for opt in [chosen] + [o for o in FUSED_OPTIONS if o != chosen]:  # "fused" = the chosen one
-        c, tag = replace(cfg, store_cache=opt[0], drip=opt[1]), "" if opt == chosen else fused_tag(*opt)
-        fns[f"fused{tag}"] = lambda c=c: A.launch_fa(q, k, v, c, dest_table=dests.table)
-        variant_cfg[f"fused{tag}"] = c
-    for store in [cfg.store_cache] + [m for m in STORE_CACHES if m != cfg.store_cache]:
-        c, tag = replace(cfg, store_cache=store), "" if store == cfg.store_cache else store_tag(store)
-        fns[f"serial{tag}"] = lambda c=c: A.launch_a2a(A.launch_fa(q, k, v, c, out=out), dests.table, c)
-        fns[f"a2a{tag}"] = lambda c=c: A.launch_a2a(out, dests.table, c)
-        variant_cfg.update({f"serial{tag}": c, f"a2a{tag}": c})
+    fns, variant_cfg = kernel_variants(cfg, q, k, v, out, dests.table)
     for backend, o in sdpa_out.items():
         fns[f"sdpa_{backend}"] = lambda b=backend: A.sdpa(q, k, v, b)
         fns[f"serial_best_{backend}"] = lambda b=backend: A.ce_transfer(A.sdpa(q, k, v, b), dests)
@@ -311,13 +341,8 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
     clocks_after = gpu_clocks()
     extra = {"clocks_before": clocks_before, "clocks_after": clocks_after}
     rows = [kernel_row(variant_cfg.get(name, cfg), name, t, timing=modes[name], store_cache=variant_cfg.get(
-        name, cfg).store_cache, drip=variant_cfg.get(name, cfg).drip, **extra) for name, t in times.items()]
-    by_name = {r["variant"]: r for r in rows}
-    avail = [b for b in sdpa_backends() if f"sdpa_{b}" in by_name]
-    if avail:  # the user's pick: the fastest SDPA backend, and Serial-best on it
-        best = min(avail, key=lambda b: by_name[f"sdpa_{b}"]["time(us)"])
-        for alias in ("sdpa", "serial_best", "ce"):
-            rows.append({**by_name[f"{alias}_{best}"], "variant": alias, "backend": best})
+        name, cfg).store_cache, drip=variant_cfg.get(name, cfg).drip, split_tail=variant_cfg.get(name, cfg).split_tail, **extra) for name, t in times.items()]
+    rows += alias_best_backend(rows, sdpa_backends(), ("sdpa", "serial_best", "ce"))  # the user's pick
     tiles = []
     runs = [(name, c, {"dest_table": dests.table}) for name, c in variant_cfg.items() if name.startswith("fused")]
     for schedule, c, kwargs in runs + [("fa", cfg, {"out": out})] if instrument else ():
@@ -326,19 +351,6 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
         _sync()
         tiles.append(tile_frame(c, log.cpu().numpy(), schedule=schedule))
     return rows, tiles, checks
-
-
-def save(out_dir: Path, kernel_rows: list, tiles: list, checks: list, config: dict, overwrite: bool) -> list:
-
-    meta = {"config": config, "provenance": provenance(with_gpu=True)}
-    paths = [save_records(out_dir / "attention-kernel.parquet", "kernel", pd.DataFrame(kernel_rows), meta,
-                          overwrite=overwrite)]
-    if tiles:
-        paths.append(save_records(out_dir / "attention-tile.parquet", "tile", pd.concat(tiles, ignore_index=True),
-                                  meta, overwrite=overwrite))
-    paths.append(atomic_write_text(out_dir / "attention-checks.json", json.dumps(checks, indent=1, default=str),
-                                   overwrite=overwrite))
-    return paths
 
 
 def main(argv=None) -> int:
@@ -397,14 +409,11 @@ def main(argv=None) -> int:
         checks += c
         failed += [x for x in c if x.get("ok") is False]
         # saved after every M, so that a run stopped by its time limit keeps what it measured
-        paths = save(out_dir, rows, tiles, checks, meta, overwrite=True)
+        paths = save_run(out_dir, rows, tiles, checks, meta, overwrite=True)
         print(f"  M={M}: done ({time.time() - t_start:.0f}s)", file=sys.stderr)
     measured = [r for r in rows if not r["variant"].endswith("_tune")]
     if measured:
-        table = pd.DataFrame(summary_rows(pd.DataFrame(measured)))
-        cols = ["M", "fa_us", "serial_us", "fused_us", "serial_best_us", "sdpa_us", "fa_tflops", "sdpa_tflops",
-                "fa_vs_sdpa", "e_res_us", "hiding_ratio", "speedup_vs_serial", "speedup_vs_serial_best"]
-        print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print(summary_table(measured))
     else:
         atomic_write_text(out_dir / "attention-checks.json", json.dumps(checks, indent=1, default=str),
                           overwrite=True)

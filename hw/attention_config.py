@@ -27,12 +27,13 @@ class AttentionConfig:
     store_cache: str = ".wt"  # PTX cache operator of the stores to destinations ("" = default write-back)
     local_last: bool = True  # process the tiles of the sender's own chunk last (see attention._local_last)
     drip: bool = False  # fused: spread each tile's remote stores over the next tile's Q-loop
+    split_tail: bool = False  # split each tile of the last, partial wave in two K/V halves (see attention._fa_fwd_kernel)
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "world_size", "block_m", "block_n", "num_warps", "num_stages"):
             object.__setattr__(self, name, require_int(name, getattr(self, name)))
         object.__setattr__(self, "programs", require_int("programs", self.programs, minimum=0))
-        for name in ("tma", "local_last", "drip"):
+        for name in ("tma", "local_last", "drip", "split_tail"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(name, getattr(self, name), "must be True or False")
         if self.store_cache not in STORE_CACHE_MODIFIERS:
@@ -45,9 +46,13 @@ class AttentionConfig:
                 raise InputError(name, value, "must be a power of two >= 16")
         if self.seq_len % self.block_n:
             raise InputError("seq_len", self.seq_len, f"must be a multiple of block_n={self.block_n}")
+        if self.split_tail and (self.seq_len // 2) % self.block_n:
+            raise InputError("seq_len", self.seq_len, f"must be a multiple of 2*block_n={2 * self.block_n} "
+                             "for split_tail=True")
         chunks = self.block_m // min(self.block_m, 2048 // self.head_dim)
-        if self.drip and self.seq_len // self.block_n < chunks:
-            raise InputError("seq_len", self.seq_len, f"must give >= {chunks} K/V steps for drip=True")
+        steps = self.seq_len // self.block_n // (2 if self.split_tail else 1)  # the shortest Q-loop
+        if self.drip and steps < chunks:
+            raise InputError("seq_len", self.seq_len, f"must give >= {chunks} K/V steps per Q-loop for drip=True")
         self.layout  # noqa: B018 - validates M % W, rank < W and block_m | M/W
 
     @property
@@ -63,4 +68,5 @@ class AttentionConfig:
         return (f"M={self.seq_len},H={self.heads},d={self.head_dim},W={self.world_size},bm={self.block_m},"
                 f"bn={self.block_n},warps={self.num_warps},stages={self.num_stages}" + (",tma" if self.tma else "")
                 + (f",programs={self.programs}" if self.programs else "") + f",store={self.store_cache or 'default'}"
-                + ("" if self.local_last else ",natural-order") + (",drip" if self.drip else ""))
+                + ("" if self.local_last else ",natural-order") + (",drip" if self.drip else "")
+                + (",split-tail" if self.split_tail else ""))

@@ -1,32 +1,85 @@
-"""The W-rank FlashAttention–A2A path: one process per GPU, destinations in symmetric memory.
+"""FlashAttention + post-attention All-to-All on W GPUs: one process per GPU, destinations in symmetric memory.
 
-Every rank allocates its sequence-partitioned buffer (M/W, W*H, d) with torch symmetric memory;
+Every rank allocates its sequence-partitioned buffer D_j (M/W, W*H, d) in torch symmetric memory;
 the rendezvous gives each rank the W peer base addresses, which become the fused kernel's
-destination table — the same kernel as on one GPU, where the table points at host-mapped
-buffers instead. Runs at any world size, 1 included:
+destination table -- the same kernel as on one GPU, where the table points at host-mapped
+buffers instead. Runs at any world size, 1 included (``benchmarks/gpu/attention_dist.sh``):
 
-    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \\
-    python3 -m torch.distributed.run --standalone --nproc_per_node W -m xstage.hw.attention_dist --seq-len 8192
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
+    torchrun --standalone --nproc-per-node=8 -m xstage.hw.attention_dist --out $OUT/attention-dist
 
-Each rank checks its own buffer against float32 SDPA of every sender's rows (inputs are
-regenerated from per-sender seeds), then times FA-only, Fused and Serial with events on its own
-stream (sender-side boundary; the barrier that makes the stores visible is outside the timing).
-Serial-best over NCCL (SDPA + all_to_all_single + local permute) is left to the multi-GPU issue.
+The kernel configuration: rank 0 tunes FA-only at M = 16K (``attention_bench.tune``) and broadcasts
+it, then all ranks pick the fused store option at that M (``attention_bench.pick_fused``, slowest
+rank's time); or ``--config`` JSON. For each M: correctness first (every rank's buffer poisoned,
+written by all senders, compared with float32 SDPA of every sender's rows; Serial-best's buffer
+compared with the fused kernel's), then every variant timed as on one GPU (CUDA graphs, warm-up,
+rounds in rotated order, median; a barrier before each round, outside the timed window; clocks of
+all GPUs read on rank 0 before and after). Rank 0 gathers every rank's rows and writes "kernel"
+records (one row per variant, M and rank) and the checks to ``--out``.
+
+Serial-best: torch SDPA (each backend; the alias ``serial_best`` is the fastest SDPA backend), then
+NCCL ``all_to_all_single`` of the output rows and the local permute into D_j (``nccl_all_to_all``).
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+import time
 import warnings
+from dataclasses import replace
+from pathlib import Path
 
-from xstage.hw import attention as A
+from xstage.errors import InputError, require_int
+from xstage.hw.attention_config import AttentionConfig
+
+SEQ_LENS = "8192,16384,32768,49152,65536"
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+SHAPE_FIELDS = ("seq_len", "world_size", "rank")  # set by the run, not by --config
+NCCL_ALIASES = ("sdpa", "serial_best", "nccl")  # rows copied under the fastest SDPA backend's name
+FUSED_FIELDS = tuple(f for f in ("store_cache", "drip", "split_tail")  # the options pick_fused chooses
+                     if f in {x.name for x in dataclasses.fields(AttentionConfig)})
 
 
-def _qkv(cfg, sender: int, device):
+# --- Serial-best's transfer: NCCL all_to_all_single and the local permute (pure torch) ------------
+def send_rows(o):
+    """The send buffer of ``all_to_all_single``: ``o`` (M, H, d) contiguous, so that rank j's rows
+    [j*M/W, (j+1)*M/W) are the j-th of W equal chunks (a copy only when ``o`` is a strided view)."""
+    if o.dim() != 3:
+        raise InputError("o.shape", tuple(o.shape), "must be (M, H, d)")
+    return o.contiguous()
+
+
+def permute_received(recv, dest):
+    """``all_to_all_single``'s output → the sequence-partitioned layout, in place into ``dest``.
+
+    ``recv`` (M, H, d) holds W chunks of (M/W, H, d), sender r's rows of this rank's tokens at
+    chunk r; ``dest`` is D_j (M/W, W*H, d) with ``D_j[s, r*H + h] = recv[r*M/W + s, h]``."""
+    chunk, heads_total, d = dest.shape
+    M, H, d_in = recv.shape
+    if d_in != d or M % chunk or heads_total != (M // chunk) * H:
+        raise InputError("recv/dest shapes", (tuple(recv.shape), tuple(dest.shape)),
+                         "must be (M, H, d) and (M/W, W*H, d)")
+    W = M // chunk
+    dest.view(chunk, W, H, d).copy_(recv.view(W, chunk, H, d).transpose(0, 1))
+    return dest
+
+
+def nccl_all_to_all(o, recv, dest, group=None) -> None:
+    """Serial-best's transfer of one rank's output ``o`` (M, H, d): NCCL all_to_all_single into
+    ``recv`` (M, H, d), then ``permute_received`` into ``dest`` (M/W, W*H, d)."""
+    import torch.distributed as dist
+
+    dist.all_to_all_single(recv, send_rows(o), group=group)
+    permute_received(recv, dest)
+
+
+# --- inputs, references, checks -------------------------------------------------------------------
+def _qkv(cfg, sender: int, device, seed: int = 0):
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(1000 + sender)
+    gen = torch.Generator(device=device).manual_seed(1000 * seed + sender)
     shape = (cfg.seq_len, cfg.heads, cfg.head_dim)
     return [torch.randn(shape, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(3)]
 
@@ -47,85 +100,337 @@ def symmetric_destinations(cfg, device, group):
     return buf, handle, table
 
 
-def check_rank(cfg, buf, device) -> dict:
-    """Compare this rank's buffer with every sender's float32 reference rows."""
+def local_destination(cfg):
+    """The dry run's (buffer, None, table): world size 1 on the CPU, a plain buffer instead of symmetric memory."""
     import torch
+
+    buf = torch.empty(cfg.layout.dest_shape, dtype=torch.bfloat16)
+    return buf, None, torch.tensor([buf.data_ptr()], dtype=torch.int64)
+
+
+def buffer_view(big, cfg):
+    """D_j of ``cfg`` at the start of the (larger) symmetric buffer ``big``: the same base addresses."""
+    shape = cfg.layout.dest_shape
+    n = shape[0] * shape[1] * shape[2]
+    if n > big.numel():
+        raise InputError("seq_len", cfg.seq_len, f"needs {n} elements; the symmetric buffer holds {big.numel()}")
+    return big.view(-1)[:n].view(shape)
+
+
+def reference_dest(cfg, device, seed: int):
+    """float32 D_j of this rank (``cfg.rank``): every sender's rows of its tokens, inputs regenerated
+    from the per-sender seeds."""
+    import torch
+
+    from xstage.hw.attention_bench import reference
 
     lay = cfg.layout
     rows = slice(cfg.rank * lay.chunk_rows, (cfg.rank + 1) * lay.chunk_rows)
-    worst, unwritten = 0.0, 0
+    ref = torch.empty(lay.dest_shape, dtype=torch.float32, device=device)
     for sender in range(cfg.world_size):
-        q, k, v = _qkv(cfg, sender, device)
-        ref = A.reference_attention(q[rows], k, v)
-        got = buf[:, sender * cfg.heads:(sender + 1) * cfg.heads].float()
-        unwritten += int(torch.isnan(got).sum())
-        worst = max(worst, A.compare(got, ref)["rel_err"])
-    return {"rel_err": worst, "unwritten": unwritten, "ok": unwritten == 0 and worst <= 1e-2}
+        q, k, v = _qkv(cfg, sender, device, seed)
+        ref[:, sender * cfg.heads:(sender + 1) * cfg.heads] = reference(q[rows], k, v)
+    return ref
 
 
-def time_events(fn, trials: int, warmup: int = 3) -> list:
+def check_buffer(buf, ref) -> dict:
+    """``buf`` against the float32 reference: relative error and unwritten (NaN) elements."""
     import torch
 
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(trials):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        out.append(start.elapsed_time(end) * 1e3)
-    return out
+    from xstage.hw.attention import compare
+
+    unwritten = int(torch.isnan(buf).sum())
+    res = compare(torch.nan_to_num(buf.float()), ref)
+    return {**res, "unwritten": unwritten, "ok": unwritten == 0 and res["ok"]}
 
 
-def main(argv=None) -> int:
-    import statistics
+# --- records ---------------------------------------------------------------------------------------
+def gather_rows(per_rank: list, backends=("cudnn", "flash"), **extra) -> list:
+    """Rank 0's records from every rank's rows (a list per rank): all rows, ``extra`` columns added,
+    plus the ``NCCL_ALIASES`` rows of the fastest SDPA backend (by the slowest rank's time)."""
+    rows = [{**r, **extra} for rank_rows in per_rank for r in rank_rows]
+    ranks = sorted({r["rank"] for r in rows})
+    if ranks != list(range(len(per_rank))):
+        raise InputError("ranks", ranks, f"must be 0..{len(per_rank) - 1}, each once per list")
+    from xstage.hw.attention_records import alias_best_backend
 
+    return rows + alias_best_backend(rows, backends, NCCL_ALIASES)
+
+
+def slowest_rank(per_rank: list) -> list:
+    """Rank 0's rows with ``time(us)`` replaced by the maximum over ranks (rows in the same order)."""
+    return [{**rows[0], "time(us)": max(r["time(us)"] for r in rows), "ranks": len(rows)}
+            for rows in zip(*per_rank)]
+
+
+# --- arguments -------------------------------------------------------------------------------------
+def parse_seq_lens(text: str) -> list:
+    from xstage.units import parse_size
+
+    try:
+        lens = [parse_size(x.strip(), "--seq-lens") for x in str(text).split(",") if x.strip()]
+    except InputError:
+        raise InputError("--seq-lens", text, "must be sequence lengths such as 8192,16K,64K") from None
+    if not lens:
+        raise InputError("--seq-lens", text, "must name at least one sequence length")
+    return lens
+
+
+def config_from_json(text: str, base: AttentionConfig) -> tuple:
+    """(``base`` with the fields of a JSON object, the field names); the object inline or in a file,
+    e.g. '{"block_n": 128, "num_stages": 3, "tma": true}'."""
+    path = Path(text)
+    raw = path.read_text() if not text.lstrip().startswith("{") and path.is_file() else text
+    try:
+        fields = json.loads(raw)
+    except json.JSONDecodeError:
+        raise InputError("--config", text, "must be a JSON object or a file holding one") from None
+    if not isinstance(fields, dict):
+        raise InputError("--config", text, "must be a JSON object")
+    allowed = {f.name for f in dataclasses.fields(AttentionConfig)} - set(SHAPE_FIELDS)
+    bad = sorted(set(fields) - allowed)
+    if bad:
+        raise InputError("--config", bad, f"are not kernel fields (allowed: {', '.join(sorted(allowed))})")
+    return replace(base, **fields), sorted(fields)
+
+
+def parse_args(argv=None, world: int | None = None) -> tuple:
+    """(args, seq_lens, base config) for a run of ``world`` ranks ($WORLD_SIZE); bad input → InputError."""
+    p = argparse.ArgumentParser(prog="torchrun ... -m xstage.hw.attention_dist", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None, help="output folder for the records (rank 0 writes); none: print only")
+    p.add_argument("--seq-lens", default=SEQ_LENS, help="comma-separated M (8192 or 8K)")
+    p.add_argument("--seq-len", default=None, help="one M (same as --seq-lens M)")
+    p.add_argument("--heads", type=int, default=3, help="heads per rank (H)")
+    p.add_argument("--head-dim", type=int, default=128, help="d: 64 or 128")
+    p.add_argument("--trials", type=int, default=25, help="timed trials per variant (5 rounds)")
+    p.add_argument("--tune-seq-len", default="16384", help="M of the tuning and the store-option pick")
+    p.add_argument("--config", default=None, help="kernel configuration, JSON object or file (skips tuning)")
+    p.add_argument("--no-tune", action="store_true", help="default kernel configuration, no store-option pick")
+    p.add_argument("--platform", default=None, help="platform named in the records (default: h200-nvlink, "
+                                                     "or h200-local at world size 1)")
+    p.add_argument("--eager", action="store_true", help="no CUDA graphs")
+    p.add_argument("--overwrite", action="store_true", help="replace records in --out")
+    p.add_argument("--dry-run", action="store_true", help="world size 1 on the CPU with TRITON_INTERPRET=1, tiny "
+                                                          "blocks, no tuning, one round (tests this module)")
+    args = p.parse_args(argv)
+    world = require_int("WORLD_SIZE", world if world is not None else os.environ.get("WORLD_SIZE", "1"))
+    require_int("--trials", args.trials)
+    seq_lens = parse_seq_lens(args.seq_len if args.seq_len is not None else args.seq_lens)
+    args.tune_seq_len = parse_seq_lens(args.tune_seq_len)[0]
+    if args.dry_run and world != 1:
+        raise InputError("--dry-run", f"world size {world}", "runs one process (world size 1)")
+    base, args.config_fields = AttentionConfig(args.tune_seq_len, args.heads, args.head_dim, world), []
+    if args.dry_run:
+        base, args.no_tune = replace(base, block_m=16, block_n=16, num_warps=4, num_stages=2), True
+    if args.config is not None:
+        base, args.config_fields = config_from_json(args.config, base)
+    for M in seq_lens:  # every shape validated before any GPU work
+        replace(base, seq_len=M)
+    if args.platform is None:
+        args.platform = "h200-nvlink" if world > 1 else "h200-local"
+    if args.out and not args.overwrite and (Path(args.out) / "attention-kernel.parquet").exists():
+        raise InputError("--out", args.out, "already holds attention records (pass --overwrite to replace them)")
+    return args, seq_lens, base
+
+
+# --- the run (one process per GPU) -----------------------------------------------------------------
+class Ranks:
+    """The process group's helpers: rank, world, barrier, gather, CUDA-graph capture agreed by all ranks."""
+
+    def __init__(self, device, eager: bool = False):
+        import torch.distributed as dist
+
+        from xstage.hw.attention_bench import sdpa_backends
+
+        self.dist, self.device, self.eager = dist, device, eager
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.backends = sdpa_backends() if device.type == "cuda" else ("math",)  # the baselines' SDPA backends
+
+    def barrier(self) -> None:
+        self.dist.barrier()
+
+    def gather(self, obj) -> list:
+        out = [None] * self.world
+        self.dist.all_gather_object(out, obj)
+        return out
+
+    def all_true(self, flag: bool) -> bool:
+        import torch
+
+        t = torch.tensor([int(bool(flag))], dtype=torch.int32, device=self.device)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN)
+        return bool(t.item())
+
+    def capture(self, fn):
+        """A CUDA graph of ``fn`` on every rank, or eager ``fn`` on every rank if any capture failed."""
+        from xstage.hw.attention_bench import capture
+
+        if self.eager:
+            return fn, "eager"
+        replay, mode = capture(fn, capture_error_mode="thread_local")  # NCCL's watchdog thread calls CUDA
+        return (replay, mode) if self.all_true(mode == "graph") else (fn, "eager")
+
+    def timing(self) -> dict:
+        return {"capture_fn": self.capture, "barrier": self.barrier}
+
+    def say(self, *msg) -> None:
+        if self.rank == 0:
+            print(*msg, file=sys.stderr, flush=True)
+
+
+def kernel_config(args, base, ranks, table) -> tuple:
+    """The tuned configuration, identical on every rank, and the tuning rows (rank 0's FA-only tune,
+    the store-option pick by the slowest rank)."""
+    from xstage.hw import attention_bench as B
+
+    rows = []
+    cfg = base
+    if args.config is None and not args.no_tune:
+        choice = [None]
+        if ranks.rank == 0:
+            tuned, rows = B.tune(M=args.tune_seq_len, heads=base.heads, head_dim=base.head_dim, world=ranks.world)
+            choice = [dataclasses.asdict(tuned)]
+        ranks.dist.broadcast_object_list(choice, src=0)
+        cfg = replace(AttentionConfig(**choice[0]), world_size=ranks.world)
+    if not args.no_tune and not set(FUSED_FIELDS) & set(args.config_fields):
+        picked, pick_rows = B.pick_fused(replace(cfg, seq_len=args.tune_seq_len, rank=ranks.rank), table=table,
+                                         reduce_rows=lambda r: slowest_rank(ranks.gather(r)),
+                                         verbose=ranks.rank == 0, **ranks.timing())
+        cfg = replace(cfg, **{f: getattr(picked, f) for f in FUSED_FIELDS})
+        rows += pick_rows if ranks.rank == 0 else []
+    return replace(cfg, rank=ranks.rank), rows
+
+
+def measure_rank(cfg, ranks, big, table, args) -> tuple:
+    """This rank's kernel rows and checks at ``cfg.seq_len``; clocks (rank 0) before and after."""
+    import torch
+
+    from xstage.hw import attention as A
+    from xstage.hw import attention_bench as B
+    from xstage.hw.attention_records import kernel_row
+
+    dev, M, lay = ranks.device, cfg.seq_len, cfg.layout
+    buf = buffer_view(big, cfg)
+    q, k, v = _qkv(cfg, cfg.rank, dev, seed=M)
+    ref = reference_dest(cfg, dev, seed=M)
+    out = torch.empty_like(q)
+    fns, variant_cfg = B.kernel_variants(cfg, q, k, v, out, table)
+    sdpa_out = {}
+    for backend in ranks.backends:
+        try:
+            o = A.sdpa(q, k, v, backend)
+            B._sync()
+        except RuntimeError as err:
+            o = None
+            print(f"  rank {cfg.rank}: sdpa {backend} unavailable: {str(err)[:120]}", file=sys.stderr)
+        if ranks.all_true(o is not None):
+            sdpa_out[backend] = o
+    recv = torch.empty_like(q)
+    dest = torch.empty(lay.dest_shape, dtype=torch.bfloat16, device=dev)
+    for backend, o in sdpa_out.items():
+        fns[f"sdpa_{backend}"] = lambda b=backend: A.sdpa(q, k, v, b)
+        fns[f"serial_best_{backend}"] = lambda b=backend: nccl_all_to_all(A.sdpa(q, k, v, b), recv, dest)
+        fns[f"nccl_{backend}"] = lambda o=o: nccl_all_to_all(o, recv, dest)
+    label = lambda name: variant_cfg.get(name, cfg).label()  # noqa: E731
+    checks = []
+    own = slice(cfg.rank * cfg.heads, (cfg.rank + 1) * cfg.heads)
+    out.fill_(float("nan"))
+    fns["fa"]()
+    res = A.compare(out[cfg.rank * lay.chunk_rows:(cfg.rank + 1) * lay.chunk_rows], ref[:, own])
+    checks.append({"config": label("fa"), "variant": "fa", "rank": cfg.rank, "rows": "own chunk", **res})
+    fused = None
+    for name in [n for n in variant_cfg if n.startswith(("fused", "serial"))]:  # the Triton variants that store
+        buf.fill_(float("nan"))  # poison, and let every rank finish poisoning before anyone stores
+        B._sync()
+        ranks.barrier()
+        fns[name]()
+        B._sync()
+        ranks.barrier()  # every sender's stores have landed
+        checks.append({"config": label(name), "variant": name, "rank": cfg.rank, **check_buffer(buf, ref)})
+        fused = buf.clone() if name == "fused" else fused
+    for backend in sdpa_out:
+        dest.fill_(float("nan"))
+        fns[f"serial_best_{backend}"]()
+        B._sync()
+        res, same = check_buffer(dest, ref), A.compare(torch.nan_to_num(dest.float()), fused)
+        checks.append({"config": cfg.label(), "variant": f"serial_best_{backend}", "rank": cfg.rank, **res,
+                       "rel_err_vs_fused": same["rel_err"], "ok": res["ok"] and same["ok"]})
+    for x in checks:
+        x["M"] = M
+    ranks.barrier()
+    clocks_before = B.gpu_clocks() if ranks.rank == 0 else None
+    ranks.barrier()
+    times, modes = B.time_variants(fns, trials=args.trials, **ranks.timing(),
+                                   **({"warmup": 0, "rounds": 1} if args.dry_run else {}))
+    ranks.barrier()
+    clocks_after = B.gpu_clocks() if ranks.rank == 0 else None
+    rows = [kernel_row(variant_cfg.get(name, cfg), name, t, platform=args.platform, timing=modes[name],
+                       **{f: getattr(variant_cfg.get(name, cfg), f) for f in FUSED_FIELDS})
+            for name, t in times.items()]
+    return rows, checks, {"clocks_before": clocks_before, "clocks_after": clocks_after}
+
+
+def run(args, seq_lens, base) -> int:
+    """One rank's whole run under torchrun; returns the exit status (the same on every rank)."""
     import torch
     import torch.distributed as dist
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seq-len", type=int, default=8192)
-    p.add_argument("--heads", type=int, default=3)
-    p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--trials", type=int, default=20)
-    args = p.parse_args(argv)
-    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device("cuda", local)
-    torch.cuda.set_device(device)
-    dist.init_process_group("nccl", device_id=device)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    cfg = A.AttentionConfig(args.seq_len, args.heads, args.head_dim, world, rank)
-    buf, handle, table = symmetric_destinations(cfg, device, dist.group.WORLD)
-    q, k, v = _qkv(cfg, rank, device)
+    from xstage.hw import attention_bench as B
+    from xstage.hw.attention_records import save_run, summary_table
 
-    buf.fill_(float("nan"))
-    torch.cuda.synchronize()
-    handle.barrier()
-    A.launch_fa(q, k, v, cfg, dest_table=table)
-    torch.cuda.synchronize()
-    handle.barrier()
-    result = {"rank": rank, "world_size": world, "config": cfg.label(), "fused": check_rank(cfg, buf, device)}
+    for name, value in NO_MULTICAST.items():
+        os.environ.setdefault(name, value)
+    t_start = time.time()
+    if args.dry_run:  # one process on the CPU: gloo, a plain buffer, kernels in the Triton interpreter
+        device = torch.device("cpu")
+        store = dist.HashStore()
+        dist.init_process_group("gloo", rank=0, world_size=1, store=store)
+    else:
+        if not torch.cuda.is_available():
+            raise InputError("device", "cpu", "needs one CUDA GPU per rank (run under torchrun)")
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    try:
+        ranks = Ranks(device, eager=args.eager)
+        if ranks.rank == 0:
+            ranks.say(f"attention_dist: world size {ranks.world}, platform {args.platform}; clocks (sm, mem, temp, "
+                      f"power, reasons):\n{B.gpu_clocks()}")
+        big_cfg = replace(base, seq_len=max(seq_lens + ([] if args.no_tune else [args.tune_seq_len])), rank=ranks.rank)
+        big, _handle, table = (local_destination(big_cfg) if args.dry_run
+                               else symmetric_destinations(big_cfg, device, dist.group.WORLD))
+        cfg, rows = kernel_config(args, base, ranks, table)
+        ranks.say(f"  kernel config: {cfg.label()} ({time.time() - t_start:.0f}s)")
+        checks, meta = [], {"args": vars(args), "kernel": cfg.label(), "world_size": ranks.world}
+        for M in seq_lens:
+            r, c, clocks = measure_rank(replace(cfg, seq_len=M), ranks, big, table, args)
+            per_rank, all_checks = ranks.gather(r), ranks.gather(c)
+            rows += gather_rows(per_rank, ranks.backends, **clocks) if ranks.rank == 0 else []
+            checks += [x for rank_checks in all_checks for x in rank_checks]
+            if ranks.rank == 0 and args.out:  # saved after every M: a run stopped by its limit keeps what it has
+                save_run(Path(args.out), rows, [], checks, meta, overwrite=True)
+            bad = [f"{x['variant']}@rank{x['rank']}" for x in checks if x["M"] == M and x.get("ok") is False]
+            ranks.say(f"  M={M}: checks {'FAILED ' + str(bad) if bad else 'ok'} ({time.time() - t_start:.0f}s)")
+        failed = [x for x in checks if x.get("ok") is False]
+        if ranks.rank == 0:
+            print(summary_table(rows, extra=("ranks",)))
+            print(f"records: {args.out or '(none: no --out)'}")
+            print(f"checks: {len(checks)} rows, {len(failed)} failed" + (f": {failed}" if failed else ""))
+            print(f"wall: {time.time() - t_start:.0f}s")
+        ranks.barrier()
+        return 1 if failed else 0
+    finally:
+        dist.destroy_process_group()
 
-    out = torch.empty_like(q)
-    fns = {"fa": lambda: A.launch_fa(q, k, v, cfg, out=out),
-           "fused": lambda: A.launch_fa(q, k, v, cfg, dest_table=table),
-           "serial": lambda: A.launch_a2a(A.launch_fa(q, k, v, cfg, out=out), table, cfg)}
-    for name, fn in fns.items():
-        handle.barrier()
-        result[f"{name}_us"] = statistics.median(time_events(fn, args.trials))
-    handle.barrier()
-    results = [None] * world
-    dist.all_gather_object(results, result)
-    if rank == 0:
-        print(json.dumps(results, indent=1))
-    ok = all(r["fused"]["ok"] for r in results)
-    dist.destroy_process_group()
-    return 0 if ok else 1
+
+def main(argv=None) -> int:
+    """Validate the arguments (before any GPU work), then run; bad input → one line, exit 2."""
+    try:
+        args, seq_lens, base = parse_args(argv)
+        return run(args, seq_lens, base)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Platform calibration (the paper's Sec. 3.3-3.5): sweeps, fit, model check, platform file.
 
     xstage calibrate --target host --out data/calibration/h200-pcie-host
+    torchrun --standalone --nproc-per-node=8 -m xstage.cli calibrate --target peer --peer-pattern all --out DIR
 
 Phases, each a list of microbenchmark configurations (medians of trials; see ``microbench.py``):
     rate       zero-gap periodic bursts over K x B          -> R (drain-dominated points)
@@ -13,6 +14,9 @@ link's nominal limit, side by side. The sweep runs on any *runner* with ``run(sp
 info)`` and ``sm_count``: `GpuRunner` (the CUDA kernel) or `SimRunner` (the simulator; tests).
 Output folder: platform.json, bursts.parquet (burst records, a subset of producers), points.parquet
 (one row per configuration), check.parquet (model vs measurement), copy.parquet, summary.json.
+Peer records carry the pattern (``next`` or ``all``) in a ``peer_pattern`` column, in the meta's
+config and target info, in the platform's notes and in the summary; records without the column ran
+``next``.
 """
 
 import dataclasses
@@ -59,8 +63,11 @@ class CalibConfig:
     copy_engine: bool = True
     free_running: bool = True      # also run the rate grid and one gap sweep free-running (no lockstep)
     aligned: bool = False          # also run the rate grid and every gap sweep with a fence-free barrier
+    peer_pattern: str = "next"     # peer target: next (one sender -> the next rank) or all (all-to-all)
 
     def __post_init__(self):
+        from xstage.hw.targets import check_peer_pattern
+        check_peer_pattern(self.peer_pattern, self.target)
         for fld in ("producers", "iso_producers"):
             vals = tuple(require_int(fld, k) for k in getattr(self, fld))
             if not vals:
@@ -83,13 +90,13 @@ class CalibConfig:
         require_int("steady_bytes", self.steady_bytes, minimum=0)
         if self.max_bursts < self.bursts:
             raise InputError("max_bursts", self.max_bursts, f"must be >= bursts ({self.bursts})")
+        require_int("warmup", self.warmup, minimum=0)
+        require_int("keep_producers", self.keep_producers, minimum=0)
 
     def periodic_bursts(self, volume_bytes: int) -> int:
         """Bursts of a periodic run: >= bursts, injecting >= steady_bytes, <= max_bursts; even."""
         n = max(self.bursts, -(-self.steady_bytes // volume_bytes))
         return int(min(self.max_bursts, n + n % 2))
-        require_int("warmup", self.warmup, minimum=0)
-        require_int("keep_producers", self.keep_producers, minimum=0)
 
     def clipped(self, sm_count: int) -> "CalibConfig":
         """Producer counts above the GPU's SM count become the SM count."""
@@ -99,10 +106,26 @@ class CalibConfig:
                               "gap_configs": tuple(sorted({(min(k, sm_count), b) for k, b in self.gap_configs}))})
 
 
-def default_name(target: str, gpu_name: str = "") -> str:
+def default_name(target: str, gpu_name: str = "", peer_pattern: str = "next") -> str:
     slug = "".join(ch for ch in gpu_name.lower().replace("nvidia", "").split(" ")[-1] if ch.isalnum() or ch == "-")
     slug = slug or "gpu"
-    return f"{slug}-{ {'host': 'pcie-host', 'local': 'local', 'peer': 'peer'}[target] }".replace(" ", "")
+    suffix = {"host": "pcie-host", "local": "local", "peer": "peer"}[target]
+    if target == "peer" and peer_pattern == "all":
+        suffix = "peer-a2a"
+    return f"{slug}-{suffix}".replace(" ", "")
+
+
+def peer_pattern_note(pattern: str, world_size=None) -> str:
+    """What a peer pattern measured (goes into the platform's notes)."""
+    w = f"W = {world_size}" if world_size else "W ranks"
+    if pattern == "all":
+        return (f"all: all-to-all over {w}, every rank sending at once; producer p of rank r stores into rank "
+                "(r + 1 + p mod (W-1)) mod W (each of the W-1 peers gets floor(K/(W-1)) or one more producer, "
+                "every rank receives K producers' stores), each sender into its own region of every peer's "
+                "buffer; the ranks meet at a barrier before every trial. V = K*B is one sender's aggregate burst "
+                "and R its drain rate with every GPU's links loaded in both directions; the recording rank is 0.")
+    return (f"next: every producer of a rank stores into the next rank's buffer (r -> r+1 mod W, {w}), all ranks "
+            "sending at once without a cross-rank barrier; the recording rank is 0.")
 
 
 def pcie_limit_GBps(gen, width) -> float | None:
@@ -150,14 +173,16 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True):
                disable=not progress, dynamic_ncols=True)
     points, bursts = [], []
 
+    pattern = {"peer_pattern": cfg.peer_pattern} if cfg.target == "peer" else {}   # a column on peer records
+
     def measure(phase, spec):
         frame, _info = runner.run(spec)
         row = {"phase": phase, "target": cfg.target, "mode": spec.mode, "gap_kind": spec.gap_kind,
                "producers": spec.producers, "bytes_per_producer": spec.bytes_per_producer,
                "volume_bytes": spec.volume_bytes, "gap_us": spec.gap_us, "fma_iters": spec.fma_iters,
-               **{k: v for k, v in summarize_run(frame).items()}}
+               **pattern, **{k: v for k, v in summarize_run(frame).items()}}
         points.append(row)
-        kept = _keep(frame, spec.producers, cfg.keep_producers).assign(phase=phase)
+        kept = _keep(frame, spec.producers, cfg.keep_producers).assign(phase=phase, **pattern)
         bursts.append(kept)
         bar.set_postfix_str(f"{phase} K={spec.producers} B={spec.bytes_per_producer // KiB}KiB "
                             f"T_iss={row['T_iss_us']:.2f}us")
@@ -329,6 +354,8 @@ def check_and_summarize(points: pd.DataFrame, platform) -> tuple[pd.DataFrame, d
                "t_fixed_us": platform.t_fixed_us, "producer_issue_GBps": platform.producer_issue_GBps,
                "injection_GBps": platform.injection_GBps, **errs,
                "Q_MiB_by_K": {str(k): q / MiB for k, q in platform.capacity_points}}
+    if platform.target == "peer":   # records from before the pattern option ran "next"
+        summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
     return check, summary
 
 
@@ -372,7 +399,7 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
         provenance_block = provenance(with_gpu=described.get("runner") == "gpu")
     meta = {"config": asdict(cfg), "provenance": provenance_block, "runner": described,
             "link": _link_info(provenance_block.get("gpu", {}) or {}), "wall_s": time.perf_counter() - t}
-    name = cfg.name or default_name(cfg.target, described.get("gpu_name", ""))
+    name = cfg.name or default_name(cfg.target, described.get("gpu_name", ""), cfg.peer_pattern)
     return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite)
 
 
@@ -386,8 +413,14 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool)
              "method": "xstage calibrate: see docs/calibration.md; raw records beside this file."}
     if tensor:
         notes["tensor_TFLOPs"] = "Dense H200 SXM datasheet rates (bf16 989.4, fp8 1978.9 TFLOP/s): leads, not measured."
+    pattern = meta["config"].get("peer_pattern", "next") if target == "peer" else None
+    if pattern:
+        notes["peer_pattern"] = peer_pattern_note(pattern, (meta["runner"].get("target_info") or {}).get("world_size"))
     platform, fit = fit_platform(points, name=name, target=target,
                                  sm_count=int(meta["runner"].get("sm_count", 132)), tensor_TFLOPs=tensor, notes=notes)
+    if pattern == "all":
+        platform = dataclasses.replace(platform, description="Calibrated by `xstage calibrate --target peer "
+                                       "--peer-pattern all` (all-to-all).")
     check, summary = check_and_summarize(points, platform)
     if len(copy):
         summary["copy_engine_GBps"] = float(copy["GBps"].max())

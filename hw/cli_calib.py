@@ -5,6 +5,7 @@
     xstage calibrate --refit --out data/calibration/h200-pcie-host      # re-fit stored points, no GPU
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
+    torchrun --standalone --nproc-per-node=8 -m xstage.cli calibrate --target peer --peer-pattern all --out DIR
 """
 
 import os
@@ -42,7 +43,11 @@ def register(sub):
                    help="host: pinned host memory mapped into the GPU (PCIe); local: this GPU's HBM (control); "
                    "peer: the next rank's GPU through torch symmetric memory (torchrun, >= 2 GPUs)")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--name", default="", help="platform name (default: <gpu>-pcie-host / -local / -peer)")
+    p.add_argument("--name", default="", help="platform name (default: <gpu>-pcie-host / -local / -peer / -peer-a2a)")
+    p.add_argument("--peer-pattern", default="next", metavar="{next,all}",
+                   help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
+                   "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
+                   "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
     p.add_argument("--producers", default="16,33,66,132", help="K values of the rate/plateau grid")
     p.add_argument("--sizes", default="8KiB,16KiB,32KiB,64KiB", help="B values of the rate/plateau grid")
     p.add_argument("--gap-configs", default="132:32KiB,66:64KiB,33:16KiB,132:8KiB,16:64KiB",
@@ -94,7 +99,8 @@ def build_config(args):
               iso_producers=_ints(args.iso_producers, "--iso-producers"), iso_sizes=_sizes(args.iso_sizes, "--iso-sizes"),
               bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
-              keep_producers=args.keep_producers, copy_engine=not args.no_copy, aligned=args.aligned)
+              keep_producers=args.keep_producers, copy_engine=not args.no_copy, aligned=args.aligned,
+              peer_pattern=args.peer_pattern)
     if args.quick:
         kw.update(producers=(16, 132), sizes=(8192, 65536), gap_configs=((132, 32768),),
                   gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), iso_producers=(132,),
@@ -131,10 +137,10 @@ def run(args) -> int:
             from xstage.hw.calib_runners import GpuRunner
             ring = parse_size(args.ring, "--ring")
             runner = GpuRunner(args.target, buffer_bytes(cfg, ring), self_peer=args.self_peer,
-                               timeout_ms=args.timeout_ms, ring_bytes=ring)
+                               timeout_ms=args.timeout_ms, ring_bytes=ring, peer_pattern=cfg.peer_pattern)
         rank = int(os.environ.get("RANK", "0"))
         try:
-            if rank != 0:  # other ranks drive their own peer stores; rank 0 records
+            if rank != 0:  # other ranks drive their own peer stores (the same sweep); rank 0 records
                 calibrate.sweep(cfg, runner, progress=False)
                 return 0
             summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite)

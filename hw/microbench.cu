@@ -5,7 +5,10 @@
 // st.global.v4.u32) into its own slice of the target buffer, then runs a producer-side gap. The
 // buffer holds `slots` copies of the K slices; burst b writes copy b % slots. Every 16-byte word
 // encodes (producer, burst, word offset, hash), so a lost or misplaced store is caught afterwards
-// by `verify_pattern`.
+// by `verify_pattern`. `burst_kernel_multi` is the same producer loop with one destination per
+// producer (the all-to-all peer pattern): producer p writes row row_of[p] of the region at
+// dst_table[dst_of[p]] (one disjoint region per sender in every peer's buffer) and tags its words
+// with tag_base | p (tag_base = rank << 16), checked by `verify_rows`.
 //
 // Per burst, thread 0 of the CTA records (all u64):
 //   [0] %globaltimer before the first store           (burst start)
@@ -24,6 +27,7 @@ typedef unsigned int u32;
 #define ERR_BARRIER_TIMEOUT 1
 #define ERR_SPIN_BOUND 2
 #define MAX_SPINS (1ull << 31)
+#define NO_PRODUCER 0xFFFFFFFFu   // a region row no producer writes (stays zero)
 
 __device__ __forceinline__ u64 gtimer() {
     u64 t;
@@ -94,11 +98,14 @@ __device__ bool spin_until(u64 until_ns, int* err) {
 //           (zero-gap period = V/R with T_iss = T_iss0 for small V): the measured gap includes that wait.
 //       3 = aligned periodic: the same per-burst barrier without any fence (atomics only), so the
 //           bursts are aligned but requests left by the previous burst can still be in flight.
-extern "C" __global__ void __launch_bounds__(1024)
-burst_kernel(uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode,
-             u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter,
-             u64* __restrict__ rec, u32* __restrict__ sm_of, float* __restrict__ sink, int* err) {
-    extern __shared__ uint4 occupancy_pad[];  // dynamic smem: forces one CTA per SM
+//
+// One producer's bursts: burst b writes base0 + (b % slots) * slot_stride_words, words tagged `tag`.
+// Every early return (error flag set) ends the producer; the kernel then returns.
+__device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slot_stride_words, u32 tag,
+                                           u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode, u32 gap_kind,
+                                           u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter,
+                                           u64* __restrict__ rec, u32* __restrict__ sm_of, float* __restrict__ sink,
+                                           int* err) {
     const u32 p = blockIdx.x;
     const u32 K = gridDim.x;
     u32 barriers = 0;
@@ -113,8 +120,8 @@ burst_kernel(uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_b
         u64 t_start = 0, c_start = 0;
         if (threadIdx.x == 0) { t_start = gtimer(); c_start = clock64(); }
         __syncthreads();
-        uint4* base = dst + ((size_t)(b % slots) * K + p) * words_per_producer;
-        for (u32 i = threadIdx.x; i < words_per_producer; i += blockDim.x) base[i] = pattern_word(p, b, i);
+        uint4* base = base0 + (size_t)(b % slots) * slot_stride_words;
+        for (u32 i = threadIdx.x; i < words_per_producer; i += blockDim.x) base[i] = pattern_word(tag, b, i);
         __syncthreads();
         if (threadIdx.x == 0) {
             u64 c_end = clock64();
@@ -150,32 +157,77 @@ burst_kernel(uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_b
     if (a0 + a1 + a2 + a3 == -1.0f) sink[p] = a0;  // keeps the FMA gap alive
 }
 
+extern "C" __global__ void __launch_bounds__(1024)
+burst_kernel(uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode,
+             u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter,
+             u64* __restrict__ rec, u32* __restrict__ sm_of, float* __restrict__ sink, int* err) {
+    extern __shared__ uint4 occupancy_pad[];  // dynamic smem: forces one CTA per SM
+    const u32 p = blockIdx.x;
+    run_bursts(dst + (size_t)p * words_per_producer, (size_t)gridDim.x * words_per_producer, p, words_per_producer,
+               slots, n_bursts, mode, gap_kind, gap_param, settle_ns, timeout_ns, barrier_counter, rec, sm_of, sink, err);
+}
+
+// The all-to-all peer pattern: producer p stores into the region dst_table[dst_of[p]] (this sender's
+// region of that peer's buffer), row row_of[p] of `rows` per copy; its words carry tag_base | p.
+extern "C" __global__ void __launch_bounds__(1024)
+burst_kernel_multi(const u64* __restrict__ dst_table, const u32* __restrict__ dst_of, const u32* __restrict__ row_of,
+                   u32 rows, u32 tag_base, u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode,
+                   u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter,
+                   u64* __restrict__ rec, u32* __restrict__ sm_of, float* __restrict__ sink, int* err) {
+    extern __shared__ uint4 occupancy_pad[];  // dynamic smem: forces one CTA per SM
+    const u32 p = blockIdx.x;
+    uint4* region = reinterpret_cast<uint4*>(dst_table[dst_of[p]]);
+    run_bursts(region + (size_t)row_of[p] * words_per_producer, (size_t)rows * words_per_producer, tag_base | p,
+               words_per_producer, slots, n_bursts, mode, gap_kind, gap_param, settle_ns, timeout_ns, barrier_counter,
+               rec, sm_of, sink, err);
+}
+
 // Zero `n_words` 16-byte words (the host calls it before every run).
 extern "C" __global__ void fill_zero(uint4* dst, u64 n_words) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n_words; i += (u64)gridDim.x * blockDim.x)
         dst[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
-// Check the whole used region: word (slot s, producer p, offset i) must hold the pattern of the
-// last burst that wrote slot s, or zeros if no burst did. out[0] = number of bad words,
-// out[1] = smallest bad word index (initialised to ~0 by the host).
-extern "C" __global__ void verify_pattern(const uint4* dst, u32 words_per_producer, u32 K, u32 slots,
-                                          u32 n_bursts, u64* out) {
-    const u64 per_slot = (u64)K * words_per_producer;
+// Check a whole region laid out as [slot][row][offset]: word (slot s, row j, offset i) must hold the
+// pattern of the producer tagged tags[j] (j itself when tags is null) in the last burst that wrote
+// slot s, or zeros if no burst did or no producer writes row j (NO_PRODUCER). out[0] = number of bad
+// words, out[1] = smallest bad word index (initialised to ~0 by the host).
+__device__ __forceinline__ void verify_region(const uint4* dst, u32 words_per_producer, u32 rows, u32 slots,
+                                              u32 n_bursts, const u32* tags, u64* out) {
+    const u64 per_slot = (u64)rows * words_per_producer;
     const u64 total = per_slot * slots;
     for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
         u32 s = (u32)(g / per_slot);
         u64 rem = g - (u64)s * per_slot;
-        u32 p = (u32)(rem / words_per_producer);
-        u32 i = (u32)(rem - (u64)p * words_per_producer);
+        u32 j = (u32)(rem / words_per_producer);
+        u32 i = (u32)(rem - (u64)j * words_per_producer);
+        u32 tag = tags ? tags[j] : j;
         uint4 want = make_uint4(0u, 0u, 0u, 0u);
-        if (s < n_bursts) want = pattern_word(p, s + ((n_bursts - 1 - s) / slots) * slots, i);
+        if (s < n_bursts && tag != NO_PRODUCER) want = pattern_word(tag, s + ((n_bursts - 1 - s) / slots) * slots, i);
         uint4 got = dst[g];
         if (got.x != want.x || got.y != want.y || got.z != want.z || got.w != want.w) {
             atomicAdd(&out[0], 1ull);
             atomicMin(&out[1], (u64)g);
         }
     }
+}
+
+// The single-destination layout: row = producer.
+extern "C" __global__ void verify_pattern(const uint4* dst, u32 words_per_producer, u32 K, u32 slots,
+                                          u32 n_bursts, u64* out) {
+    verify_region(dst, words_per_producer, K, slots, n_bursts, nullptr, out);
+}
+
+// One destination region of the all-to-all pattern: row j holds the producer tagged tags[j].
+extern "C" __global__ void verify_rows(const uint4* dst, const u32* tags, u32 words_per_producer, u32 rows, u32 slots,
+                                       u32 n_bursts, u64* out) {
+    verify_region(dst, words_per_producer, rows, slots, n_bursts, tags, out);
+}
+
+// Flip `mask` in one 32-bit word (the self-test corrupts a stored word on purpose to show the
+// device check catches it; works through a peer mapping too).
+extern "C" __global__ void flip_bits(u32* word, u32 mask) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *word ^= mask;
 }
 
 // %globaltimer tick: thread 0 reads %globaltimer (and clock64) n times in a tight loop; then spins

@@ -3,6 +3,7 @@
 Run the self-test (timer tick, pattern checks, a corrupted-word check) on a GPU machine:
 
     python -m xstage.hw.microbench --selftest [--target host|local] [--small]
+    torchrun --standalone --nproc-per-node=8 -m xstage.hw.microbench --selftest --target peer --peer-pattern all
 
 The kernel (``microbench.cu``, CuPy RawModule, NVRTC) runs K producer CTAs, one per SM (each CTA
 asks for more than half the SM's shared memory). Every burst a producer writes B bytes with 16-byte
@@ -27,6 +28,14 @@ Modes
                settle time (default 10 us on host, >> the few KiB of PCIe/root-complex buffering
                at ~50 GB/s) covers the rest.
 
+Peer patterns (target ``peer``, see ``targets.PeerLayout``): ``next`` stores every producer's bursts
+into the next rank's buffer (``burst_kernel``); ``all`` (all-to-all) gives each producer its own
+destination, p -> rank (r + 1 + p mod (W-1)) mod W, through a device table of the peers' base
+addresses (``burst_kernel_multi``). Each sender owns one disjoint region of every peer's buffer and
+checks it after every trial through its peer mapping (``verify_rows``); words carry rank << 16 | p,
+so a store in another sender's region is caught too. Under ``all`` the ranks meet at a
+torch.distributed barrier before every trial, so all of them inject at once.
+
 Addresses: burst b writes copy b % slots of the K slices, with enough copies that a slot is rewritten
 only after ``ring_bytes`` (256 MiB) of other stores. Re-writing a few slots in a tight loop lets
 the GPU merge repeated writes to the same lines before they leave (the first H200 run showed
@@ -42,6 +51,7 @@ target buffer's pattern are checked, and any failure raises `MicrobenchError`.
 """
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -129,21 +139,27 @@ def last_burst_of_slot(slot: int, slots: int, bursts: int) -> int | None:
     return slot + ((bursts - 1 - slot) // slots) * slots
 
 
-def expected_buffer(producers: int, words_per_producer: int, slots: int, bursts: int) -> np.ndarray:
-    """The uint32 [slots, K, W, 4] contents after a run (zeros where no burst wrote)."""
+def expected_buffer(producers: int, words_per_producer: int, slots: int, bursts: int, tags=None) -> np.ndarray:
+    """The uint32 [slots, K, W, 4] contents after a run (zeros where no burst wrote). ``tags``: the
+    pattern tag of each of the K rows (default: the row itself; `NO_PRODUCER`: a row nobody writes),
+    as in one destination region of the all-to-all peer pattern (`targets.PeerLayout.tags`)."""
+    from xstage.hw.targets import NO_PRODUCER
     out = np.zeros((slots, producers, words_per_producer, 4), dtype=np.uint32)
-    p = np.arange(producers)[:, None]
+    rows = np.arange(producers) if tags is None else np.asarray(tags, dtype=np.uint32)
+    written = rows != NO_PRODUCER
+    p = rows[written][:, None]
     i = np.arange(words_per_producer)[None, :]
     for s in range(slots):
         b = last_burst_of_slot(s, slots, bursts)
         if b is not None:
-            out[s] = pattern_words(p, b, i)
+            out[s, written] = pattern_words(p, b, i)
     return out
 
 
-def check_pattern(words: np.ndarray, producers: int, words_per_producer: int, slots: int, bursts: int) -> None:
+def check_pattern(words: np.ndarray, producers: int, words_per_producer: int, slots: int, bursts: int,
+                  tags=None) -> None:
     """Raise MicrobenchError unless ``words`` (uint32, any shape) equals the expected contents."""
-    want = expected_buffer(producers, words_per_producer, slots, bursts).reshape(-1, 4)
+    want = expected_buffer(producers, words_per_producer, slots, bursts, tags).reshape(-1, 4)
     got = np.asarray(words, dtype=np.uint32).reshape(-1)[: want.size].reshape(-1, 4)
     if got.shape != want.shape:
         raise MicrobenchError(f"pattern check: buffer holds {got.shape[0]} words, expected {want.shape[0]}")
@@ -194,6 +210,7 @@ class Microbench:
         self.k_fill = self.module.get_function("fill_zero")
         self.k_verify = self.module.get_function("verify_pattern")
         self.k_probe = self.module.get_function("timer_probe")
+        self._kernels = {}   # fetched on first use: burst_kernel_multi, verify_rows (peer "all"), flip_bits
         dev = cupy.cuda.Device()
         attrs = dev.attributes
         self.sm_count = int(attrs["MultiProcessorCount"])
@@ -203,6 +220,15 @@ class Microbench:
         self.k_burst.max_dynamic_shared_size_bytes = self.pad_bytes
         self.compute_capability = dev.compute_capability
         self.timer = None
+
+    def kernel(self, name: str):
+        """A kernel of the module that only some runs need, fetched once."""
+        if name not in self._kernels:
+            k = self.module.get_function(name)
+            if name.startswith("burst_kernel"):
+                k.max_dynamic_shared_size_bytes = self.pad_bytes
+            self._kernels[name] = k
+        return self._kernels[name]
 
     # ---- timer ----
     def probe_timer(self, reads: int = 4096, span_us: float = 2000.0) -> dict:
@@ -226,13 +252,78 @@ class Microbench:
     # ---- one configuration ----
     def slots_for(self, spec: BurstSpec) -> int:
         """Copies of the K slices the bursts rotate through: enough that a slot is rewritten only after
-        ``ring_bytes`` of other stores (fresh addresses; no merging of repeated writes in a cache)."""
-        fit = self.target.nbytes // spec.volume_bytes
+        ``ring_bytes`` of other stores (fresh addresses; no merging of repeated writes in a cache).
+        In the all-to-all peer pattern a copy is `rows` slices in each destination's region."""
+        lay = self.target.layout(spec.producers)
+        if lay is None:
+            need, room, where = spec.volume_bytes, self.target.nbytes, "target buffer"
+        else:
+            need, room = lay.rows * spec.bytes_per_producer, lay.region_bytes(self.target.nbytes)
+            where = f"target buffer region (1/{lay.regions} of {self.target.nbytes} bytes)"
+        fit = room // need
         if fit < 1:
             raise InputError("bytes_per_producer", spec.bytes_per_producer,
-                             f"needs a {spec.volume_bytes} byte target buffer (have {self.target.nbytes})")
+                             f"needs a {need} byte {where} (have {room})")
         want = max(4, -(-self.ring_bytes // spec.volume_bytes))
         return int(min(spec.bursts, want, fit))
+
+    def regions(self, spec: BurstSpec, slots: int) -> list[dict]:
+        """The regions a run writes: one (the target buffer, rows = producers) or, in the all-to-all
+        peer pattern, this sender's region in every destination (rows and pattern tags per region)."""
+        K, W = spec.producers, spec.words_per_producer
+        lay = self.target.layout(K)
+        if lay is None:
+            return [{"dest": None, "ptr": int(self.target.ptr), "rows": K, "tags": None, "words": slots * K * W}]
+        return [{"dest": d, "ptr": int(self.target.peer_ptrs[d]) + lay.region_offset(d, self.target.nbytes),
+                 "rows": lay.rows, "tags": lay.tags(d), "words": slots * lay.rows * W} for d in lay.dests]
+
+    def _burst_launch(self, spec: BurstSpec, regions: list[dict]):
+        """(kernel, leading arguments) of the burst kernel: the buffer, or the destination tables."""
+        lay = self.target.layout(spec.producers)
+        if lay is None:
+            return self.k_burst, (np.uint64(regions[0]["ptr"]),)
+        cp = self.cp
+        index = {r["dest"]: k for k, r in enumerate(regions)}
+        table = cp.zeros(len(regions), dtype=cp.uint64)
+        table.set(np.array([r["ptr"] for r in regions], dtype=np.uint64))
+        dst_of = cp.zeros(spec.producers, dtype=cp.uint32)
+        dst_of.set(np.array([index[int(d)] for d in lay.dest_of], dtype=np.uint32))
+        row_of = cp.zeros(spec.producers, dtype=cp.uint32)
+        row_of.set(lay.row_of.astype(np.uint32))
+        return self.kernel("burst_kernel_multi"), (table, dst_of, row_of, np.uint32(lay.rows), np.uint32(lay.tag_base))
+
+    def verify(self, spec: BurstSpec, slots: int | None = None) -> int:
+        """Check every region the last run of ``spec`` wrote, on the device (through the peer mapping
+        for a peer target). Raises MicrobenchError on any wrong word; returns the words checked."""
+        cp = self.cp
+        slots = self.slots_for(spec) if slots is None else slots
+        W, n = spec.words_per_producer, spec.bursts
+        vout = cp.zeros(2, dtype=cp.uint64)
+        checked = 0
+        for reg in self.regions(spec, slots):
+            vout.set(np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
+            grid = (min(4 * self.sm_count, max(1, reg["words"] // 256)),)
+            if reg["tags"] is None:
+                self.k_verify(grid, (256,), (np.uint64(reg["ptr"]), np.uint32(W), np.uint32(reg["rows"]),
+                                             np.uint32(slots), np.uint32(n), vout))
+            else:
+                tags = cp.zeros(reg["rows"], dtype=cp.uint32)
+                tags.set(reg["tags"])
+                self.kernel("verify_rows")(grid, (256,), (np.uint64(reg["ptr"]), tags, np.uint32(W),
+                                                          np.uint32(reg["rows"]), np.uint32(slots), np.uint32(n), vout))
+            bad, first = (int(x) for x in vout.get())
+            if bad:
+                where = "" if reg["dest"] is None else f" in this sender's region of rank {reg['dest']}'s buffer"
+                raise MicrobenchError(f"{spec}: pattern check failed on the device: {bad} of {reg['words']} 16-byte "
+                                      f"words wrong{where}, first at word {first}")
+            checked += reg["words"]
+        return checked
+
+    def corrupt_word(self, spec: BurstSpec, word: int = 5, lane: int = 2, mask: int = 1) -> None:
+        """Flip ``mask`` in 32-bit lane ``lane`` of 16-byte word ``word`` of the first region, on the device."""
+        reg = self.regions(spec, self.slots_for(spec))[0]
+        self.kernel("flip_bits")((1,), (32,), (np.uint64(reg["ptr"] + 16 * word + 4 * lane), np.uint32(mask)))
+        self.cp.cuda.runtime.deviceSynchronize()
 
     def run(self, spec: BurstSpec, *, cpu_verify: bool = False, clock_GHz: float | None = None):
         """Warm-up + trials of one configuration. Returns (frame, info)."""
@@ -243,7 +334,9 @@ class Microbench:
             raise InputError("producers", spec.producers, f"must be <= the GPU's {self.sm_count} SMs")
         K, W, n = spec.producers, spec.words_per_producer, spec.bursts
         slots = self.slots_for(spec)
-        words = slots * K * W
+        regions = self.regions(spec, slots)
+        words = sum(r["words"] for r in regions)
+        kernel, head = self._burst_launch(spec, regions)
         gap_kind = GAP_KINDS.index(spec.gap_kind)
         ghz = clock_GHz or self.timer["sm_clock_GHz"]
         gap_param = {0: int(round(spec.gap_us * 1e3)), 1: int(round(spec.gap_us * 1e3 * ghz)),
@@ -253,21 +346,23 @@ class Microbench:
         sink = cp.zeros(K, dtype=cp.float32)
         err = cp.zeros(1, dtype=cp.int32)
         counter = cp.zeros(1, dtype=cp.uint32)
-        vout = cp.zeros(2, dtype=cp.uint64)
-        dst = np.uint64(self.target.ptr)
         frames, clocks = [], []
         for trial in range(-spec.warmup, spec.trials):
-            self.k_fill((min(4 * self.sm_count, max(1, words // 256)),), (256,), (dst, np.uint64(words)))
+            for reg in regions:
+                self.k_fill((min(4 * self.sm_count, max(1, reg["words"] // 256)),), (256,),
+                            (np.uint64(reg["ptr"]), np.uint64(reg["words"])))
             counter.fill(0)
             err.fill(0)
             rec.fill(0)
+            if self.target.sync is not None:   # all-to-all: every rank starts the trial together
+                self.target.sync()
             ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
             ev0.record()
-            self.k_burst((K,), (spec.threads,),
-                         (dst, np.uint32(W), np.uint32(slots), np.uint32(n), np.uint32(MODES.index(spec.mode)),
-                          np.uint32(gap_kind), np.uint64(gap_param), np.uint64(int(spec.settle_us * 1e3)),
-                          np.uint64(self.timeout_ns), counter, rec, sm_of, sink, err),
-                         shared_mem=self.pad_bytes)
+            kernel((K,), (spec.threads,),
+                   (*head, np.uint32(W), np.uint32(slots), np.uint32(n), np.uint32(MODES.index(spec.mode)),
+                    np.uint32(gap_kind), np.uint64(gap_param), np.uint64(int(spec.settle_us * 1e3)),
+                    np.uint64(self.timeout_ns), counter, rec, sm_of, sink, err),
+                   shared_mem=self.pad_bytes)
             ev1.record()
             ev1.synchronize()
             cp.cuda.runtime.deviceSynchronize()
@@ -278,13 +373,7 @@ class Microbench:
             sms = sm_of.get()
             if len(set(sms.tolist())) != K:
                 raise MicrobenchError(f"{K} producers ran on only {len(set(sms.tolist()))} SMs")
-            vout.set(np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
-            self.k_verify((min(4 * self.sm_count, max(1, words // 256)),), (256,),
-                          (dst, np.uint32(W), np.uint32(K), np.uint32(slots), np.uint32(n), vout))
-            bad, first = (int(x) for x in vout.get())
-            if bad:
-                raise MicrobenchError(f"{spec}: pattern check failed on the device: {bad} of {words} 16-byte "
-                                      f"words wrong, first at word {first}")
+            self.verify(spec, slots)
             if cpu_verify and self.target.host_view() is not None:
                 check_pattern(self.target.host_view()[: words * 4], K, W, slots, n)
             if trial < 0:
@@ -295,7 +384,8 @@ class Microbench:
             clocks.append(ghz_run)
         info = {"slots": slots, "buffer_words": words, "gap_param": gap_param, "sm_clock_GHz_runs": clocks,
                 "timebase": self.timer["timebase"], "verified_words": words * (spec.trials + spec.warmup),
-                "cpu_verified": bool(cpu_verify and self.target.host_view() is not None)}
+                "cpu_verified": bool(cpu_verify and self.target.host_view() is not None),
+                "peer_pattern": self.target.pattern, "destinations": [r["dest"] for r in regions]}
         return pd.concat(frames, ignore_index=True), info
 
     def _frame(self, spec: BurstSpec, r: np.ndarray, sms: np.ndarray, trial: int):
@@ -396,13 +486,18 @@ def summarize_run(frame: pd.DataFrame) -> dict:
 
 # --- self-test -------------------------------------------------------------------------------------
 
-def selftest(target_name: str = "host", small: bool = False, timeout_ms: float = 2000.0) -> dict:
-    """Timer tick, pattern checks in both modes and all gap kinds, and a corruption check."""
+def selftest(target_name: str = "host", small: bool = False, timeout_ms: float = 2000.0,
+             peer_pattern: str = "next") -> dict:
+    """Timer tick, pattern checks in both modes and all gap kinds, and a corruption check (on the
+    CPU for the host target, else on the device: a word flipped through the same mapping)."""
     from xstage.hw.targets import open_target
 
     out = {"target": target_name}
     K = 4 if small else 16
-    target = open_target(target_name, 4 * 64 * 1024 * (132 if not small else 8), self_peer=True)
+    target = open_target(target_name, 4 * 64 * 1024 * (132 if not small else 8), self_peer=True,
+                         peer_pattern=peer_pattern)
+    if target.name == "peer":
+        out.update(peer_pattern=target.pattern, rank=target.info["rank"], world_size=target.info["world_size"])
     try:
         mb = Microbench(target, timeout_ms=timeout_ms)
         out["timer"] = mb.probe_timer(reads=1024 if small else 4096, span_us=500 if small else 2000)
@@ -422,20 +517,24 @@ def selftest(target_name: str = "host", small: bool = False, timeout_ms: float =
                          **summarize_run(frame), "verified_words": info["verified_words"]})
             print(f"[selftest] ok {runs[-1]}", file=sys.stderr)
         out["runs"] = runs
-        # the check must catch a lost store: corrupt one word after a run and verify on the host
-        if target.host_view() is not None:
-            spec = BurstSpec(K, 4096, 0.0, bursts=3, trials=1, warmup=0)
-            mb.run(spec)
-            view = target.host_view()
-            view[4 * 5 + 2] ^= 1
-            try:
+        # the check must catch a lost store: corrupt one word after a run, then check again (on the
+        # CPU for the host target; on the device, through the same mapping, for the others)
+        spec = BurstSpec(K, 4096, 0.0, bursts=3, trials=1, warmup=0)
+        mb.run(spec)
+        try:
+            if target.host_view() is not None:
+                view = target.host_view()
+                view[4 * 5 + 2] ^= 1
                 check_pattern(view[: mb.slots_for(spec) * K * spec.words_per_producer * 4], K,
                               spec.words_per_producer, mb.slots_for(spec), spec.bursts)
-            except MicrobenchError as err:
-                out["corruption_caught"] = str(err)
             else:
-                raise MicrobenchError("a corrupted word was NOT caught by the pattern check")
-            print(f"[selftest] corrupted word caught: {out['corruption_caught'][:80]}...", file=sys.stderr)
+                mb.corrupt_word(spec, word=5, lane=2, mask=1)
+                mb.verify(spec)
+        except MicrobenchError as err:
+            out["corruption_caught"] = str(err)
+        else:
+            raise MicrobenchError("a corrupted word was NOT caught by the pattern check")
+        print(f"[selftest] corrupted word caught: {out['corruption_caught'][:80]}...", file=sys.stderr)
     finally:
         target.close()
     return out
@@ -446,6 +545,9 @@ def main(argv=None) -> int:
     ap.add_argument("--selftest", action="store_true", help="run the correctness self-test")
     ap.add_argument("--target", default="host", choices=("host", "local", "peer"),
                     help="peer: torch symmetric memory, the next rank (itself at world size 1)")
+    ap.add_argument("--peer-pattern", default="next",
+                    help="peer target: next (one sender -> the next rank) or all (all-to-all: each rank's "
+                    "producers spread over every other rank, all ranks at once)")
     ap.add_argument("--small", action="store_true", help="tiny sizes (for compute-sanitizer)")
     ap.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
     args = ap.parse_args(argv)
@@ -454,13 +556,16 @@ def main(argv=None) -> int:
         return 2
     t = time.perf_counter()
     try:
-        out = selftest(args.target, args.small, args.timeout_ms)
+        out = selftest(args.target, args.small, args.timeout_ms, args.peer_pattern)
     except InputError as err:
         print(f"microbench: error: {err}", file=sys.stderr)
         return 2
-    from xstage.cli import print_json
-    print_json(out)
-    print(f"[selftest] passed in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    rank = int(os.environ.get("RANK", "0"))
+    if rank == 0:                  # under torchrun every rank checks its own stores; rank 0 prints the JSON
+        from xstage.cli import print_json
+        print_json(out)
+    print(f"[selftest] rank {rank}: passed in {time.perf_counter() - t:.1f} s"
+          + (f" ({out['corruption_caught'][:60]}...)" if rank else ""), file=sys.stderr)
     return 0
 
 

@@ -81,17 +81,23 @@ def num_sms(dry: bool) -> int:
 class Setup:
     """Tensors, layouts and schedules of one problem on this device."""
 
-    def __init__(self, problem: MoeProblem, sms: int, seed: int, lead: int | None = None):
+    def __init__(self, problem: MoeProblem, sms: int, seed: int, lead: int | None = None, *, layout=None,
+                 x_recv=None, weights=None, combine=None):
+        """``layout``, ``x_recv`` (Dispatch's result), ``weights`` (w1, w2) and ``combine`` (the remote
+        destinations: anything with ``table``, ``pointers``, ``buffers``, ``poison``) replace the emulated
+        ones when given (the W-rank path, ``xstage.hw.moe_dist``)."""
         import torch
 
         dev = device()
         self.problem = p = problem
-        self.layout = lay = dispatch_layout(problem)
+        self.layout = lay = layout if layout is not None else dispatch_layout(problem)
         check_layout(lay)
-        gen = torch.Generator(device=dev).manual_seed(seed)
-        tokens = torch.randn((p.world_size * p.tokens_per_rank, p.hidden), device=dev, generator=gen)
-        self.x = M.dispatch(tokens.to(torch.bfloat16), lay)
-        self.w1, self.w2 = M.random_weights(p, dev, seed=seed + 7)
+        if x_recv is None:
+            gen = torch.Generator(device=dev).manual_seed(seed)
+            tokens = torch.randn((p.world_size * p.tokens_per_rank, p.hidden), device=dev, generator=gen)
+            x_recv = M.dispatch(tokens.to(torch.bfloat16), lay)
+        self.x = x_recv
+        self.w1, self.w2 = weights if weights is not None else M.random_weights(p, dev, seed=seed + 7)
         self.w1_packed = M.pack_w1(self.w1)
         self.act = torch.empty((lay.recv_rows, p.intermediate), dtype=torch.bfloat16, device=dev)
         self.w8a8 = p.precision == "w8a8"
@@ -108,7 +114,8 @@ class Setup:
         if dev == "cpu":  # the interpreter runs programs one by one: one program, dependencies first
             self.schedules = {k: sequential_schedule(s) for k, s in self.schedules.items()}
         self.dev = {k: M.DeviceLayout(lay, s.to_arrays(), dev) for k, s in self.schedules.items()}
-        self.combine = {True: M.Combine(lay, dev, remote=True), False: M.Combine(lay, dev, remote=False)}
+        self.combine = {True: combine if combine is not None else M.Combine(lay, dev, remote=True),
+                        False: M.Combine(lay, dev, remote=False)}
         valid = np.flatnonzero(lay.valid)
         self.valid_idx = torch.as_tensor(valid, device=dev)
         self.packed_rank = torch.as_tensor(lay.dest_rank[valid], device=dev)
@@ -131,30 +138,36 @@ class Setup:
         return M.reference_moe(self.x, self.w1, self.w2, self.layout)
 
 
-def tune_lead(s: Setup, kw: dict, dry: bool, trials: int = 10) -> dict:
+def lead_schedule(s: Setup, lead: int) -> tuple:
+    """(schedule, DeviceLayout) of the interleaved order with lead ``lead`` for ``s`` (sequential on the CPU)."""
+    sched = make_moe_schedule("interleaved", s.layout.grid, s.sms, lead_rows=lead)
+    if device() == "cpu":
+        sched = sequential_schedule(sched)
+    return sched, M.DeviceLayout(s.layout, sched.to_arrays(), device())
+
+
+def tune_lead(s: Setup, kw: dict, dry: bool, trials: int = 10, pick=None) -> dict:
     """Pick the interleaved lead D among D_knee x {1, 2, 4, 8} (capped at the rows) by the time with
-    local stores (starvation is a compute-side effect, Eq. 16); installs it in ``s``. {D: us}."""
+    local stores (starvation is a compute-side effect, Eq. 16); installs it in ``s``. {D: us}.
+
+    ``pick({D: us}) -> D`` chooses (default: the fastest; the W-rank path agrees on one D over ranks)."""
     from xstage.hw.attention_bench import time_variants
 
     rows = s.layout.grid.rows
     leads = sorted({min(max(1, s.knee * f), max(1, rows - 1)) for f in (1, 2, 4, 8)})
     if dry:
         leads = leads[:2]
-    scheds = {d: make_moe_schedule("interleaved", s.layout.grid, s.sms, lead_rows=d)
-              for d in leads}
-    if device() == "cpu":
-        scheds = {d: sequential_schedule(x) for d, x in scheds.items()}
-    devs = {d: M.DeviceLayout(s.layout, x.to_arrays(), device()) for d, x in scheds.items()}
+    built = {d: lead_schedule(s, d) for d in leads}
 
     def run(d):
-        s.dev["interleaved"] = devs[d]
+        s.dev["interleaved"] = built[d][1]
         s.run("interleaved", False, kw)
 
     times, _ = time_variants({d: (lambda d=d: run(d)) for d in leads}, trials=trials,
                              **({"warmup": 0, "rounds": 1} if dry else {"warmup": 2, "rounds": 2}))
     med = {int(d): float(np.median(t)) for d, t in times.items()}
-    best = min(med, key=med.get)
-    s.lead, s.schedules["interleaved"], s.dev["interleaved"] = best, scheds[best], devs[best]
+    best = pick(med) if pick is not None else min(med, key=med.get)
+    s.lead, (s.schedules["interleaved"], s.dev["interleaved"]) = best, built.get(best) or lead_schedule(s, best)
     print(f"  lead D (knee {s.knee}): " + ", ".join(f"{d}: {t:.0f} us" for d, t in med.items()) + f" -> {best}",
           file=sys.stderr)
     return med
@@ -184,6 +197,48 @@ def grouped_mm_fn(s: Setup):
         except Exception as err:  # noqa: BLE001 - any failure: fall back and say so
             print(f"  torch._grouped_mm unavailable ({type(err).__name__}: {str(err)[:120]})", file=sys.stderr)
     return loop, "matmul_loop"
+
+
+def scaled_grouped_mm_fns(s: Setup):
+    """The W8A8 user's baseline, or None where it does not run: ``torch._scaled_grouped_mm`` (fp8 e4m3,
+    row-wise activation scales, per-channel weight scales — the kernel's quantization) for Linear-1,
+    SwiGLU and a row-wise fp8 quantization of the activations, then Linear-2 and the router weights.
+    Returns ({"grouped_mm": the two GEMMs on fixed fp8 inputs}, the whole FFN, name); checked against
+    the same math in float32 first."""
+    import torch
+
+    if device() != "cuda" or not hasattr(torch, "_scaled_grouped_mm"):
+        return None
+    xq = s.xq.index_select(0, s.valid_idx)
+    sx = s.sx.index_select(0, s.valid_idx).contiguous()
+    w1t, w2t = s.wq.w1_q.transpose(-2, -1), s.wq.w2_q.transpose(-2, -1)  # (E, K, N) column-major views
+
+    def gemm(a, sa, wt, sw):
+        return torch._scaled_grouped_mm(a, wt, sa, sw, offs=s.offs, out_dtype=torch.bfloat16)
+
+    def ffn():
+        h = gemm(xq, sx, w1t, s.wq.sw1)
+        act_q, sact = Q.quantize_rows(torch.nn.functional.silu(h[:, 0::2].float()) * h[:, 1::2].float())
+        return gemm(act_q, sact, w2t, s.wq.sw2) * s.packed_weight[:, None]
+
+    try:
+        h = gemm(xq, sx, w1t, s.wq.sw1)
+        ref = torch.cat([(xq[a:b].float() * sx[a:b, None]) @ (s.wq.w1_q[e].float() * s.wq.sw1[e, :, None]).T
+                         for e, (a, b) in enumerate(zip([0, *s.offs.tolist()[:-1]], s.offs.tolist()))])
+        _sync()
+        err = float((h.float() - ref).norm() / ref.norm())
+        if err > 2e-2:
+            print(f"  torch._scaled_grouped_mm disagrees with float32 (rel err {err:.3g}); no fp8 baseline",
+                  file=sys.stderr)
+            return None
+        act_q, sact = Q.quantize_rows(torch.nn.functional.silu(h[:, 0::2].float()) * h[:, 1::2].float())
+        ffn()
+        _sync()
+    except Exception as err:  # noqa: BLE001 - any failure: no fp8 baseline, and say so
+        print(f"  torch._scaled_grouped_mm unavailable ({type(err).__name__}: {str(err)[:160]})", file=sys.stderr)
+        return None
+    del ref
+    return (lambda: (gemm(xq, sx, w1t, s.wq.sw1), gemm(act_q, sact, w2t, s.wq.sw2))), ffn, "torch._scaled_grouped_mm"
 
 
 def baseline_ffn(s: Setup, gemm):
@@ -251,32 +306,9 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, pla
             platform_src: str = "") -> tuple:
     from xstage.hw.attention_bench import time_variants
 
-    import torch
-
     s = Setup(problem, sms, seed=problem.seed + 11)
     lead_us = tune_lead(s, kw, dry)
-    fns = {}
-    for sched in R.SCHEDULES:
-        fns[sched] = lambda sc=sched: s.run(sc, True, kw)
-        fns[f"{sched}_local"] = lambda sc=sched: s.run(sc, False, kw)
-    if "tma" in kw:  # the other load path too: do TMA loads keep flowing behind backpressured stores?
-        alt = {**kw, "tma": not kw["tma"]}
-        tag = "tma" if alt["tma"] else "ptr"
-        for sched in R.SCHEDULES:
-            fns[f"{sched}_{tag}"] = lambda sc=sched: s.run(sc, True, alt)
-            fns[f"{sched}_local_{tag}"] = lambda sc=sched: s.run(sc, False, alt)
-    gname = None
-    if s.w8a8:  # no fp8 grouped-GEMM baseline here; the copy moves bf16 rows either way
-        a_fixed = torch.zeros((len(s.packed_rank), problem.hidden), dtype=torch.bfloat16, device=device())
-    else:
-        gemm, gname = grouped_mm_fn(s)
-        a_fixed = baseline_ffn(s, gemm)  # warm + a packed output for the copy
-        I = problem.intermediate
-        act_fixed = (gemm(s.xp, s.w1)[:, :I] * 1).contiguous()
-        fns["grouped_mm"] = lambda: (gemm(s.xp, s.w1), gemm(act_fixed, s.w2))
-        fns["baseline_ffn"] = lambda: baseline_ffn(s, gemm)
-    fns["combine_copy"] = lambda: M.launch_combine_copy(a_fixed, s.packed_rank, s.packed_row, s.combine[True],
-                                                          block_n=problem.block_n)
+    fns, gname = variant_fns(s, kw)
     checks = []
     ref = s.reference()
     kws = {"": kw, **({f"_{'tma' if not kw['tma'] else 'ptr'}": {**kw, "tma": not kw["tma"]}} if "tma" in kw else {})}
@@ -292,56 +324,118 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, pla
     del ref
     opts = {"warmup": 0, "rounds": 1} if dry else {"warmup": 3, "rounds": 4}
     times, modes = time_variants(fns, trials=trials, **opts)
-    errors = {k: int(d.error.item()) for k, d in s.dev.items()}
-    bytes_ = s.layout.combine_bytes()
-    extra = {"lead_rows": s.lead, "lead_knee_rows": s.knee, "lead_tune_us": json.dumps(lead_us), "num_sms": sms, "wave_experts": s.schedules["expert_wave"].params["wave_experts"][0],
-             "rows": s.layout.grid.rows, "baseline": gname, **bytes_, **{f"kernel_{k}": v for k, v in kw.items()}}
-    rows = [R.kernel_row(problem, name, t, timing=modes[name], **extra) for name, t in times.items()]
-    by = {r["variant"]: r for r in rows}
-    if "baseline_ffn" in times:
-        total = np.asarray(times["baseline_ffn"]) + np.asarray(times["combine_copy"])
-        rows.append(R.kernel_row(problem, "baseline_total", total, timing="sum", **extra))
-    copy_GBps = bytes_["remote_bytes"] / by["combine_copy"]["time(us)"] / 1e3
+    rows, copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname)
     # instrumented launches: tile records, then the simulator on the local-store medians
-    tiles, timings = [], {}
-    if device() == "cuda":
-        import torch
-
-        for sched in R.SCHEDULES:
-            for remote in (True, False):
-                log = torch.zeros((len(s.dev[sched].tiles_np), 8), dtype=torch.int64, device="cuda")
-                s.run(sched, remote, kw, tile_log=log)
-                _sync()
-                f = R.tile_frame(s.layout, s.dev[sched].tiles_np, log.cpu().numpy(), schedule=sched, remote=remote)
-                tiles.append(f)
-                if not remote:
-                    timings[sched] = R.tile_timings(f)
-    sim = {"sim_wave(us)": math.nan, "sim_int(us)": math.nan, "sim_platform": platform_src or None}
-    if timings:
-        t = {k: float(np.mean([timings[sc][k] for sc in R.SCHEDULES])) for k in timings["expert_wave"]}
-        plat = platform
-        if plat is None:
-            plat = R.scaled_b200(sms, copy_GBps)
-            sim["sim_platform"] = f"paper-b200 scaled (132 SMs, R = combine copy {copy_GBps:.1f} GB/s)"
-        try:
-            sim["sim_wave(us)"] = R.simulate(s.layout, s.schedules["expert_wave"], t, plat)
-            sim["sim_int(us)"] = R.simulate(s.layout, s.schedules["interleaved"], t, plat)
-            sim["sim_coupled_wave(us)"] = R.simulate(s.layout, s.schedules["expert_wave"], t, plat, coupled=True)
-            sim["sim_coupled_int(us)"] = R.simulate(s.layout, s.schedules["interleaved"], t, plat, coupled=True)
-            if platform is not None:  # the same platform with R = the measured Combine copy rate
-                from dataclasses import replace
-
-                alt = replace(plat, drain_rate_GBps=float(copy_GBps))
-                sim["sim_copyR_wave(us)"] = R.simulate(s.layout, s.schedules["expert_wave"], t, alt)
-                sim["sim_copyR_int(us)"] = R.simulate(s.layout, s.schedules["interleaved"], t, alt)
-        except Exception as err:  # noqa: BLE001 - the measurement stands without the prediction
-            print(f"  simulator failed: {type(err).__name__}: {err}", file=sys.stderr)
-        sim.update({f"measured_{k}": v for k, v in t.items()})
+    tiles, timings = tile_records(s, kw)
+    sim = predict(s, timings, platform, platform_src, copy_GBps)
     for r in rows:
         r.update(sim)
+    return rows, tiles, checks
+
+
+def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
+    """({variant: fn} of one configuration, the grouped-GEMM baseline's name or None): both schedules with
+    remote stores (``s.combine[True]``) and local, the other load path too (``alt_loads``, when ``kw`` names
+    one), the grouped-GEMM baseline (bf16) and the separate Combine copy to the remote destinations."""
+    import torch
+
+    problem = s.problem
+    fns = {}
+    for sched in R.SCHEDULES:
+        fns[sched] = lambda sc=sched: s.run(sc, True, kw)
+        fns[f"{sched}_local"] = lambda sc=sched: s.run(sc, False, kw)
+    if alt_loads and "tma" in kw:  # the other load path too: do TMA loads keep flowing behind backpressured stores?
+        alt = {**kw, "tma": not kw["tma"]}
+        tag = "tma" if alt["tma"] else "ptr"
+        for sched in R.SCHEDULES:
+            fns[f"{sched}_{tag}"] = lambda sc=sched: s.run(sc, True, alt)
+            fns[f"{sched}_local_{tag}"] = lambda sc=sched: s.run(sc, False, alt)
+    gname = None
+    if s.w8a8:  # the fp8 grouped GEMM (torch._scaled_grouped_mm) where it runs; the copy moves bf16 rows
+        a_fixed = torch.zeros((len(s.packed_rank), problem.hidden), dtype=torch.bfloat16, device=device())
+        fp8 = scaled_grouped_mm_fns(s)
+        if fp8 is not None:
+            gemms, ffn, gname = fp8
+            fns["grouped_mm"] = gemms
+            fns["baseline_ffn"] = ffn
+    else:
+        gemm, gname = grouped_mm_fn(s)
+        a_fixed = baseline_ffn(s, gemm)  # warm + a packed output for the copy
+        I = problem.intermediate
+        act_fixed = (gemm(s.xp, s.w1)[:, :I] * 1).contiguous()
+        fns["grouped_mm"] = lambda: (gemm(s.xp, s.w1), gemm(act_fixed, s.w2))
+        fns["baseline_ffn"] = lambda: baseline_ffn(s, gemm)
+    fns["combine_copy"] = lambda: M.launch_combine_copy(a_fixed, s.packed_rank, s.packed_row, s.combine[True],
+                                                          block_n=problem.block_n)
+    return fns, gname
+
+
+def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **columns) -> tuple:
+    """Kernel records of one configuration's timed variants (plus ``baseline_total`` = baseline_ffn +
+    combine_copy), with ``columns`` added to every row; and the Combine copy's rate (GB/s, remote bytes)."""
+    errors = {k: int(d.error.item()) for k, d in s.dev.items()}
+    bytes_ = s.layout.combine_bytes()
+    extra = {"lead_rows": s.lead, "lead_knee_rows": s.knee, "lead_tune_us": json.dumps(lead_us), "num_sms": s.sms,
+             "wave_experts": s.schedules["expert_wave"].params["wave_experts"][0], "rows": s.layout.grid.rows,
+             "schedules_identical": R.schedules_identical(s.problem, s.sms, s.lead),
+             **bytes_, **{f"kernel_{k}": v for k, v in kw.items()}, **columns}
+    rows = [R.kernel_row(s.problem, name, t, timing=modes[name], **extra) for name, t in times.items()]
+    if "baseline_ffn" in times:
+        total = np.asarray(times["baseline_ffn"]) + np.asarray(times["combine_copy"])
+        rows.append(R.kernel_row(s.problem, "baseline_total", total, timing="sum", **extra))
+    copy_us = next(r["time(us)"] for r in rows if r["variant"] == "combine_copy")
+    copy_GBps = bytes_["remote_bytes"] / copy_us / 1e3
+    for r in rows:
         r["combine_copy_GBps"] = copy_GBps
         r["error_flag"] = errors.get(r["variant"].replace("_local", ""), 0)
-    return rows, tiles, checks
+    return rows, copy_GBps
+
+
+def tile_records(s: Setup, kw: dict, remotes=(True, False)) -> tuple:
+    """One instrumented launch per (schedule, remote): (tile frames, {schedule: local-store medians}).
+    GPU only (the interpreter cannot run the %globaltimer asm): ([], {}) elsewhere."""
+    tiles, timings = [], {}
+    if device() != "cuda":
+        return tiles, timings
+    import torch
+
+    for sched in R.SCHEDULES:
+        for remote in remotes:
+            log = torch.zeros((len(s.dev[sched].tiles_np), 8), dtype=torch.int64, device="cuda")
+            s.run(sched, remote, kw, tile_log=log)
+            _sync()
+            f = R.tile_frame(s.layout, s.dev[sched].tiles_np, log.cpu().numpy(), schedule=sched, remote=remote)
+            tiles.append(f)
+            if not remote:
+                timings[sched] = R.tile_timings(f)
+    return tiles, timings
+
+
+def predict(s: Setup, timings: dict, platform, platform_src: str, copy_GBps: float) -> dict:
+    """The simulator's makespans of both schedules from the measured local-store medians (``sim_*`` columns,
+    NaN without timings); ``platform`` None: paper-b200 scaled to this GPU with R = the Combine copy rate."""
+    sim = {"sim_wave(us)": math.nan, "sim_int(us)": math.nan, "sim_platform": platform_src or None}
+    if not timings:
+        return sim
+    t = {k: float(np.mean([timings[sc][k] for sc in R.SCHEDULES])) for k in timings["expert_wave"]}
+    plat = platform
+    try:
+        if plat is None:
+            plat = R.scaled_b200(s.sms, copy_GBps)
+            sim["sim_platform"] = f"paper-b200 scaled ({s.sms} SMs, R = combine copy {copy_GBps:.1f} GB/s)"
+        for tag, p, coupled in (("", plat, False), ("coupled_", plat, True)):
+            sim[f"sim_{tag}wave(us)"] = R.simulate(s.layout, s.schedules["expert_wave"], t, p, coupled=coupled)
+            sim[f"sim_{tag}int(us)"] = R.simulate(s.layout, s.schedules["interleaved"], t, p, coupled=coupled)
+        if platform is not None and copy_GBps > 0:  # the same platform with R = the measured Combine copy rate
+            from dataclasses import replace
+
+            alt = replace(plat, drain_rate_GBps=float(copy_GBps))
+            sim["sim_copyR_wave(us)"] = R.simulate(s.layout, s.schedules["expert_wave"], t, alt)
+            sim["sim_copyR_int(us)"] = R.simulate(s.layout, s.schedules["interleaved"], t, alt)
+    except Exception as err:  # noqa: BLE001 - the measurement stands without the prediction
+        print(f"  simulator failed: {type(err).__name__}: {err}", file=sys.stderr)
+    sim.update({f"measured_{k}": v for k, v in t.items()})
+    return sim
 
 
 def save(out_dir: Path, rows: list, tiles: list, checks: list, meta: dict, overwrite: bool) -> list:
@@ -390,6 +484,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tune", action="store_true")
     ap.add_argument("--no-checks", action="store_true")
     ap.add_argument("--max-configs", type=int, default=None)
+    ap.add_argument("--precision", choices=("bf16", "w8a8"), default=None,
+                    help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes (with TRITON_INTERPRET=1 on a CPU)")
     args = ap.parse_args(argv)
@@ -410,11 +506,13 @@ def main(argv=None) -> int:
     if not args.no_checks:
         try:
             for h, i, t, r, prec, *_ in (DRY_SWEEP if dry else CHECKS):
+                if args.precision not in (None, prec):
+                    continue
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **blocks), sms,
                                         kw8 if prec == "w8a8" else kw, seed=t)
                 print(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
                       for c in checks if c["config"] == checks[-1]["config"]), file=sys.stderr)
-            if not dry:
+            if not dry and args.precision != "w8a8":
                 checks.append(check_deadlock_bails(MoeProblem(2048, 512, 2000, **blocks), sms, kw))
                 print(f"  D=0 bails: {checks[-1]}", file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - report, then still measure
@@ -423,7 +521,7 @@ def main(argv=None) -> int:
     failed = [c for c in checks if not c.get("ok")]
     print(f"  checks: {len(checks) - len(failed)}/{len(checks)} ok ({time.time() - t_start:.0f}s)", file=sys.stderr)
     tune_med = {}
-    if not dry and not args.no_tune:
+    if not dry and not args.no_tune and args.precision != "w8a8":
         try:
             kw, tune_med = tune(sms)
         except Exception:  # noqa: BLE001
@@ -431,7 +529,7 @@ def main(argv=None) -> int:
     platform, platform_src = (None, "") if dry else R.find_platform(out_dir)
     print(f"  kernel {kw}; simulator platform: {platform_src} ({time.time() - t_start:.0f}s)", file=sys.stderr)
     rows, tiles = [], []
-    sweep = DRY_SWEEP if dry else SWEEP
+    sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[4])]
     for h, i, t, r, prec, world in sweep[:args.max_configs]:
         if time.time() - t_start > args.budget_s:
             print(f"  budget reached: skipping {h}/{i}/{t}/{r}/{prec}/W{world}", file=sys.stderr)

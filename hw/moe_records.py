@@ -9,6 +9,9 @@ router scaling), ``combine_copy`` (a separate kernel storing the same Combine ro
 ``baseline_total`` (baseline_ffn + combine_copy, summed medians). The simulator's makespans for the
 same configuration are the columns ``sim_wave(us)``, ``sim_int(us)`` of the two schedule rows.
 
+W-rank records (``xstage.hw.moe_dist``, ``layout == "ep"``, platform h200-nvlink) hold one row per
+(configuration, variant, rank); summaries take the slowest rank (``collapse_ranks``).
+
 Tile rows: the "tile" schema (times in us from the launch's first timestamp) plus ``row``,
 ``dep_wait(us)``, ``span(us)`` (= issue_end - issue_start: T_RS for L2 tiles),
 ``gap_to_next(us)`` (this tile's mainloop end to the program's next mainloop start). ``mma_stall``:
@@ -82,20 +85,21 @@ def tile_timings(frame: pd.DataFrame) -> dict:
 
 
 # --- the simulator's prediction -----------------------------------------------------------------
-def find_platform(out_dir: Path | None = None):
-    """(Platform, how it was found): h200-pcie-host bundled, committed, or calibrated in this run; else None."""
+def find_platform(out_dir: Path | None = None, name: str = PLATFORM):
+    """(Platform, how it was found): ``name`` (default h200-pcie-host) bundled, committed, or calibrated in
+    this run (``out_dir``'s sibling calib* folders); else (None, "none")."""
     from xstage.paths import data_dir
     from xstage.sim.platform import Platform, bundled_platforms, load_platform
 
-    if PLATFORM in bundled_platforms():
-        return load_platform(PLATFORM), f"bundled {PLATFORM}"
-    candidates = [data_dir() / "calibration" / PLATFORM / "platform.json"]
+    if name in bundled_platforms():
+        return load_platform(name), f"bundled {name}"
+    candidates = [data_dir() / "calibration" / name / "platform.json"]
     if out_dir is not None:
         candidates += sorted(Path(out_dir).parent.glob("calib*/**/platform.json"))
     for path in candidates:
         if path.is_file():
             p = Platform.load(path)
-            if p.name == PLATFORM:
+            if p.name == name:
                 return p, str(path)
     return None, "none"
 
@@ -135,19 +139,25 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
 
     out = kernel.copy()
     keys = ["l1_us", "l2_us", "l1_epilogue_us", "l2_epilogue_us"]
-    for config, grp in out[out["variant"].isin(SCHEDULES)].groupby("config"):
+    ranks = out["rank"] if "rank" in out else pd.Series(0, index=out.index)
+    for (config, rank), grp in out[out["variant"].isin(SCHEDULES)].groupby(["config", ranks]):
         r = grp.iloc[0]
         if not all(f"measured_{k}" in r and np.isfinite(r[f"measured_{k}"]) for k in keys):
             continue
-        problem = MoeProblem(**{k: (r[k] if k in ("routing", "precision") else int(r[k]))
-                                for k in MoeProblem.__dataclass_fields__ if k in r})
-        lay = dispatch_layout(problem)
+        fields = {k: (r[k] if k in ("routing", "precision") else int(r[k]))
+                  for k in MoeProblem.__dataclass_fields__ if k in r}
+        if str(r.get("layout", "")) == "ep":  # a W-rank record (xstage.hw.moe_dist): the EP routing
+            from xstage.hw.moe_ep import EpProblem, ep_layout
+
+            lay = ep_layout(EpProblem(**fields))
+        else:
+            lay = dispatch_layout(MoeProblem(**fields))
         sms = int(r["num_sms"])
         timings = {k: float(r[f"measured_{k}"]) for k in keys}
         wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms), timings, platform)
         inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"])),
                          timings, platform)
-        sel = out["config"] == config
+        sel = (out["config"] == config) & (ranks == rank)
         out.loc[sel, "sim_wave(us)"], out.loc[sel, "sim_int(us)"], out.loc[sel, "sim_platform"] = wave, inter, label
     return out
 
@@ -179,8 +189,54 @@ def _geomean(x) -> float:
     return float(np.exp(np.log(x).mean())) if len(x) else math.nan
 
 
+def collapse_ranks(kernel: pd.DataFrame) -> pd.DataFrame:
+    """One row per (config, variant). W-rank records (``xstage.hw.moe_dist``) hold one row per rank; an
+    expert-parallel layer ends with its slowest rank, so each variant keeps its slowest rank's row and
+    the simulated makespans (``sim_*(us)``) become their maximum over the ranks of the configuration."""
+    if "rank" not in kernel or kernel.groupby(["config", "variant"]).size().max() <= 1:
+        return kernel
+    out = kernel.loc[kernel.groupby(["config", "variant"])["time(us)"].idxmax()].copy()
+    for col in [c for c in kernel.columns if c.startswith("sim_") and c.endswith("(us)")]:
+        out[col] = out["config"].map(kernel.groupby("config")[col].max())
+    return out.reset_index(drop=True)
+
+
+def schedules_identical(problem, num_sms: int, lead_rows: int) -> bool:
+    """True when the interleaved order with lead ``lead_rows`` is the expert-wave order, tile for tile
+    (e.g. one wave holds every expert and D reaches the last row): the two kernels are then the same
+    launch and there is no winner to predict."""
+    from xstage.hw.moe_layout import dispatch_layout
+    from xstage.sim.schedules import make_moe_schedule
+
+    grid = dispatch_layout(problem).grid
+    wave = make_moe_schedule("expert_wave", grid, int(num_sms)).to_arrays()
+    inter = make_moe_schedule("interleaved", grid, int(num_sms), lead_rows=int(lead_rows)).to_arrays()
+    return all(np.array_equal(np.asarray(wave[k]), np.asarray(inter[k])) for k in wave)
+
+
+def _identical_column(kernel: pd.DataFrame) -> pd.Series:
+    """Per configuration: ``schedules_identical`` as recorded, or rebuilt from the problem columns, the
+    SM count and the tuned lead of the interleaved row (records written before the column existed)."""
+    from xstage.hw.moe_layout import MoeProblem
+
+    inter = kernel[kernel["variant"] == "interleaved"].drop_duplicates("config", keep="last").set_index("config")
+    if "schedules_identical" in inter and inter["schedules_identical"].notna().all():
+        return inter["schedules_identical"].astype(bool)
+    fields = [f for f in MoeProblem.__dataclass_fields__ if f in inter]
+    out = {}
+    for config, row in inter.iterrows():
+        if not {"num_sms", "lead_rows"} <= set(row.index) or len(fields) < len(MoeProblem.__dataclass_fields__):
+            out[config] = False
+            continue
+        problem = MoeProblem(**{f: (row[f].item() if hasattr(row[f], "item") else row[f]) for f in fields})
+        out[config] = schedules_identical(problem, row["num_sms"], row["lead_rows"])
+    return pd.Series(out, dtype=bool)
+
+
 def per_config(kernel: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration: times of every variant, speedup, GEMM ratio, simulated winner."""
+    """One row per configuration: times of every variant, speedup, GEMM ratio, simulated winner
+    (W-rank records: the slowest rank, ``collapse_ranks``)."""
+    kernel = collapse_ranks(kernel)
     p = kernel.pivot_table(index="config", columns="variant", values="time(us)", aggfunc="median")
     need = {"expert_wave", "interleaved"}
     if not need <= set(p.columns):
@@ -204,7 +260,17 @@ def per_config(kernel: pd.DataFrame) -> pd.DataFrame:
     for col in ("hidden", "intermediate", "tokens", "routing", "precision"):
         if col in kernel:
             out[col] = kernel.groupby("config")[col].first()
+    out["schedules_identical"] = _identical_column(kernel).reindex(out.index).fillna(False).astype(bool)
     return out.reset_index()
+
+
+def _gemm_ratio(c: pd.DataFrame, precision: str) -> float:
+    """Geomean of the GEMM ratio over one precision: bf16 against torch._grouped_mm, w8a8 against the fp8
+    torch._scaled_grouped_mm (records without a precision column count as bf16)."""
+    if "gemm_vs_grouped_mm" not in c:
+        return math.nan
+    prec = c["precision"] if "precision" in c else pd.Series("bf16", index=c.index)
+    return _geomean(c.loc[prec == precision, "gemm_vs_grouped_mm"])
 
 
 def summarize(data_dir: Path, platform: str | None = None) -> dict:
@@ -213,27 +279,33 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
                             platform)
     have_sim = "sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()
     if not have_sim:  # predicted at run time only when simpy and a platform were there: predict now
-        plat, src = find_platform()
+        plat, src = find_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
         if plat is not None:
             k = resimulate(k, plat, src)
     c = per_config(k)
     s = c["speedup_interleaved"]
     out = {"n_configs": int(len(c)), "geomean_speedup_interleaved": _geomean(s),
            "max_speedup_interleaved": float(s.max()), "min_speedup_interleaved": float(s.min()),
-           "gemm_tflops_vs_grouped_mm": _geomean(c["gemm_vs_grouped_mm"]) if "gemm_vs_grouped_mm" in c else math.nan,
+           "gemm_tflops_vs_grouped_mm": _gemm_ratio(c, "bf16"),
+           "gemm_tflops_vs_scaled_grouped_mm": _gemm_ratio(c, "w8a8"),
            "sign_agreement_with_sim": math.nan, "sim_platform": None}
-    if "sim_speedup" in c:
-        both = c[np.isfinite(c["sim_speedup"]) & np.isfinite(s)]
-        if len(both):
-            agree = np.sign(both["sim_speedup"] - 1) == np.sign(both["speedup_interleaved"] - 1)
-            out["sign_agreement_with_sim"] = float(agree.mean())
-            out["sim_platform"] = str(both["sim_platform"].iloc[0]) if "sim_platform" in both else None
-    for tag in ("copyR", "coupled"):  # secondary: R = the measured copy rate; completion-coupled replay
-        if f"sim_{tag}_speedup" in c:
-            both = c[np.isfinite(c[f"sim_{tag}_speedup"]) & np.isfinite(s)]
-            if len(both):
-                out[f"sign_agreement_with_sim_{tag}"] = float(
-                    (np.sign(both[f"sim_{tag}_speedup"] - 1) == np.sign(both["speedup_interleaved"] - 1)).mean())
+    # a winner exists only where the two tile orders differ: configurations whose tuned interleaved order
+    # is the expert-wave order (the same launch twice) are counted apart, and the plain fraction over all
+    # configurations is kept as ``*_all``
+    out["n_identical_schedules"] = int(c["schedules_identical"].sum())
+    distinct = ~c["schedules_identical"]
+    for tag in ("", "_copyR", "_coupled"):  # secondary: R = the measured copy rate; completion-coupled replay
+        col = f"sim{tag}_speedup"
+        if col not in c:
+            continue
+        have = np.isfinite(c[col]) & np.isfinite(s)
+        agree = np.sign(c[col] - 1) == np.sign(s - 1)
+        if (have & distinct).any():
+            out[f"sign_agreement_with_sim{tag}"] = float(agree[have & distinct].mean())
+        if have.any():
+            out[f"sign_agreement_with_sim{tag}_all"] = float(agree[have].mean())
+        if tag == "" and have.any() and "sim_platform" in c:
+            out["sim_platform"] = str(c.loc[have, "sim_platform"].iloc[0])
     if "baseline" in k:
         b = k["baseline"].dropna()
         out["grouped_gemm_baseline"] = str(b.iloc[0]) if len(b) else None

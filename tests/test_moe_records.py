@@ -140,3 +140,30 @@ def test_latest_run_wins_for_a_repeated_configuration(tmp_path):
                  {"provenance": {"date": "2026-11-29T13:20:00"}})
     s = R.summarize(tmp_path)
     assert s["n_configs"] == 1 and s["max_speedup_interleaved"] == pytest.approx(1.1)
+
+
+def test_identical_schedules_have_no_winner(tmp_path):
+    # one wave holds all 8 experts and D reaches the last row: the interleaved order IS expert-wave
+    big = MoeProblem(2048, 512, 4096)
+    rows_total = dispatch_layout(big).grid.rows
+    assert R.schedules_identical(big, 132, rows_total - 1)
+    assert not R.schedules_identical(big, 132, 2)
+    same = _kernel_rows({"expert_wave": 100.0, "interleaved": 100.4}, problem=big,
+                        sim={"sim_wave(us)": 100.0, "sim_int(us)": 100.0, "sim_platform": "test"})
+    for r in same:
+        r.update(lead_rows=rows_total - 1, num_sms=132)
+    differ = _kernel_rows({"expert_wave": 120.0, "interleaved": 100.0},
+                          sim={"sim_wave(us)": 110.0, "sim_int(us)": 100.0, "sim_platform": "test"})
+    save_records(tmp_path / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(same + differ), {"config": {}})
+    s = R.summarize(tmp_path)
+    assert s["n_configs"] == 2 and s["n_identical_schedules"] == 1
+    assert s["sign_agreement_with_sim"] == 1.0       # over the one configuration with two different orders
+    assert s["sign_agreement_with_sim_all"] == 0.5   # the tie (sim 1.0 vs measured 0.996) counts as a miss
+    # a recorded column wins over the rebuild
+    for r in same:
+        r["schedules_identical"] = False
+    for r in differ:
+        r["schedules_identical"] = False
+    save_records(tmp_path / "moe2" / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(same + differ),
+                 {"config": {}})
+    assert R.summarize(tmp_path / "moe2")["n_identical_schedules"] == 0
