@@ -464,6 +464,16 @@ class Destinations:
             pointers.append(ptr)
         return cls(layout, buffers, pointers, device)
 
+    @classmethod
+    def in_device_memory(cls, layout: A2ALayout, device) -> "Destinations":
+        """All W buffers in this GPU's memory: the fused kernel's stores never leave the device (a
+        diagnostic: the kernel's own cost, without the remote path)."""
+        import torch
+
+        buffers = [torch.empty(layout.dest_shape, dtype=torch.bfloat16, device=device)
+                   for _ in range(layout.world_size)]
+        return cls(layout, buffers, [b.data_ptr() for b in buffers], device)
+
     def poison(self) -> None:
         for b in self.buffers:
             b.fill_(float("nan"))

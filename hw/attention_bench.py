@@ -19,6 +19,8 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from xstage.errors import InputError
 from xstage.hw import attention as A
 from xstage.hw.attention_records import alias_best_backend, kernel_row, save_run, summary_table, tile_frame
@@ -153,6 +155,34 @@ def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5,
             _sync()
             times[name] += [start.elapsed_time(end) * 1e3 for start, end in events]
     return times, modes
+
+
+def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=capture) -> dict:
+    """{name: [us]}: per pair, the device time of ``others[name]`` minus that of ``base``, the two
+    launched back to back (which one goes first alternates). Slow clock drift (DVFS, temperature)
+    moves both launches of a pair alike, so it cancels in the difference — the paper's matched-path
+    comparison; a difference of two medians taken seconds apart does not cancel it."""
+    import torch
+
+    replays = {name: capture_fn(fn)[0] for name, fn in {"__base__": base, **others}.items()}
+    diffs = {name: [] for name in others}
+    if device() == "cpu":
+        return {name: [0.0] for name in others}
+    for name in others:
+        events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(pairs)]
+        torch.cuda._sleep(20_000_000)  # keep the GPU busy while the host queues the pairs
+        for i, ev in enumerate(events):
+            first, second = (replays["__base__"], replays[name]) if i % 2 == 0 else (replays[name], replays["__base__"])
+            ev[0].record()
+            first()
+            ev[1].record()
+            second()
+            ev[2].record()
+        _sync()
+        for i, ev in enumerate(events):
+            t_first, t_second = ev[0].elapsed_time(ev[1]) * 1e3, ev[1].elapsed_time(ev[2]) * 1e3
+            diffs[name].append(t_second - t_first if i % 2 == 0 else t_first - t_second)
+    return diffs
 
 
 def check_shape(cfg, seed: int = 0, instrument: bool = True) -> list:
@@ -329,17 +359,24 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
     instrument = device() == "cuda"
     if instrument:
         fns["fused_instr"] = lambda: A.launch_fa(q, k, v, cfg, dest_table=dests.table, tile_log=log)
+    hbm = A.Destinations.in_device_memory(cfg.layout, device())  # diagnostic: the same kernel, no PCIe stores
+    fns["fused_hbm"] = lambda: A.launch_fa(q, k, v, cfg, dest_table=hbm.table)
     for variant in ["fa", "serial"] + [v for v in fns if v.startswith("fused")]:  # correctness of what is timed
-        dests.poison()
+        d = hbm if variant == "fused_hbm" else dests
+        d.poison()
         out.fill_(float("nan"))
         fns[variant]()
         _sync()
-        res = A.compare(out, ref) if variant == "fa" else dests.check(ref)
+        res = A.compare(out, ref) if variant == "fa" else d.check(ref)
         checks.append({"config": variant_cfg.get(variant, cfg).label(), "variant": variant, **res})
     clocks_before = gpu_clocks()
     times, modes = time_variants(fns, trials=trials, warmup=warmup, rounds=rounds)
+    paired = paired_differences(fns["fa"], {name: fns[name] for name in ("fused", "serial", "fused_hbm")},
+                                pairs=max(trials, 10))
     clocks_after = gpu_clocks()
-    extra = {"clocks_before": clocks_before, "clocks_after": clocks_after}
+    extra = {"clocks_before": clocks_before, "clocks_after": clocks_after,
+             **{f"paired_{name}_minus_fa(us)": float(np.median(d)) for name, d in paired.items()},
+             "paired_pairs": len(paired["fused"])}
     rows = [kernel_row(variant_cfg.get(name, cfg), name, t, timing=modes[name], store_cache=variant_cfg.get(
         name, cfg).store_cache, drip=variant_cfg.get(name, cfg).drip, split_tail=variant_cfg.get(name, cfg).split_tail, **extra) for name, t in times.items()]
     rows += alias_best_backend(rows, sdpa_backends(), ("sdpa", "serial_best", "ce"))  # the user's pick

@@ -103,6 +103,8 @@ def summary_rows(kernel: pd.DataFrame) -> list:
     keys = [k for k in SUMMARY_KEYS if k in kernel]
     for key, group in kernel.groupby(keys, sort=True):
         times = variant_times(group)
+        if all(v.endswith("_tune") for v in times.index):  # tuning rows only
+            continue
         first = group.iloc[0]
         M = dict(zip(keys, key))["M"]
         row = {"M": int(M), "heads": int(first["heads"]), "head_dim": int(first["head_dim"]),
@@ -126,12 +128,27 @@ def summary_rows(kernel: pd.DataFrame) -> list:
         row["hiding_ratio"] = 1.0 - (fused - fa) / (serial - fa) if serial != fa else float("nan")
         row["speedup_vs_serial"] = serial / fused
         row["speedup_vs_serial_best"] = best / fused
+        row.update(_paired(group))
         rows.append(row)
     return rows
 
 
+def _paired(group: pd.DataFrame) -> dict:
+    """E_res and H from matched pairs (``attention_bench.paired_differences``: each difference from two
+    back-to-back launches, median over pairs), where the run recorded them; the slowest rank's values."""
+    fused_col, serial_col = "paired_fused_minus_fa(us)", "paired_serial_minus_fa(us)"
+    if fused_col not in group or group[fused_col].isna().all():
+        return {}
+    f, s = float(group[fused_col].max()), float(group[serial_col].max())
+    out = {"e_res_paired_us": f, "hiding_ratio_paired": 1.0 - f / s if s else float("nan")}
+    if "paired_fused_hbm_minus_fa(us)" in group:
+        out["e_res_hbm_paired_us"] = float(group["paired_fused_hbm_minus_fa(us)"].max())
+    return out
+
+
 TABLE_COLUMNS = ("M", "fa_us", "serial_us", "fused_us", "serial_best_us", "sdpa_us", "fa_tflops", "sdpa_tflops",
-                 "fa_vs_sdpa", "e_res_us", "hiding_ratio", "speedup_vs_serial", "speedup_vs_serial_best")
+                 "fa_vs_sdpa", "e_res_us", "hiding_ratio", "e_res_paired_us", "hiding_ratio_paired",
+                 "e_res_hbm_paired_us", "speedup_vs_serial", "speedup_vs_serial_best")
 
 
 def summary_table(kernel_rows: list, extra: tuple = ()) -> str:

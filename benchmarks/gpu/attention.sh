@@ -8,9 +8,14 @@ mkdir -p "$OUT/attention"
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$OUT/attention/clocks-start.txt"
+# SM clock, power and throttle reasons every 250 ms through the run (DVFS shows up in the long-M times)
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
+  -lms 250 > "$OUT/attention/smi-trace.csv" 2>/dev/null &
+SMI=$!
 # 1) correctness + timing sweep (exit status 1 if any check failed; the records are written either way)
 timeout 300 "$PY" -m xstage.hw.attention_bench --out "$OUT/attention" --overwrite "$@" 2>&1 | tee "$OUT/attention/log.txt"
 rc=${PIPESTATUS[0]}
+kill "$SMI" 2>/dev/null
 # 2) the W-rank symmetric-memory path at world size 1 (smoke test; non-fatal)
 if [ -z "${SKIP_DIST:-}" ]; then
   timeout 45 "$PY" -m torch.distributed.run --standalone --nproc_per_node 1 -m xstage.hw.attention_dist \
