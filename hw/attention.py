@@ -77,26 +77,21 @@ def _send_chunk(stage, dest, chunk, stride_dm, HEAD_DIM: tl.constexpr, CHUNK_ROW
 
 
 @triton.jit
-def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh, qk_scale,
-            stage, pend_ptr, pend_chunks, stride_dm,
-            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
-            TMA: tl.constexpr, STORE_CACHE: tl.constexpr, DRIP: tl.constexpr, CHUNK_ROWS: tl.constexpr):
-    """Online-softmax attention of the Q tile ``q`` over K/V rows [kv_start, kv_end): (acc, m, l), unnormalised.
+def _kv_steps(q, k_ptr, v_ptr, head, start, end, acc, m_i, l_i, stride_km, stride_kh, stride_vm, stride_vh, qk_scale,
+              stage, pend_ptr, pend_chunks, drip_stride, drip_origin, stride_dm,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
+              STORE_CACHE: tl.constexpr, DRIP: tl.constexpr, CHUNK_ROWS: tl.constexpr):
+    """FlashAttention steps over K/V rows [start, end), continuing the online softmax (acc, m, l).
 
-    DRIP: the ``pend_chunks`` chunks of the staged previous tile go out one every few K/V steps, all in
-    the loop's first half; the send sits behind a scalar branch, so the steps without one run the
-    plain FlashAttention step.
+    DRIP: one chunk of the staged previous tile every ``drip_stride`` steps counted from
+    ``drip_origin``, while chunks remain; the send sits behind a scalar branch.
     """
     offs_d = tl.arange(0, HEAD_DIM)
     offs_n = tl.arange(0, BLOCK_N)
     if not TMA:
         k_tile = k_ptr + head * stride_kh + offs_n[:, None] * stride_km + offs_d[None, :]
         v_tile = v_ptr + head * stride_vh + offs_n[:, None] * stride_vm + offs_d[None, :]
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    drip_stride = tl.maximum((kv_end - kv_start) // BLOCK_N // (2 * tl.maximum(pend_chunks, 1)), 1)
-    for start_n in range(kv_start, kv_end, BLOCK_N):
+    for start_n in range(start, end, BLOCK_N):
         if TMA:
             k = k_ptr.load([start_n, head * HEAD_DIM])
         else:
@@ -120,9 +115,45 @@ def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, strid
             acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_ij
         if DRIP:
-            step = (start_n - kv_start) // BLOCK_N
+            step = (start_n - drip_origin) // BLOCK_N
             if (step % drip_stride == 0) & (step // drip_stride < pend_chunks):
                 _send_chunk(stage, pend_ptr, step // drip_stride, stride_dm, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh, qk_scale,
+            stage, pend_ptr, pend_chunks, stride_dm, send_slot, send_slots,
+            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
+            TMA: tl.constexpr, STORE_CACHE: tl.constexpr, DRIP: tl.constexpr, STAGGER: tl.constexpr,
+            CHUNK_ROWS: tl.constexpr):
+    """Online-softmax attention of the Q tile ``q`` over K/V rows [kv_start, kv_end): (acc, m, l), unnormalised.
+
+    The staged previous tile (``pend_chunks`` chunks; DRIP / STAGGER) goes out during this loop:
+    DRIP: one chunk every few K/V steps, all in the loop's first half.
+    STAGGER: whole, at step ``send_slot / (2 * send_slots)`` of the loop (the slot depends on the
+    program), between two plain FlashAttention loops: the programs' sends spread over the first half
+    of the Q-loop, and no step carries send code.
+    """
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    n_steps = (kv_end - kv_start) // BLOCK_N
+    drip_stride = tl.maximum(n_steps // (2 * tl.maximum(pend_chunks, 1)), 1)
+    if STAGGER:
+        k_send = kv_start + (send_slot * n_steps // (2 * send_slots)) * BLOCK_N
+        acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, kv_start, k_send, acc, m_i, l_i, stride_km, stride_kh,
+                                  stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
+                                  stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
+        for c in range(0, pend_chunks):
+            _send_chunk(stage, pend_ptr, c, stride_dm, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
+        acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, k_send, kv_end, acc, m_i, l_i, stride_km, stride_kh,
+                                  stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
+                                  stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
+    else:
+        acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, kv_start, kv_end, acc, m_i, l_i, stride_km, stride_kh,
+                                  stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
+                                  stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, DRIP, CHUNK_ROWS)
     return acc, m_i, l_i
 
 
@@ -134,7 +165,7 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    FUSED: tl.constexpr, INSTRUMENT: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
                    STORE_CACHE: tl.constexpr, LOCAL_LAST: tl.constexpr, DRIP: tl.constexpr,
-                   CHUNK_ROWS: tl.constexpr, SPLIT_TAIL: tl.constexpr):
+                   STAGGER: tl.constexpr, CHUNK_ROWS: tl.constexpr, SPLIT_TAIL: tl.constexpr):
     """Persistent FA forward: program ``pid`` owns work items pid, pid + P, ...
 
     Work items: the first ``n_full`` tiles of the order (tile = head * m_blocks + m_block, or with
@@ -146,9 +177,9 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
 
     TMA: q/k/v are host tensor descriptors over the (M, H*d) views (blocks (BLOCK_*, d)) instead of pointers.
     STORE_CACHE: PTX cache operator of the fused epilogue's stores (".wt" writes system memory through L2).
-    DRIP (fused only): a finished tile goes to this program's staging slot in local memory; its remote
-    stores are issued CHUNK_ROWS rows at a time during the program's next Q-loop (``_q_loop``), and
-    the last tile's at the end.
+    DRIP / STAGGER (fused only): a finished tile goes to this program's staging slot in local memory
+    and its remote stores are issued during the program's next Q-loop (``_q_loop``: in CHUNK_ROWS
+    chunks spread over the loop, or whole at a program-dependent step); the last tile's at the end.
     """
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -157,6 +188,7 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
     out_ty = o_ptr.dtype.element_ty
     stage = stage_ptr + pid * (BLOCK_M * HEAD_DIM)
     N_CHUNKS: tl.constexpr = BLOCK_M // CHUNK_ROWS
+    SEND_SLOTS: tl.constexpr = 16  # STAGGER: programs p, p + 16, ... send at the same point of their Q-loop
     pend_ptr = o_ptr  # destination of the staged tile (DRIP)
     pend_chunks = pid * 0
     n_items = n_full + 2 * (num_tiles - n_full)
@@ -179,8 +211,8 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
         else:
             q = tl.load(q_ptr + head * stride_qh + (m_block * BLOCK_M + rows_m)[:, None] * stride_qm + offs_d[None, :])
         acc, m_i, l_i = _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh,
-                                qk_scale, stage, pend_ptr, pend_chunks, stride_dm, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                DOT_F32, TMA, STORE_CACHE, DRIP, CHUNK_ROWS)
+                                qk_scale, stage, pend_ptr, pend_chunks, stride_dm, pid % SEND_SLOTS, SEND_SLOTS,
+                                HEAD_DIM, BLOCK_M, BLOCK_N, DOT_F32, TMA, STORE_CACHE, DRIP, STAGGER, CHUNK_ROWS)
         pend_chunks = pid * 0  # the Q-loop sent every chunk of the staged tile
         if INSTRUMENT:
             t_loop1 = _globaltimer()
@@ -216,7 +248,7 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
             if INSTRUMENT:
                 t_issue0 = _globaltimer()
             if FUSED:
-                if DRIP:
+                if DRIP or STAGGER:
                     tl.debug_barrier()  # every thread is done reading the previous tile from the slot
                     tl.store(stage + rows_m[:, None] * HEAD_DIM + offs_d[None, :], out)
                     tl.debug_barrier()  # the slot is visible to every thread of the program
@@ -239,7 +271,7 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                 tl.store(log + 5, t_issue0)
                 tl.store(log + 6, t_issue1)
                 tl.store(log + 7, split.to(tl.int64))
-    if DRIP:  # the last staged tile has no Q-loop after it: send it whole
+    if DRIP or STAGGER:  # the last staged tile has no Q-loop after it: send it whole
         for c in range(0, pend_chunks):
             _send_chunk(stage, pend_ptr, c, stride_dm, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
 
@@ -317,9 +349,9 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
     grid = (num_programs(cfg, q.device),)
     qa, ka, va = (_descriptor(t, cfg, block) for t, block in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n))) \
         if cfg.tma else (q, k, v)
-    drip = fused and cfg.drip
+    drip, stagger = fused and cfg.drip, fused and cfg.stagger
     chunk_rows = min(cfg.block_m, 2048 // cfg.head_dim)
-    stage = _stage_slots(grid[0], cfg, q.device) if drip else q
+    stage = _stage_slots(grid[0], cfg, q.device) if drip or stagger else q
     n_full = lay.num_tiles - (lay.num_tiles % grid[0] if cfg.split_tail else 0)
     ws, counts = _split_workspace(lay.num_tiles - n_full, cfg, q.device) if n_full < lay.num_tiles else (q, q)
     _fa_fwd_kernel[grid](
@@ -330,7 +362,7 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
         lay.m_blocks, n_full,
         HEAD_DIM=cfg.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, FUSED=fused,
         INSTRUMENT=tile_log is not None, DOT_F32=interpreting(), TMA=cfg.tma, STORE_CACHE=cfg.store_cache,
-        LOCAL_LAST=cfg.local_last, DRIP=drip, CHUNK_ROWS=chunk_rows, SPLIT_TAIL=n_full < lay.num_tiles,
+        LOCAL_LAST=cfg.local_last, DRIP=drip, STAGGER=stagger, CHUNK_ROWS=chunk_rows, SPLIT_TAIL=n_full < lay.num_tiles,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return out
 

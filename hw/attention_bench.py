@@ -31,9 +31,10 @@ TUNE_CANDIDATES = (  # (block_n, num_stages, tma, num_warps, programs per SM) fo
     (64, 3, False, 8, 1), (128, 2, False, 8, 1), (64, 3, True, 8, 1), (128, 2, True, 8, 1), (64, 4, True, 8, 1),
     (128, 3, True, 8, 1), (32, 3, True, 4, 2))
 STORE_CACHES = (".wt", "", ".cs")  # write-through, default (write-back), streaming
-FUSED_OPTIONS = (  # (store cache, drip, split_tail)
-    (".wt", False, False), ("", False, False), (".cs", False, False), (".wt", True, False), ("", True, False),
-    (".wt", True, True), ("", True, True), ("", False, True))
+FUSED_OPTIONS = (  # (store cache, drip, split_tail, stagger)
+    ("", False, False, False), (".wt", False, False, False), ("", True, False, False), ("", False, True, False),
+    ("", True, True, False), (".wt", True, True, False), ("", False, False, True), ("", False, True, True),
+    (".wt", False, True, True))
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
 
 
@@ -64,13 +65,14 @@ def store_tag(store_cache: str) -> str:
     return "_" + (store_cache.lstrip(".") or "wb")
 
 
-def fused_tag(store_cache: str, drip: bool, split_tail: bool = False) -> str:
-    return store_tag(store_cache) + ("_drip" if drip else "") + ("_split" if split_tail else "")
+def fused_tag(store_cache: str, drip: bool, split_tail: bool = False, stagger: bool = False) -> str:
+    return store_tag(store_cache) + ("_drip" if drip else "") + ("_split" if split_tail else "") \
+        + ("_stagger" if stagger else "")
 
 
 def fused_options(cfg, opt: tuple):
-    """``cfg`` with one ``FUSED_OPTIONS`` triple applied."""
-    return replace(cfg, store_cache=opt[0], drip=opt[1], split_tail=opt[2])
+    """``cfg`` with one ``FUSED_OPTIONS`` tuple applied."""
+    return replace(cfg, store_cache=opt[0], drip=opt[1], split_tail=opt[2], stagger=opt[3])
 
 
 def sdpa_backends() -> tuple:
@@ -244,7 +246,8 @@ def run_checks(shapes=CHECK_SHAPES, progress=True) -> list:
     rows = []
     for i, (M, H, d, W, rank, bm, bn, st, tma) in enumerate(shapes):
         cfg = A.AttentionConfig(M, H, d, W, rank, bm, bn, num_warps=8 if bm >= 64 else 4, num_stages=st, tma=tma,
-                                local_last=i % 3 != 2, drip=i % 2 == 1, split_tail=i % 3 == 1)
+                                local_last=i % 3 != 2, drip=i % 2 == 1, split_tail=i % 3 == 1,
+                                stagger=i % 4 == 2)
         rows += check_shape(cfg, seed=M + H + d)
         if progress:
             bad = [r["variant"] for r in rows if r.get("ok") is False and r["config"] == cfg.label()]
@@ -320,7 +323,7 @@ def kernel_variants(cfg, q, k, v, out, table) -> tuple:
     "fused_<tag>"; Serial and its All-to-All alone ("a2a") with every ``STORE_CACHES`` operator."""
     fns = {"fa": lambda: A.launch_fa(q, k, v, cfg, out=out)}
     variant_cfg = {"fa": cfg}
-    chosen = (cfg.store_cache, cfg.drip, cfg.split_tail)
+    chosen = (cfg.store_cache, cfg.drip, cfg.split_tail, cfg.stagger)
     for opt in [chosen] + [o for o in FUSED_OPTIONS if o != chosen]:  # "fused" = the chosen one
         c, tag = fused_options(cfg, opt), "" if opt == chosen else fused_tag(*opt)
         fns[f"fused{tag}"] = lambda c=c: A.launch_fa(q, k, v, c, dest_table=table)
@@ -371,14 +374,16 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
         checks.append({"config": variant_cfg.get(variant, cfg).label(), "variant": variant, **res})
     clocks_before = gpu_clocks()
     times, modes = time_variants(fns, trials=trials, warmup=warmup, rounds=rounds)
-    paired = paired_differences(fns["fa"], {name: fns[name] for name in ("fused", "serial", "fused_hbm")},
-                                pairs=max(trials, 10))
+    paired = paired_differences(fns["fa"], {name: fn for name, fn in fns.items()
+                                            if name.startswith("fused") or name == "serial"}, pairs=max(trials, 10))
     clocks_after = gpu_clocks()
-    extra = {"clocks_before": clocks_before, "clocks_after": clocks_after,
-             **{f"paired_{name}_minus_fa(us)": float(np.median(d)) for name, d in paired.items()},
-             "paired_pairs": len(paired["fused"])}
-    rows = [kernel_row(variant_cfg.get(name, cfg), name, t, timing=modes[name], store_cache=variant_cfg.get(
-        name, cfg).store_cache, drip=variant_cfg.get(name, cfg).drip, split_tail=variant_cfg.get(name, cfg).split_tail, **extra) for name, t in times.items()]
+    extra = {"clocks_before": clocks_before, "clocks_after": clocks_after}
+    rows = []
+    for name, t in times.items():
+        c = variant_cfg.get(name, cfg)
+        pair = {"paired_minus_fa(us)": float(np.median(paired[name])), "pairs": len(paired[name])} if name in paired else {}
+        rows.append(kernel_row(c, name, t, timing=modes[name], store_cache=c.store_cache, drip=c.drip,
+                               split_tail=c.split_tail, stagger=c.stagger, **pair, **extra))
     rows += alias_best_backend(rows, sdpa_backends(), ("sdpa", "serial_best", "ce"))  # the user's pick
     tiles = []
     runs = [(name, c, {"dest_table": dests.table}) for name, c in variant_cfg.items() if name.startswith("fused")]

@@ -27,13 +27,14 @@ class AttentionConfig:
     store_cache: str = ".wt"  # PTX cache operator of the stores to destinations ("" = default write-back)
     local_last: bool = True  # process the tiles of the sender's own chunk last (see attention._local_last)
     drip: bool = False  # fused: spread each tile's remote stores over the next tile's Q-loop
+    stagger: bool = False  # fused: send each staged tile whole at a program-dependent step of the next Q-loop
     split_tail: bool = False  # split each tile of the last, partial wave in two K/V halves (see attention._fa_fwd_kernel)
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "world_size", "block_m", "block_n", "num_warps", "num_stages"):
             object.__setattr__(self, name, require_int(name, getattr(self, name)))
         object.__setattr__(self, "programs", require_int("programs", self.programs, minimum=0))
-        for name in ("tma", "local_last", "drip", "split_tail"):
+        for name in ("tma", "local_last", "drip", "stagger", "split_tail"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(name, getattr(self, name), "must be True or False")
         if self.store_cache not in STORE_CACHE_MODIFIERS:
@@ -46,6 +47,8 @@ class AttentionConfig:
                 raise InputError(name, value, "must be a power of two >= 16")
         if self.seq_len % self.block_n:
             raise InputError("seq_len", self.seq_len, f"must be a multiple of block_n={self.block_n}")
+        if self.drip and self.stagger:
+            raise InputError("stagger", self.stagger, "cannot be combined with drip=True (two ways to send the staged tile)")
         if self.split_tail and (self.seq_len // 2) % self.block_n:
             raise InputError("seq_len", self.seq_len, f"must be a multiple of 2*block_n={2 * self.block_n} "
                              "for split_tail=True")
@@ -68,5 +71,5 @@ class AttentionConfig:
         return (f"M={self.seq_len},H={self.heads},d={self.head_dim},W={self.world_size},bm={self.block_m},"
                 f"bn={self.block_n},warps={self.num_warps},stages={self.num_stages}" + (",tma" if self.tma else "")
                 + (f",programs={self.programs}" if self.programs else "") + f",store={self.store_cache or 'default'}"
-                + ("" if self.local_last else ",natural-order") + (",drip" if self.drip else "")
+                + ("" if self.local_last else ",natural-order") + (",drip" if self.drip else "") + (",stagger" if self.stagger else "")
                 + (",split-tail" if self.split_tail else ""))

@@ -8,14 +8,16 @@ buffers instead. Runs at any world size, 1 included (``benchmarks/gpu/attention_
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
     torchrun --standalone --nproc-per-node=8 -m xstage.hw.attention_dist --out $OUT/attention-dist
 
-The kernel configuration: rank 0 tunes FA-only at M = 16K (``attention_bench.tune``) and broadcasts
-it, then all ranks pick the fused store option at that M (``attention_bench.pick_fused``, slowest
-rank's time); or ``--config`` JSON. For each M: correctness first (every rank's buffer poisoned,
+Correctness first: every variant checked at M = 2048 with the untuned configuration. Then the kernel
+configuration: rank 0 tunes FA-only at M = 16K (``attention_bench.tune``) and broadcasts it, and all
+ranks pick the fused store option at that M (``attention_bench.pick_fused``, slowest rank's time);
+or ``--config`` JSON. For each M: checks again (every rank's buffer poisoned,
 written by all senders, compared with float32 SDPA of every sender's rows; Serial-best's buffer
 compared with the fused kernel's), then every variant timed as on one GPU (CUDA graphs, warm-up,
 rounds in rotated order, median; a barrier before each round, outside the timed window; clocks of
 all GPUs read on rank 0 before and after). Rank 0 gathers every rank's rows and writes "kernel"
-records (one row per variant, M and rank) and the checks to ``--out``.
+records (one row per variant, M and rank), rank 0's tile records and the checks to ``--out``; the
+summary takes the maximum over ranks (``attention_records.summary_rows``).
 
 Serial-best: torch SDPA (each backend; the alias ``serial_best`` is the fastest SDPA backend), then
 NCCL ``all_to_all_single`` of the output rows and the local permute into D_j (``nccl_all_to_all``).
@@ -25,20 +27,21 @@ import argparse
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
 from xstage.errors import InputError, require_int
 from xstage.hw.attention_config import AttentionConfig
+from xstage.hw.symm import init_distributed, symmetric_buffer
+from xstage.hw.targets import apply_launch_env
 
 SEQ_LENS = "8192,16384,32768,49152,65536"
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 SHAPE_FIELDS = ("seq_len", "world_size", "rank")  # set by the run, not by --config
 NCCL_ALIASES = ("sdpa", "serial_best", "nccl")  # rows copied under the fastest SDPA backend's name
-FUSED_FIELDS = tuple(f for f in ("store_cache", "drip", "split_tail")  # the options pick_fused chooses
+FUSED_FIELDS = tuple(f for f in ("store_cache", "drip", "split_tail", "stagger")  # the options pick_fused chooses
                      if f in {x.name for x in dataclasses.fields(AttentionConfig)})
 
 
@@ -87,17 +90,8 @@ def _qkv(cfg, sender: int, device, seed: int = 0):
 def symmetric_destinations(cfg, device, group):
     """(local buffer, rendezvous handle, device table of the W peer base addresses)."""
     import torch
-    import torch.distributed._symmetric_memory as symm_mem
 
-    enable = getattr(symm_mem, "enable_symm_mem_for_group", None)  # needed by older torch, a no-op later
-    if enable is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            enable(group.group_name)
-    buf = symm_mem.empty(cfg.layout.dest_shape, dtype=torch.bfloat16, device=device)
-    handle = symm_mem.rendezvous(buf, group)
-    table = torch.tensor([int(p) for p in handle.buffer_ptrs], dtype=torch.int64, device=device)
-    return buf, handle, table
+    return symmetric_buffer(cfg.layout.dest_shape, torch.bfloat16, device, group)
 
 
 def local_destination(cfg):
@@ -204,6 +198,8 @@ def parse_args(argv=None, world: int | None = None) -> tuple:
     p.add_argument("--head-dim", type=int, default=128, help="d: 64 or 128")
     p.add_argument("--trials", type=int, default=25, help="timed trials per variant (5 rounds)")
     p.add_argument("--tune-seq-len", default="16384", help="M of the tuning and the store-option pick")
+    p.add_argument("--check-seq-lens", default="2048", help="M checked (not timed) with the untuned configuration "
+                                                             "before the tuning ('none': skip)")
     p.add_argument("--config", default=None, help="kernel configuration, JSON object or file (skips tuning)")
     p.add_argument("--no-tune", action="store_true", help="default kernel configuration, no store-option pick")
     p.add_argument("--platform", default=None, help="platform named in the records (default: h200-nvlink, "
@@ -217,6 +213,7 @@ def parse_args(argv=None, world: int | None = None) -> tuple:
     require_int("--trials", args.trials)
     seq_lens = parse_seq_lens(args.seq_len if args.seq_len is not None else args.seq_lens)
     args.tune_seq_len = parse_seq_lens(args.tune_seq_len)[0]
+    args.check_seq_lens = [] if args.check_seq_lens == "none" else parse_seq_lens(args.check_seq_lens)
     if args.dry_run and world != 1:
         raise InputError("--dry-run", f"world size {world}", "runs one process (world size 1)")
     base, args.config_fields = AttentionConfig(args.tune_seq_len, args.heads, args.head_dim, world), []
@@ -224,7 +221,7 @@ def parse_args(argv=None, world: int | None = None) -> tuple:
         base, args.no_tune = replace(base, block_m=16, block_n=16, num_warps=4, num_stages=2), True
     if args.config is not None:
         base, args.config_fields = config_from_json(args.config, base)
-    for M in seq_lens:  # every shape validated before any GPU work
+    for M in seq_lens + args.check_seq_lens:  # every shape validated before any GPU work
         replace(base, seq_len=M)
     if args.platform is None:
         args.platform = "h200-nvlink" if world > 1 else "h200-local"
@@ -298,16 +295,18 @@ def kernel_config(args, base, ranks, table) -> tuple:
                                          verbose=ranks.rank == 0, **ranks.timing())
         cfg = replace(cfg, **{f: getattr(picked, f) for f in FUSED_FIELDS})
         rows += pick_rows if ranks.rank == 0 else []
-    return replace(cfg, rank=ranks.rank), rows
+    return replace(cfg, rank=ranks.rank), [{**r, "platform": args.platform} for r in rows]
 
 
-def measure_rank(cfg, ranks, big, table, args) -> tuple:
-    """This rank's kernel rows and checks at ``cfg.seq_len``; clocks (rank 0) before and after."""
+def measure_rank(cfg, ranks, big, table, args, timed: bool = True) -> tuple:
+    """This rank's kernel rows, checks, clocks (rank 0, before and after the timing) and tile frames
+    (rank 0's instrumented Fused and FA-only, run on every rank) at ``cfg.seq_len``; checks only
+    unless ``timed``."""
     import torch
 
     from xstage.hw import attention as A
     from xstage.hw import attention_bench as B
-    from xstage.hw.attention_records import kernel_row
+    from xstage.hw.attention_records import kernel_row, tile_frame
 
     dev, M, lay = ranks.device, cfg.seq_len, cfg.layout
     buf = buffer_view(big, cfg)
@@ -357,17 +356,32 @@ def measure_rank(cfg, ranks, big, table, args) -> tuple:
                        "rel_err_vs_fused": same["rel_err"], "ok": res["ok"] and same["ok"]})
     for x in checks:
         x["M"] = M
+    if not timed:
+        return [], checks, {}, []
     ranks.barrier()
     clocks_before = B.gpu_clocks() if ranks.rank == 0 else None
     ranks.barrier()
     times, modes = B.time_variants(fns, trials=args.trials, **ranks.timing(),
                                    **({"warmup": 0, "rounds": 1} if args.dry_run else {}))
+    ranks.barrier()  # matched pairs (E_res and H without clock drift), each rank its own sender side
+    paired = B.paired_differences(fns["fa"], {name: fns[name] for name in ("fused", "serial")},
+                                  pairs=max(args.trials, 10), capture_fn=ranks.capture)
     ranks.barrier()
     clocks_after = B.gpu_clocks() if ranks.rank == 0 else None
+    pairs = {name: {"paired_minus_fa(us)": float(statistics.median(d)), "pairs": len(d)} for name, d in paired.items()}
     rows = [kernel_row(variant_cfg.get(name, cfg), name, t, platform=args.platform, timing=modes[name],
-                       **{f: getattr(variant_cfg.get(name, cfg), f) for f in FUSED_FIELDS})
+                       **{f: getattr(variant_cfg.get(name, cfg), f) for f in FUSED_FIELDS}, **pairs.get(name, {}))
             for name, t in times.items()]
-    return rows, checks, {"clocks_before": clocks_before, "clocks_after": clocks_after}
+    tiles = []
+    log = torch.zeros((lay.num_tiles, 8), dtype=torch.int64, device=dev)
+    for schedule, kwargs in (("fused", {"dest_table": table}), ("fa", {"out": out})) if dev.type == "cuda" else ():
+        log.zero_()
+        ranks.barrier()
+        A.launch_fa(q, k, v, cfg, tile_log=log, **kwargs)
+        B._sync()
+        if cfg.rank == 0:  # one rank's tiles: the compare layer replays one sender
+            tiles.append(tile_frame(cfg, log.cpu().numpy(), schedule=schedule, platform=args.platform).assign(rank=0))
+    return rows, checks, {"clocks_before": clocks_before, "clocks_after": clocks_after}, tiles
 
 
 def run(args, seq_lens, base) -> int:
@@ -378,8 +392,7 @@ def run(args, seq_lens, base) -> int:
     from xstage.hw import attention_bench as B
     from xstage.hw.attention_records import save_run, summary_table
 
-    for name, value in NO_MULTICAST.items():
-        os.environ.setdefault(name, value)
+    apply_launch_env()
     t_start = time.time()
     if args.dry_run:  # one process on the CPU: gloo, a plain buffer, kernels in the Triton interpreter
         device = torch.device("cpu")
@@ -388,29 +401,34 @@ def run(args, seq_lens, base) -> int:
     else:
         if not torch.cuda.is_available():
             raise InputError("device", "cpu", "needs one CUDA GPU per rank (run under torchrun)")
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
+        device = init_distributed()[0]
     try:
         ranks = Ranks(device, eager=args.eager)
         if ranks.rank == 0:
             ranks.say(f"attention_dist: world size {ranks.world}, platform {args.platform}; clocks (sm, mem, temp, "
                       f"power, reasons):\n{B.gpu_clocks()}")
-        big_cfg = replace(base, seq_len=max(seq_lens + ([] if args.no_tune else [args.tune_seq_len])), rank=ranks.rank)
+        sizes = seq_lens + args.check_seq_lens + ([] if args.no_tune else [args.tune_seq_len])
+        big_cfg = replace(base, seq_len=max(sizes), rank=ranks.rank)
         big, _handle, table = (local_destination(big_cfg) if args.dry_run
                                else symmetric_destinations(big_cfg, device, dist.group.WORLD))
-        cfg, rows = kernel_config(args, base, ranks, table)
-        ranks.say(f"  kernel config: {cfg.label()} ({time.time() - t_start:.0f}s)")
-        checks, meta = [], {"args": vars(args), "kernel": cfg.label(), "world_size": ranks.world}
-        for M in seq_lens:
-            r, c, clocks = measure_rank(replace(cfg, seq_len=M), ranks, big, table, args)
+        checks, rows, tiles = [], [], []
+        meta = {"args": vars(args), "world_size": ranks.world}
+        for M, timed in [(M, False) for M in args.check_seq_lens] + [(M, True) for M in seq_lens]:
+            if timed and "kernel" not in meta:  # correctness first, then the tuning and the timed sweep
+                cfg, rows = kernel_config(args, base, ranks, table)
+                meta["kernel"] = cfg.label()
+                ranks.say(f"  kernel config: {cfg.label()} ({time.time() - t_start:.0f}s)")
+            r, c, clocks, t = measure_rank(replace(cfg if timed else base, seq_len=M, rank=ranks.rank), ranks, big,
+                                           table, args, timed=timed)
             per_rank, all_checks = ranks.gather(r), ranks.gather(c)
-            rows += gather_rows(per_rank, ranks.backends, **clocks) if ranks.rank == 0 else []
+            rows += gather_rows(per_rank, ranks.backends, **clocks) if ranks.rank == 0 and timed else []
             checks += [x for rank_checks in all_checks for x in rank_checks]
-            if ranks.rank == 0 and args.out:  # saved after every M: a run stopped by its limit keeps what it has
-                save_run(Path(args.out), rows, [], checks, meta, overwrite=True)
+            tiles += t
+            if ranks.rank == 0 and args.out and rows:  # saved after every M: a run stopped by its limit keeps what it has
+                save_run(Path(args.out), rows, tiles, checks, meta, overwrite=True)
             bad = [f"{x['variant']}@rank{x['rank']}" for x in checks if x["M"] == M and x.get("ok") is False]
-            ranks.say(f"  M={M}: checks {'FAILED ' + str(bad) if bad else 'ok'} ({time.time() - t_start:.0f}s)")
+            ranks.say(f"  M={M}{'' if timed else ' (check only)'}: checks {'FAILED ' + str(bad) if bad else 'ok'}"
+                      f" ({time.time() - t_start:.0f}s)")
         failed = [x for x in checks if x.get("ok") is False]
         if ranks.rank == 0:
             print(summary_table(rows, extra=("ranks",)))

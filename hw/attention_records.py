@@ -135,20 +135,25 @@ def summary_rows(kernel: pd.DataFrame) -> list:
 
 def _paired(group: pd.DataFrame) -> dict:
     """E_res and H from matched pairs (``attention_bench.paired_differences``: each difference from two
-    back-to-back launches, median over pairs), where the run recorded them; the slowest rank's values."""
-    fused_col, serial_col = "paired_fused_minus_fa(us)", "paired_serial_minus_fa(us)"
-    if fused_col not in group or group[fused_col].isna().all():
+    back-to-back launches, median over pairs; column ``paired_minus_fa(us)`` of each variant's row),
+    where the run recorded them; over ranks, the largest."""
+    col = "paired_minus_fa(us)"
+    if col not in group:
         return {}
-    f, s = float(group[fused_col].max()), float(group[serial_col].max())
-    out = {"e_res_paired_us": f, "hiding_ratio_paired": 1.0 - f / s if s else float("nan")}
-    if "paired_fused_hbm_minus_fa(us)" in group:
-        out["e_res_hbm_paired_us"] = float(group["paired_fused_hbm_minus_fa(us)"].max())
+    d = group.dropna(subset=[col]).groupby("variant")[col].max()
+    if "fused" not in d or "serial" not in d:
+        return {}
+    out = {"e_res_paired_us": float(d["fused"]),
+           "hiding_ratio_paired": 1.0 - float(d["fused"]) / float(d["serial"]) if d["serial"] else float("nan")}
+    for variant in d.index:
+        if variant.startswith("fused_"):  # the other fused options, fused_hbm (no remote stores) among them
+            out[f"e_res_paired_{variant[len('fused_'):]}_us"] = float(d[variant])
     return out
 
 
 TABLE_COLUMNS = ("M", "fa_us", "serial_us", "fused_us", "serial_best_us", "sdpa_us", "fa_tflops", "sdpa_tflops",
                  "fa_vs_sdpa", "e_res_us", "hiding_ratio", "e_res_paired_us", "hiding_ratio_paired",
-                 "e_res_hbm_paired_us", "speedup_vs_serial", "speedup_vs_serial_best")
+                 "e_res_paired_hbm_us", "speedup_vs_serial", "speedup_vs_serial_best")
 
 
 def summary_table(kernel_rows: list, extra: tuple = ()) -> str:

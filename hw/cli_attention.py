@@ -41,6 +41,8 @@ def register(sub):
     chk.add_argument("--store-cache", default=".wt", help="cache operator of the destination stores: .wt, '', .cs")
     chk.add_argument("--drip", action="store_true", help="spread each tile's remote stores over the next Q-loop")
     chk.add_argument("--natural-order", action="store_true", help="do not process the own chunk's tiles last")
+    chk.add_argument("--stagger", action="store_true",
+                     help="send each finished tile whole at a program-dependent step of the next Q-loop")
     chk.add_argument("--split-tail", action="store_true",
                      help="compute the last, partial wave's tiles as two K/V halves each")
     chk.add_argument("--seed", type=int, default=0)
@@ -98,7 +100,7 @@ def run_check(args) -> int:
     cfg = A.AttentionConfig(args.seq_len, args.heads, args.head_dim, args.world_size, args.rank, args.block_m,
                             args.block_n, args.num_warps, args.num_stages, tma=args.tma,
                             store_cache=args.store_cache, local_last=not args.natural_order, drip=args.drip,
-                            split_tail=args.split_tail)
+                            stagger=args.stagger, split_tail=args.split_tail)
     if torch.cuda.is_available() and not A.interpreting():
         from xstage.hw.attention_bench import check_shape
         rows = check_shape(cfg, seed=args.seed)

@@ -370,6 +370,14 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
     return fns, gname
 
 
+def same_orders(s: Setup) -> bool:
+    """True when ``s``'s interleaved order is its expert-wave order, tile for tile (the same launch twice:
+    no winner to predict); from the schedules actually run (``moe_records.schedules_identical`` rebuilds
+    them for records that lack the column)."""
+    wave, inter = (s.schedules[k].to_arrays() for k in R.SCHEDULES)
+    return all(np.array_equal(np.asarray(wave[k]), np.asarray(inter[k])) for k in wave)
+
+
 def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **columns) -> tuple:
     """Kernel records of one configuration's timed variants (plus ``baseline_total`` = baseline_ffn +
     combine_copy), with ``columns`` added to every row; and the Combine copy's rate (GB/s, remote bytes)."""
@@ -377,7 +385,7 @@ def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **c
     bytes_ = s.layout.combine_bytes()
     extra = {"lead_rows": s.lead, "lead_knee_rows": s.knee, "lead_tune_us": json.dumps(lead_us), "num_sms": s.sms,
              "wave_experts": s.schedules["expert_wave"].params["wave_experts"][0], "rows": s.layout.grid.rows,
-             "schedules_identical": R.schedules_identical(s.problem, s.sms, s.lead),
+             "schedules_identical": same_orders(s),
              **bytes_, **{f"kernel_{k}": v for k, v in kw.items()}, **columns}
     rows = [R.kernel_row(s.problem, name, t, timing=modes[name], **extra) for name, t in times.items()]
     if "baseline_ffn" in times:

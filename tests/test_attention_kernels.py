@@ -94,9 +94,11 @@ res["fused_drip"] = d.check(A.reference_attention(q, k, v))
 # split tail: 4 tiles on 3 programs -> tile 4 runs as two K/V halves merged by the later one (twice: the
 # arrival counter must be back at 0 after each launch); 5 programs -> every tile split; FA-only too
 for name, kw in (("fused_split", dict(programs=3)), ("fused_split_drip", dict(programs=3, drip=True)),
-                 ("fused_split_all", dict(programs=5, local_last=False))):
+                 ("fused_split_all", dict(programs=5, local_last=False)),
+                 ("fused_stagger", dict(programs=2, stagger=True, split_tail=False)),
+                 ("fused_split_stagger", dict(programs=3, stagger=True))):
     cfg = AttentionConfig(128, heads=1, head_dim=128, world_size=2, rank=1, block_m=32, block_n=16, num_warps=4,
-                          num_stages=2, split_tail=True, **kw)
+                          num_stages=2, **{"split_tail": True, **kw})
     q, k, v = qkv(cfg, 7)
     ref = A.reference_attention(q, k, v)
     d = A.Destinations.emulated(cfg.layout, "cpu")
@@ -131,13 +133,14 @@ def test_interpreted_fa_fused_and_serial_match_reference(interpreted):
     assert res["fa_returns_out"]
     assert res["fa"]["ok"] and res["fa"]["rel_err"] < 1e-2, res["fa"]
     assert res["poisoned"]["unwritten"] == 64 * 2 * 64 and not res["poisoned"]["ok"]  # the check sees poison
-    splits = [f"{n}{r}" for n in ("fused_split", "fused_split_drip", "fused_split_all") for r in (0, 1)]
+    splits = [f"{n}{r}" for n in ("fused_split", "fused_split_drip", "fused_split_all", "fused_stagger",
+                                  "fused_split_stagger") for r in (0, 1)]
     for variant in ("fused", "serial", "fused_d128", "fused_tma", "fused_natural", "fused_drip", *splits):
         r = res[variant]
         assert r["ok"] and r["unwritten"] == 0 and r["stray"] == 0 and r["rel_err"] < 1e-2, (variant, r)
     assert res["fused"]["rel_err"] == pytest.approx(res["fa"]["rel_err"])  # same tiles, other place
     assert res["rank2_rows"]  # rows 32..47 of local heads 0, 1 → rank 2, columns 2, 3
-    for name in ("fused_split", "fused_split_drip", "fused_split_all"):
+    for name in ("fused_split", "fused_split_drip", "fused_split_all", "fused_stagger", "fused_split_stagger"):
         assert res[f"{name}_fa"]["ok"], (name, res[f"{name}_fa"])
     assert res["split_counters"] and res["split_counters"] == [0] * len(res["split_counters"])
     for key, (kernel_order, layout_order) in res["orders"].items():
@@ -167,6 +170,7 @@ def test_compare_flags_wrong_output(A):
     (dict(seq_len=512, block_n=64, drip=True, split_tail=True), "seq_len"),  # half Q-loops: 4 steps < 8 chunks
     (dict(seq_len=192, world_size=2, block_m=32, block_n=64, split_tail=True), "seq_len"),  # halves of 96 rows: not whole K/V tiles
     (dict(seq_len=1024, store_cache=".xx"), "store_cache"),
+    (dict(seq_len=1024, drip=True, stagger=True), "stagger"),
 ])
 def test_bad_config_raises_input_error(kwargs, field):
     with pytest.raises(InputError) as err:

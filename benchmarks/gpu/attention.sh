@@ -16,11 +16,7 @@ SMI=$!
 timeout 300 "$PY" -m xstage.hw.attention_bench --out "$OUT/attention" --overwrite "$@" 2>&1 | tee "$OUT/attention/log.txt"
 rc=${PIPESTATUS[0]}
 kill "$SMI" 2>/dev/null
-# 2) the W-rank symmetric-memory path at world size 1 (smoke test; non-fatal)
-if [ -z "${SKIP_DIST:-}" ]; then
-  timeout 45 "$PY" -m torch.distributed.run --standalone --nproc_per_node 1 -m xstage.hw.attention_dist \
-    --seq-len 2048 --heads 3 --head-dim 128 2>&1 | tail -n 20 | tee "$OUT/attention/dist-w1.txt"
-fi
+# (the W-rank symmetric-memory path: benchmarks/gpu/attention_dist.sh; W=1 SMALL=1 for one GPU)
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/attention/clocks-end.txt"
 echo "attention.sh: bench exit status $rc"
 exit "$rc"

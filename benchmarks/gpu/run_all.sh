@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run GPU parts on a lent GPU machine from the repo root:  OUT=<folder> bash benchmarks/gpu/run_all.sh PART...
-# PART: calibrate | attention | moe | tests. Wheels for what the machine lacks (simpy, plotly) are read from .whl/.
+# PART: calibrate | attention | moe | tests | calib_nvlink | attention_dist | moe_dist (W=<ranks>, default 8;
+# W=1 SMALL=1 for one GPU). Wheels for what the machine lacks (simpy, plotly) are read from .whl/.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 : "${OUT:?set OUT to an output folder}"
