@@ -354,7 +354,7 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
     stage = _stage_slots(grid[0], cfg, q.device) if drip or stagger else q
     n_full = lay.num_tiles - (lay.num_tiles % grid[0] if cfg.split_tail else 0)
     ws, counts = _split_workspace(lay.num_tiles - n_full, cfg, q.device) if n_full < lay.num_tiles else (q, q)
-    _fa_fwd_kernel[grid](
+    compiled = _fa_fwd_kernel[grid](
         qa, ka, va, o, table, log, stage, ws, counts,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
         heads_total * d, d,
@@ -364,7 +364,12 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
         INSTRUMENT=tile_log is not None, DOT_F32=interpreting(), TMA=cfg.tma, STORE_CACHE=cfg.store_cache,
         LOCAL_LAST=cfg.local_last, DRIP=drip, STAGGER=stagger, CHUNK_ROWS=chunk_rows, SPLIT_TAIL=n_full < lay.num_tiles,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if hasattr(compiled, "n_regs"):  # the compiled kernel (not in the interpreter)
+        COMPILE_STATS[(cfg.label(), fused)] = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}
     return out
+
+
+COMPILE_STATS = {}  # (config label, fused) -> registers and spills of the compiled FA kernel
 
 
 _STAGES = {}

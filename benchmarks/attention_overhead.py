@@ -1,0 +1,103 @@
+"""Where the fused FlashAttention's residual comes from: the kernel's own cost versus the remote path.
+
+For each fused option (how the finished tile is sent: at once, drip, stagger; split tail or not) and
+each M, the matched-pair residual over FA-only (``attention_bench.paired_differences``: back-to-back
+launches, alternating order, median over pairs) twice: with the W-1 remote destinations in
+host-mapped memory (the PCIe X-Stage) and with every destination in device memory (no remote path;
+what remains is the kernel's code). Also the compiled kernel's registers and spills. One H200:
+
+    python3 benchmarks/attention_overhead.py --out $OUT/overhead [--seq-lens 32768,65536] [--pairs 30]
+
+Prints one table row per (M, option) and writes ``overhead.json`` (rows + provenance) into --out.
+"""
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from xstage.errors import InputError
+from xstage.hw import attention as A
+from xstage.hw import attention_bench as B
+from xstage.provenance import provenance
+from xstage.records import atomic_write_text
+
+OPTIONS = {  # name: (store_cache, drip, split_tail, stagger)
+    "now": ("", False, False, False), "now_split": ("", False, True, False),
+    "drip_split": ("", True, True, False), "stagger_split": ("", False, True, True),
+    "stagger": ("", False, False, True),
+}
+BASE = dict(block_n=128, num_stages=3, tma=True)  # the configuration the single-GPU tuning picks
+
+
+def measure(M: int, heads: int, pairs: int) -> list:
+    import torch
+
+    rows = []
+    for split in (False, True):  # FA-only with and without the split tail: each option's own baseline
+        fa_cfg = A.AttentionConfig(M, heads, 128, 8, **BASE, split_tail=split)
+        q, k, v = B.random_qkv(fa_cfg, 5)
+        out = torch.empty_like(q)
+        fa = lambda c=fa_cfg: A.launch_fa(q, k, v, c, out=out)  # noqa: E731
+        fa()
+        B._sync()
+        opts = {n: o for n, o in OPTIONS.items() if o[2] == split}
+        for where in ("pcie", "hbm"):
+            dests = (A.Destinations.emulated if where == "pcie" else A.Destinations.in_device_memory)(
+                fa_cfg.layout, "cuda")
+            cfgs = {n: B.fused_options(fa_cfg, o) for n, o in opts.items()}
+            fns = {n: (lambda c=c: A.launch_fa(q, k, v, c, dest_table=dests.table)) for n, c in cfgs.items()}
+            for fn in fns.values():
+                fn()
+            B._sync()
+            diffs = B.paired_differences(fa, fns, pairs=pairs)
+            for name, d in diffs.items():
+                stats = A.COMPILE_STATS.get((cfgs[name].label(), True), {})
+                rows.append({"M": M, "option": name, "destinations": where, "paired_minus_fa(us)": float(np.median(d)),
+                             "p25(us)": float(np.percentile(d, 25)), "p75(us)": float(np.percentile(d, 75)),
+                             "pairs": len(d), "config": cfgs[name].label(), **stats,
+                             **{f"fa_{k}": v for k, v in A.COMPILE_STATS.get((fa_cfg.label(), False), {}).items()}})
+                print(f"  M={M} {name:>14} {where}: {rows[-1]['paired_minus_fa(us)']:8.1f} us "
+                      f"(p25 {rows[-1]['p25(us)']:.1f}, p75 {rows[-1]['p75(us)']:.1f}) regs {stats.get('n_regs')} "
+                      f"spills {stats.get('n_spills')}", file=sys.stderr)
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--seq-lens", default="16384,32768,65536")
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--pairs", type=int, default=30)
+    args = p.parse_args(argv)
+    try:
+        seq_lens = [int(m) for m in args.seq_lens.split(",")]
+    except ValueError:
+        raise InputError("--seq-lens", args.seq_lens, "must be comma-separated integers") from None
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError("device", "cpu", "needs a CUDA GPU")
+    rows = [r for M in seq_lens for r in measure(M, args.heads, args.pairs)]
+    print(f"{'M':>6} {'option':>14} {'pcie (us)':>10} {'hbm (us)':>10} {'regs':>5} {'fa regs':>7}")
+    by = {(r["M"], r["option"], r["destinations"]): r for r in rows}
+    for M, opt in sorted({(r["M"], r["option"]) for r in rows}):
+        pc, hb = by[(M, opt, "pcie")], by[(M, opt, "hbm")]
+        print(f"{M:>6} {opt:>14} {pc['paired_minus_fa(us)']:>10.1f} {hb['paired_minus_fa(us)']:>10.1f} "
+              f"{str(hb.get('n_regs')):>5} {str(hb.get('fa_n_regs')):>7}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "overhead.json", json.dumps({"rows": rows, "provenance": provenance(with_gpu=True),
+                                                          "args": vars(args)}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
