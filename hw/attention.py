@@ -77,6 +77,16 @@ def _send_chunk(stage, dest, chunk, stride_dm, HEAD_DIM: tl.constexpr, CHUNK_ROW
 
 
 @triton.jit
+def _send_tile(stage, dest, stride_dm, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, STORE_CACHE: tl.constexpr):
+    """Store the whole staged tile to its destination: one load and one store of the tile, so every
+    thread's loads are in flight together (a loop of chunks would wait for each chunk's load)."""
+    rows = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    tile = tl.load(stage + rows[:, None] * HEAD_DIM + offs_d[None, :])
+    tl.store(tl.multiple_of(dest, 16) + rows[:, None] * stride_dm + offs_d[None, :], tile, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
 def _kv_steps(q, k_ptr, v_ptr, head, start, end, acc, m_i, l_i, stride_km, stride_kh, stride_vm, stride_vh, qk_scale,
               stage, pend_ptr, pend_chunks, drip_stride, drip_origin, stride_dm,
               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
@@ -145,8 +155,8 @@ def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, strid
         acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, kv_start, k_send, acc, m_i, l_i, stride_km, stride_kh,
                                   stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
                                   stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
-        for c in range(0, pend_chunks):
-            _send_chunk(stage, pend_ptr, c, stride_dm, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
+        if pend_chunks > 0:
+            _send_tile(stage, pend_ptr, stride_dm, BLOCK_M, HEAD_DIM, STORE_CACHE)
         acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, k_send, kv_end, acc, m_i, l_i, stride_km, stride_kh,
                                   stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
                                   stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
@@ -272,8 +282,8 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                 tl.store(log + 6, t_issue1)
                 tl.store(log + 7, split.to(tl.int64))
     if DRIP or STAGGER:  # the last staged tile has no Q-loop after it: send it whole
-        for c in range(0, pend_chunks):
-            _send_chunk(stage, pend_ptr, c, stride_dm, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
+        if pend_chunks > 0:
+            _send_tile(stage, pend_ptr, stride_dm, BLOCK_M, HEAD_DIM, STORE_CACHE)
 
 
 @triton.jit
