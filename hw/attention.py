@@ -77,6 +77,30 @@ def _send_chunk(stage, dest, chunk, stride_dm, HEAD_DIM: tl.constexpr, CHUNK_ROW
 
 
 @triton.jit
+def _merge_store(part, target, target_stride, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, CHUNK_ROWS: tl.constexpr,
+                 CACHE: tl.constexpr):
+    """Merge the two K/V halves' partials (acc, m, l) saved at ``part`` and store the normalised tile
+    to ``target`` (row stride ``target_stride``), CHUNK_ROWS rows at a time: the partials come from
+    memory, so no second accumulator has to live in registers beside the Q-loop's."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    size: tl.constexpr = BLOCK_M * (HEAD_DIM + 2)
+    for c in tl.static_range(BLOCK_M // CHUNK_ROWS):
+        rows = c * CHUNK_ROWS + tl.arange(0, CHUNK_ROWS)
+        a0 = tl.load(part + rows[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
+        a1 = tl.load(part + size + rows[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
+        m0 = tl.load(part + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg")
+        m1 = tl.load(part + size + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg")
+        l0 = tl.load(part + BLOCK_M * (HEAD_DIM + 1) + rows, cache_modifier=".cg")
+        l1 = tl.load(part + size + BLOCK_M * (HEAD_DIM + 1) + rows, cache_modifier=".cg")
+        m = tl.maximum(m0, m1)
+        w0 = tl.math.exp2(m0 - m)
+        w1 = tl.math.exp2(m1 - m)
+        o = (a0 * w0[:, None] + a1 * w1[:, None]) / (l0 * w0 + l1 * w1)[:, None]
+        tl.store(target + rows[:, None] * target_stride + offs_d[None, :], o.to(target.dtype.element_ty),
+                 cache_modifier=CACHE)
+
+
+@triton.jit
 def _send_tile(stage, dest, stride_dm, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, STORE_CACHE: tl.constexpr):
     """Store the whole staged tile to its destination: one load and one store of the tile, so every
     thread's loads are in flight together (a loop of chunks would wait for each chunk's load)."""
@@ -181,8 +205,8 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
     Work items: the first ``n_full`` tiles of the order (tile = head * m_blocks + m_block, or with
     LOCAL_LAST the order of ``_local_last``) are whole tiles; each later tile (SPLIT_TAIL: the last,
     partial wave) is two items, one per half of the K/V range. Both halves save their partial
-    (acc, m, l) in ``ws_ptr``; the second to arrive (an acq_rel counter, no waiting) merges them and
-    owns the tile's epilogue. So the last wave's tiles end about half a Q-loop early, and with
+    (acc, m, l) in ``ws_ptr``; the second to arrive (an acq_rel counter, no waiting) merges them from
+    memory (``_merge_store``) and owns the tile's epilogue. So the last wave's tiles end about half a Q-loop early, and with
     LOCAL_LAST the final half-wave holds mostly the sender's own tiles, whose stores stay local.
 
     TMA: q/k/v are host tensor descriptors over the (M, H*d) views (blocks (BLOCK_*, d)) instead of pointers.
@@ -227,29 +251,18 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
         if INSTRUMENT:
             t_loop1 = _globaltimer()
         owner = pid * 0 + 1
+        part = ws_ptr + (pos - n_full) * 2 * (BLOCK_M * (HEAD_DIM + 2))  # split tiles: the halves' partials
         if SPLIT_TAIL:
             if split:
-                part = ws_ptr + ((pos - n_full) * 2 + half) * (BLOCK_M * (HEAD_DIM + 2))
-                tl.store(part + rows_m[:, None] * HEAD_DIM + offs_d[None, :], acc)
-                tl.store(part + BLOCK_M * HEAD_DIM + rows_m, m_i)
-                tl.store(part + BLOCK_M * (HEAD_DIM + 1) + rows_m, l_i)
+                mine = part + half * (BLOCK_M * (HEAD_DIM + 2))
+                tl.store(mine + rows_m[:, None] * HEAD_DIM + offs_d[None, :], acc)
+                tl.store(mine + BLOCK_M * HEAD_DIM + rows_m, m_i)
+                tl.store(mine + BLOCK_M * (HEAD_DIM + 1) + rows_m, l_i)
                 tl.debug_barrier()  # the whole partial is written before the release below
                 arrived = tl.atomic_add(count_ptr + pos - n_full, 1, sem="acq_rel")
                 tl.debug_barrier()
-                owner = (arrived == 1).to(tl.int32)
-                if arrived == 1:  # the other half is done: merge its partial, reset the counter for the next launch
-                    other = ws_ptr + ((pos - n_full) * 2 + 1 - half) * (BLOCK_M * (HEAD_DIM + 2))
-                    acc_o = tl.load(other + rows_m[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
-                    m_o = tl.load(other + BLOCK_M * HEAD_DIM + rows_m, cache_modifier=".cg")
-                    l_o = tl.load(other + BLOCK_M * (HEAD_DIM + 1) + rows_m, cache_modifier=".cg")
-                    m_new = tl.maximum(m_i, m_o)
-                    a_self = tl.math.exp2(m_i - m_new)
-                    a_other = tl.math.exp2(m_o - m_new)
-                    acc = acc * a_self[:, None] + acc_o * a_other[:, None]
-                    l_i = l_i * a_self + l_o * a_other
-                    tl.atomic_xchg(count_ptr + pos - n_full, 0)
+                owner = (arrived == 1).to(tl.int32)  # the later half merges both partials and owns the epilogue
         if owner != 0:
-            out = (acc / l_i[:, None]).to(out_ty)
             if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
                 row0 = m_block * BLOCK_M
                 dest = row0 // chunk_rows
@@ -260,16 +273,27 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
             if FUSED:
                 if DRIP or STAGGER:
                     tl.debug_barrier()  # every thread is done reading the previous tile from the slot
-                    tl.store(stage + rows_m[:, None] * HEAD_DIM + offs_d[None, :], out)
+                    if split:
+                        _merge_store(part, stage, HEAD_DIM, BLOCK_M, HEAD_DIM, CHUNK_ROWS, "")
+                    else:
+                        tl.store(stage + rows_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(out_ty))
                     tl.debug_barrier()  # the slot is visible to every thread of the program
                     pend_ptr = dest_tile
                     pend_chunks = pid * 0 + N_CHUNKS
                 else:
-                    tl.store(tl.multiple_of(dest_tile, 16) + rows_m[:, None] * stride_dm + offs_d[None, :], out,
-                             cache_modifier=STORE_CACHE)
+                    if split:
+                        _merge_store(part, dest_tile, stride_dm, BLOCK_M, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
+                    else:
+                        tl.store(tl.multiple_of(dest_tile, 16) + rows_m[:, None] * stride_dm + offs_d[None, :],
+                                 (acc / l_i[:, None]).to(out_ty), cache_modifier=STORE_CACHE)
             else:
-                tl.store(o_ptr + head * stride_oh + (m_block * BLOCK_M + rows_m)[:, None] * stride_om
-                         + offs_d[None, :], out)
+                o_tile = o_ptr + head * stride_oh + m_block * BLOCK_M * stride_om
+                if split:
+                    _merge_store(part, o_tile, stride_om, BLOCK_M, HEAD_DIM, CHUNK_ROWS, "")
+                else:
+                    tl.store(o_tile + rows_m[:, None] * stride_om + offs_d[None, :], (acc / l_i[:, None]).to(out_ty))
+            if split:
+                tl.atomic_xchg(count_ptr + pos - n_full, 0)  # ready for the next launch
             if INSTRUMENT:
                 t_issue1 = _globaltimer()
                 log = tile_log_ptr + tile * 8

@@ -32,9 +32,8 @@ TUNE_CANDIDATES = (  # (block_n, num_stages, tma, num_warps, programs per SM) fo
     (128, 3, True, 8, 1), (32, 3, True, 4, 2))
 STORE_CACHES = (".wt", "", ".cs")  # write-through, default (write-back), streaming
 FUSED_OPTIONS = (  # (store cache, drip, split_tail, stagger)
-    ("", False, False, False), (".wt", False, False, False), ("", True, False, False), ("", False, True, False),
-    ("", True, True, False), (".wt", True, True, False), ("", False, False, True), ("", False, True, True),
-    (".wt", False, True, True))
+    ("", False, False, False), (".wt", False, False, False), ("", False, True, False), ("", True, True, False),
+    ("", False, False, True), ("", False, True, True), (".wt", False, True, True))
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
 
 
