@@ -292,8 +292,9 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                     _merge_store(part, o_tile, stride_om, BLOCK_M, HEAD_DIM, CHUNK_ROWS, "")
                 else:
                     tl.store(o_tile + rows_m[:, None] * stride_om + offs_d[None, :], (acc / l_i[:, None]).to(out_ty))
-            if split:
-                tl.atomic_xchg(count_ptr + pos - n_full, 0)  # ready for the next launch
+            if SPLIT_TAIL:
+                if split:
+                    tl.atomic_xchg(count_ptr + pos - n_full, 0)  # ready for the next launch
             if INSTRUMENT:
                 t_issue1 = _globaltimer()
                 log = tile_log_ptr + tile * 8
@@ -387,7 +388,7 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
     chunk_rows = min(cfg.block_m, 2048 // cfg.head_dim)
     stage = _stage_slots(grid[0], cfg, q.device) if drip or stagger else q
     n_full = lay.num_tiles - (lay.num_tiles % grid[0] if cfg.split_tail else 0)
-    ws, counts = _split_workspace(lay.num_tiles - n_full, cfg, q.device) if n_full < lay.num_tiles else (q, q)
+    ws, counts = _split_workspace(max(lay.num_tiles - n_full, 1), cfg, q.device)  # typed even when unused
     compiled = _fa_fwd_kernel[grid](
         qa, ka, va, o, table, log, stage, ws, counts,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
