@@ -51,6 +51,8 @@ DRY = dict(block_m=16, block_n=32)
 DRY_SWEEP = [(64, 32, 70, "balanced", "bf16", 8), (64, 32, 90, "skewed", "bf16", 4), (64, 64, 90, "skewed", "w8a8", 8)]
 TUNE = [(64, 4, 8, False), (64, 3, 8, False), (64, 4, 8, True), (64, 3, 8, True), (128, 3, 8, True)]  # bf16
 TUNE_KEYS = ("block_k", "num_stages", "num_warps", "tma")
+TUNE_W8A8 = [(128, 3, 8), (128, 4, 8), (128, 5, 8), (256, 3, 8), (64, 4, 8), (128, 4, 4)]  # fp8: twice the K per byte
+TUNE_KEYS_W8A8 = ("block_k", "num_stages", "num_warps")
 W8A8_KW = {"block_k": 128, "num_stages": 3, "num_warps": 8}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True}
@@ -462,12 +464,14 @@ def save(out_dir: Path, rows: list, tiles: list, checks: list, meta: dict, overw
     return paths
 
 
-def tune(sms: int, trials: int = 8) -> tuple:
-    """Pick (block_k, num_stages, num_warps) by the interleaved local-store time on one mid shape."""
+def tune(sms: int, trials: int = 8, precision: str = "bf16") -> tuple:
+    """Pick the kernel options (``TUNE_KEYS`` / ``TUNE_KEYS_W8A8``) by the interleaved local-store time on
+    one mid shape of ``precision``; a candidate that does not compile (e.g. too much shared memory) is skipped."""
     from xstage.hw.attention_bench import time_variants
 
-    s = Setup(MoeProblem(7168, 2048, 8192, routing="balanced"), sms, seed=5)
-    fns = {c: (lambda c=c: s.run("interleaved", False, dict(zip(TUNE_KEYS, c)))) for c in TUNE}
+    keys, cands = (TUNE_KEYS, TUNE) if precision == "bf16" else (TUNE_KEYS_W8A8, TUNE_W8A8)
+    s = Setup(MoeProblem(7168, 2048, 8192, routing="balanced", precision=precision), sms, seed=5)
+    fns = {c: (lambda c=c: s.run("interleaved", False, dict(zip(keys, c)))) for c in cands}
     ok = {}
     for c, fn in fns.items():
         try:
@@ -475,13 +479,13 @@ def tune(sms: int, trials: int = 8) -> tuple:
             _sync()
             ok[c] = fn
         except Exception as err:  # noqa: BLE001 - a config that does not compile is skipped
-            print(f"  tune {c}: {type(err).__name__}: {str(err)[:100]}", file=sys.stderr)
+            print(f"  tune {precision} {c}: {type(err).__name__}: {str(err)[:100]}", file=sys.stderr)
     times, _ = time_variants(ok, trials=trials, warmup=2, rounds=2)
     med = {c: float(np.median(t)) for c, t in times.items()}
     for c, t in sorted(med.items(), key=lambda x: x[1]):
-        print(f"  tune block_k, stages, warps, tma = {c}: {t:.0f} us", file=sys.stderr)
+        print(f"  tune {precision} {', '.join(keys)} = {c}: {t:.0f} us", file=sys.stderr)
     best = min(med, key=med.get)
-    return dict(zip(TUNE_KEYS, best)), med
+    return dict(zip(keys, best)), med
 
 
 def main(argv=None) -> int:
@@ -529,11 +533,14 @@ def main(argv=None) -> int:
     failed = [c for c in checks if not c.get("ok")]
     print(f"  checks: {len(checks) - len(failed)}/{len(checks)} ok ({time.time() - t_start:.0f}s)", file=sys.stderr)
     tune_med = {}
-    if not dry and not args.no_tune and args.precision != "w8a8":
-        try:
-            kw, tune_med = tune(sms)
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
+    for prec in ("bf16", "w8a8") if not dry and not args.no_tune else ():
+        if args.precision in (None, prec):
+            try:
+                best, med = tune(sms, precision=prec)
+                kw, kw8 = (best, kw8) if prec == "bf16" else (kw, best)
+                tune_med.update({(prec, *c): t for c, t in med.items()})
+            except Exception:  # noqa: BLE001 - keep the defaults
+                traceback.print_exc()
     platform, platform_src = (None, "") if dry else R.find_platform(out_dir)
     print(f"  kernel {kw}; simulator platform: {platform_src} ({time.time() - t_start:.0f}s)", file=sys.stderr)
     rows, tiles = [], []
