@@ -41,6 +41,7 @@ def compare_records(grouped: dict, platform=None, data_dir=None, progress=None) 
     from xstage.compare.metrics import error_summary
     from xstage.compare.replays import simulate_moe_tiles
     from xstage.compare.tiles import compare_tile_summaries
+    from xstage.hw.moe_records import replay_hw_tiles
 
     parts, metrics = [], {}
 
@@ -89,7 +90,13 @@ def compare_records(grouped: dict, platform=None, data_dir=None, progress=None) 
                 parts.append(rows.assign(experiment="attention tiles"))
         if len(moe_tiles):
             plat = plat_of(moe_tiles)
-            sims = [simulate_moe_tiles(c, plat)[0] for c in sorted(set(moe_tiles["config"]))]
+            configs = sorted(set(moe_tiles["config"]))
+            hw = [c for c in configs if "/" not in c]  # hardware runs: MoeProblem labels; catalog names have "/"
+            sims = [simulate_moe_tiles(c, plat)[0] for c in configs if c not in hw]
+            if hw:
+                kern = grouped.get("kernel")
+                sims.append(replay_hw_tiles(moe_tiles[moe_tiles["config"].isin(hw)], kern if kern is not None and
+                                            (kern["experiment"] == "moe").any() else None, plat))
             rows = compare_tile_summaries(moe_tiles, pd.concat(sims, ignore_index=True))
             metrics["tiles"] = error_summary(rows["measured_span_median(us)"], rows["simulated_span_median(us)"],
                                              name="span_median")

@@ -43,10 +43,14 @@ def speedup_groups(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def measured_speedups(kernel: pd.DataFrame) -> pd.DataFrame:
-    """Per config: measured expert-wave and interleaved times and their ratio."""
+    """Per config: measured expert-wave and interleaved times and their ratio (W-rank records: each
+    variant's slowest rank, as ``xstage results moe`` takes them)."""
+    from xstage.hw.moe_records import collapse_ranks
+
     k = kernel[kernel["experiment"] == "moe"]
     if k.empty:
         raise InputError("kernel records", "experiment", "hold no MoE rows (experiment == 'moe')")
+    k = collapse_ranks(k)
     k = k.assign(schedule=np.where(k["variant"].isin(WAVE), "wave", np.where(k["variant"].isin(INT), "int", "")))
     k = k[k["schedule"] != ""]
     p = k.pivot_table(index="config", columns="schedule", values="time(us)", aggfunc="median")
@@ -65,6 +69,7 @@ def measured_speedups(kernel: pd.DataFrame) -> pd.DataFrame:
 def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.DataFrame:
     """Measured MoE speedups beside the simulator's for the same configurations."""
     meas = measured_speedups(kernel)
+    identical = _identical(kernel)
     rows = []
     items = meas.to_dict("records")
     for row in (progress(items) if progress else items):
@@ -83,11 +88,29 @@ def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.D
         rows.append({**names,
                      "measured_wave(us)": row["measured_wave(us)"], "simulated_wave(us)": sim["wave_us"],
                      "measured_int(us)": row["measured_int(us)"], "simulated_int(us)": sim["int_us"],
-                     "measured_speedup": row["measured_speedup"], "simulated_speedup": sim["speedup"]})
+                     "measured_speedup": row["measured_speedup"], "simulated_speedup": sim["speedup"],
+                     "schedules_identical": bool(identical.get(row["config"], False))})
     return add_relative_errors(pd.DataFrame(rows), QUANTITIES)
+
+
+def _identical(kernel: pd.DataFrame) -> dict:
+    """{config: True} for hardware configurations whose two tile orders are the same launch
+    (``moe_records`` rebuilds them; catalog configurations have no such record)."""
+    from xstage.hw.moe_records import _identical_column
+
+    hw = kernel[(kernel["experiment"] == "moe") & ~kernel["config"].astype(str).str.contains("/")]
+    needed = {"lead_rows", "num_sms", "hidden", "intermediate", "tokens"}
+    if hw.empty or not needed <= set(hw.columns):
+        return {}
+    return _identical_column(hw).to_dict()
 
 
 def moe_error_summary(frame: pd.DataFrame) -> dict:
     out = frame_error_summary(frame, QUANTITIES)
     out["speedup_sign_agreement"] = sign_agreement(frame["measured_speedup"], frame["simulated_speedup"])
+    if "schedules_identical" in frame and frame["schedules_identical"].any():  # a winner needs two different orders
+        distinct = frame[~frame["schedules_identical"].astype(bool)]
+        out["n_identical_schedules"] = int(frame["schedules_identical"].sum())
+        out["speedup_sign_agreement_distinct"] = sign_agreement(distinct["measured_speedup"],
+                                                                distinct["simulated_speedup"])
     return out

@@ -8,6 +8,22 @@ TITLE = "FlashAttention + All-to-All (Fig. 11, Table 3)"
 _SHAPE_COLORS = {"fa3": "#2a9d8f", "fa4": "#2457a6"}
 
 
+_HW_SYMBOLS = ("diamond", "circle", "triangle-up", "star")
+
+
+def _hw_groups(hw):
+    """(label suffix, marker symbol, rows) per measured platform and world size: one GPU over PCIe and
+    W GPUs over NVLink are separate series."""
+    keys = [k for k in ("platform", "world_size") if k in hw.columns]
+    if not keys:
+        yield "", _HW_SYMBOLS[0], hw
+        return
+    for i, (key, g) in enumerate(hw.groupby(keys, sort=True)):
+        key = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(f"W={v}" if k == "world_size" else str(v) for k, v in zip(keys, key))
+        yield f" ({label})", _HW_SYMBOLS[i % len(_HW_SYMBOLS)], g
+
+
 def residual_figure(sim, hw, title: str, compare=None, compare_platform: str = ""):
     fig = go.Figure()
     for shape, g in sim.groupby("shape", sort=False):
@@ -19,8 +35,10 @@ def residual_figure(sim, hw, title: str, compare=None, compare_platform: str = "
         fig.add_trace(go.Scatter(x=g["M"], y=100 * g["model_E_cc_us"] / g["fa_us"], mode="lines",
                                  line=dict(color=c, dash="dot"), name=f"{shape}: Eq. 17 x N_t (model)"))
     if hw is not None and len(hw):
-        fig.add_trace(go.Scatter(x=hw["M"], y=100 * hw["E_res/T_FA"], mode="markers", name="measured E_res / T_FA",
-                                 marker=dict(size=11, color="#d1495b", symbol="diamond")))
+        for suffix, symbol, g in _hw_groups(hw):
+            fig.add_trace(go.Scatter(x=g["M"], y=100 * g["E_res/T_FA"], mode="markers",
+                                     name=f"measured E_res / T_FA{suffix}",
+                                     marker=dict(size=11, color="#d1495b", symbol=symbol)))
     if compare is not None and len(compare):
         fa = compare["measured_fa_only(us)"]
         fig.add_trace(go.Scatter(x=compare["M"], y=100 * compare["simulated_e_res(us)"] / fa, mode="markers",
@@ -41,10 +59,13 @@ def speedup_figure(sim, hw, title: str):
         fig.add_trace(go.Scatter(x=g["M"], y=g["speedup_vs_serial"], mode="lines+markers",
                                  line_color=_SHAPE_COLORS.get(shape, "#444"), name=f"{shape}: replay, fused over serial"))
     if hw is not None and len(hw):
-        fig.add_trace(go.Scatter(x=hw["M"], y=hw["speedup_vs_serial"], mode="markers", name="measured, over serial",
-                                 marker=dict(size=11, color="#d1495b", symbol="diamond")))
-        fig.add_trace(go.Scatter(x=hw["M"], y=hw["speedup_vs_serial_best"], mode="markers",
-                                 name="measured, over serial-best", marker=dict(size=11, color="#e9a03b", symbol="square")))
+        for suffix, symbol, g in _hw_groups(hw):
+            fig.add_trace(go.Scatter(x=g["M"], y=g["speedup_vs_serial"], mode="markers",
+                                     name=f"measured, over serial{suffix}",
+                                     marker=dict(size=11, color="#d1495b", symbol=symbol)))
+            fig.add_trace(go.Scatter(x=g["M"], y=g["speedup_vs_serial_best"], mode="markers",
+                                     name=f"measured, over serial-best{suffix}",
+                                     marker=dict(size=11, color="#e9a03b", symbol=f"{symbol}-open")))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444")
     fig.update_layout(title=title, xaxis_title="sequence length M (tokens)", yaxis_title="speedup", height=420)
     return fig

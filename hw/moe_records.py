@@ -116,8 +116,8 @@ def scaled_b200(sm_count: int, drain_rate_GBps: float):
                    capacity_points=((sm_count, q0 * sm_count / k0),), target="host")
 
 
-def simulate(layout, schedule, timings: dict, platform, coupled: bool = False) -> float:
-    """Replay ``schedule`` with the measured mainloop and epilogue medians; the makespan (us).
+def _replay(layout, schedule, timings: dict, platform, coupled: bool = False):
+    """Replay ``schedule`` with the measured mainloop and epilogue medians (a ``ReplayResult``).
 
     The Triton kernel has no separate epilogue role: staging_slots = 1 (epilogue in series).
     ``coupled``: the completion-coupled counterfactual (an epilogue ends when its bytes drained)."""
@@ -128,7 +128,59 @@ def simulate(layout, schedule, timings: dict, platform, coupled: bool = False) -
     cfg = ReplayConfig(staging_slots=1, local_epilogue_us=max(timings["l1_epilogue_us"], 0.0),
                        remote_epilogue_us=max(timings["l2_epilogue_us"], 0.0), record_occupancy=False,
                        coupled=coupled)
-    return replay(schedule, ml, layout.tile_remote_bytes(schedule.tiles), platform, cfg).makespan_us
+    return replay(schedule, ml, layout.tile_remote_bytes(schedule.tiles), platform, cfg)
+
+
+def simulate(layout, schedule, timings: dict, platform, coupled: bool = False) -> float:
+    """The makespan (us) of ``_replay``."""
+    return _replay(layout, schedule, timings, platform, coupled).makespan_us
+
+
+def replay_hw_tiles(measured: pd.DataFrame, kernel: pd.DataFrame | None, platform) -> pd.DataFrame:
+    """Simulated tile records beside measured hardware ones (``config`` = a ``MoeProblem`` label): per
+    configuration, both schedules replayed on its own dispatch layout with the mainloop and epilogue
+    medians of its local-store tiles (``tile_timings``), the SM count of the run and the interleaved
+    lead D of its kernel record (the Eq. 16 knee when no kernel record is given)."""
+    from xstage.hw.moe_layout import MoeProblem, dispatch_layout
+    from xstage.sim.model import lead_knee_rows
+    from xstage.sim.schedules import make_moe_schedule
+
+    out = []
+    for config, tiles in measured.groupby("config"):
+        rows = kernel[(kernel["config"] == config) & (kernel["variant"] == "interleaved")] if kernel is not None \
+            else pd.DataFrame()
+        if len(rows):
+            r = rows.iloc[-1]
+            problem = MoeProblem(**{k: (r[k] if k in ("routing", "precision") else int(r[k]))
+                                    for k in MoeProblem.__dataclass_fields__ if k in r})
+            sms, lead = int(r["num_sms"]), int(r["lead_rows"])
+        else:
+            problem = parse_label(config)
+            sms = int(tiles["sm"].max()) + 1
+            lead = max(1, lead_knee_rows(problem.block_n, sms, problem.intermediate))
+        local = tiles[tiles["schedule"].astype(str).str.endswith("_local")]
+        timings = tile_timings(local if len(local) else tiles)
+        lay = dispatch_layout(problem)
+        for kind in SCHEDULES:
+            sched = make_moe_schedule(kind, lay.grid, sms, **({"lead_rows": lead} if kind == "interleaved" else {}))
+            res = _replay(lay, sched, timings, platform)
+            out.append(res.tiles(experiment=EXPERIMENT, config=config).assign(schedule=kind))
+    return pd.concat(out, ignore_index=True)
+
+
+def parse_label(label: str):
+    """The ``MoeProblem`` of a label ``h{hidden}-i{I}-t{tokens}-e{E}-{routing}-{precision}-w{W}-s{seed}``
+    (default tile sizes)."""
+    from xstage.hw.moe_layout import MoeProblem
+
+    parts = str(label).split("-")
+    try:
+        h, i, t, e = (int(p[1:]) for p in parts[:4])
+        routing, precision = parts[4], parts[5]
+        world, seed = int(parts[6][1:]), int(parts[7][1:])
+    except (ValueError, IndexError):
+        raise InputError("config", label, "is not a MoE hardware label h<H>-i<I>-t<T>-e<E>-<routing>-<precision>-w<W>-s<seed>") from None
+    return MoeProblem(h, i, t, local_experts=e, routing=routing, precision=precision, world_size=world, seed=seed)
 
 
 def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
@@ -220,11 +272,13 @@ def _identical_column(kernel: pd.DataFrame) -> pd.Series:
     from xstage.hw.moe_layout import MoeProblem
 
     inter = kernel[kernel["variant"] == "interleaved"].drop_duplicates("config", keep="last").set_index("config")
-    if "schedules_identical" in inter and inter["schedules_identical"].notna().all():
-        return inter["schedules_identical"].astype(bool)
+    recorded = inter["schedules_identical"] if "schedules_identical" in inter else pd.Series(dtype=object)
     fields = [f for f in MoeProblem.__dataclass_fields__ if f in inter]
     out = {}
     for config, row in inter.iterrows():
+        if config in recorded.index and pd.notna(recorded[config]):  # recorded by the run (W-rank rows always)
+            out[config] = bool(recorded[config])
+            continue
         if not {"num_sms", "lead_rows"} <= set(row.index) or len(fields) < len(MoeProblem.__dataclass_fields__):
             out[config] = False
             continue

@@ -30,3 +30,15 @@ def test_hardware_shape_uses_recorded_replay():
 def test_unknown_shape_without_replay_is_rejected():
     with pytest.raises(InputError):
         compare_moe(kernel_rows(with_sim=False), load_platform("h200-pcie-host"))
+
+
+def test_agreement_over_configurations_with_two_orders():
+    from xstage.compare.moe import moe_error_summary
+
+    frame = pd.DataFrame({"measured_speedup": [1.10, 0.997, 1.05], "simulated_speedup": [1.2, 1.0, 1.1],
+                          "schedules_identical": [False, True, False]})
+    for q in ("wave", "int"):
+        frame[f"measured_{q}(us)"] = frame[f"simulated_{q}(us)"] = 100.0
+    out = moe_error_summary(frame)
+    assert out["speedup_sign_agreement"] == pytest.approx(2 / 3)  # the tie counts as a miss here
+    assert out["n_identical_schedules"] == 1 and out["speedup_sign_agreement_distinct"] == 1.0

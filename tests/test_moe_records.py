@@ -167,3 +167,23 @@ def test_identical_schedules_have_no_winner(tmp_path):
     save_records(tmp_path / "moe2" / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(same + differ),
                  {"config": {}})
     assert R.summarize(tmp_path / "moe2")["n_identical_schedules"] == 0
+
+
+def test_hw_tile_replay_and_label_parse():
+    assert R.parse_label(PROBLEM.label()) == MoeProblem(256, 128, 600, routing="skewed", seed=2)
+    with pytest.raises(InputError):
+        R.parse_label("Qwen3.5/w8a8/skewed/M")
+    lay = dispatch_layout(PROBLEM)
+    s = make_moe_schedule("interleaved", lay.grid, 8, lead_rows=2)
+    log, _ = _fake_log(s, lay)
+    local = R.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=False).assign(config=PROBLEM.label())
+    kernel = pd.DataFrame(_kernel_rows({"interleaved": 100.0}))
+    for kern in (kernel, None):  # with the run's kernel record (lead D = 2), or from the label and the tiles alone
+        sim = R.replay_hw_tiles(local, kern, load_platform("paper-b200"))
+        assert set(sim["schedule"]) == {"expert_wave", "interleaved"} and set(sim["config"]) == {PROBLEM.label()}
+        assert (sim["source"] == "sim").all()
+        inter = sim[sim["schedule"] == "interleaved"]
+        assert len(inter) == len(s.tiles)
+        # the replay used the local tiles' medians: 6 us L1 and 3 us L2 mainloops
+        ml = (inter["mainloop_end(us)"] - inter["mainloop_start(us)"]).groupby(inter["kind"].astype(str)).median()
+        assert ml["L1"] == pytest.approx(6.0, abs=1e-3) and ml["L2"] == pytest.approx(3.0, abs=1e-3)
