@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xstage.errors import InputError
+from xstage.errors import InputError, exit_with
 from xstage.hw import attention as A
 from xstage.hw import attention_bench as B
 from xstage.provenance import provenance
@@ -96,8 +96,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    exit_with(main, "attention_overhead")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xstage.errors import InputError
+from xstage.errors import InputError, exit_with
 from xstage.hw import attention as A
 from xstage.hw.attention_records import alias_best_backend, kernel_row, save_run, summary_table, tile_frame
 from xstage.records import atomic_write_text
@@ -465,8 +465,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    exit_with(main, "attention_bench")

@@ -194,7 +194,8 @@ def test_bench_variants_fused_first_then_every_option():
     assert len(others) == len(B.FUSED_OPTIONS) - 1
     assert list(fns) == ["fa", "fused"] + [f"fused{B.fused_tag(*o)}" for o in others] + [
         "serial", "a2a", "serial_wb", "a2a_wb", "serial_cs", "a2a_cs"]
-    assert cfgs["fused_wb_drip"].drip and cfgs["serial_cs"].store_cache == ".cs" and list(cfgs) == list(fns)
+    assert cfgs["fused_wb_drip_split"].drip and cfgs["fused_wb_split_stagger"].stagger
+    assert cfgs["serial_cs"].store_cache == ".cs" and list(cfgs) == list(fns)
 
 
 def test_dry_run_of_the_whole_rank_path(tmp_path):

@@ -43,3 +43,14 @@ def require_int(field: str, value, *, minimum: int = 1) -> int:
     if ivalue < minimum:
         raise InputError(field, value, f"must be >= {minimum}")
     return ivalue
+
+
+def exit_with(main, prog: str):
+    """``sys.exit(main())`` for a module's ``__main__``: InputError becomes one line on stderr and exit 2."""
+    import sys
+
+    try:
+        sys.exit(main())
+    except InputError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        sys.exit(2)
