@@ -101,13 +101,21 @@ def _merge_store(part, target, target_stride, BLOCK_M: tl.constexpr, HEAD_DIM: t
 
 
 @triton.jit
-def _send_tile(stage, dest, stride_dm, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, STORE_CACHE: tl.constexpr):
+def _send_tile(stage, dest, stride_dm, log_row, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
+               STORE_CACHE: tl.constexpr, INSTRUMENT: tl.constexpr):
     """Store the whole staged tile to its destination: one load and one store of the tile, so every
-    thread's loads are in flight together (a loop of chunks would wait for each chunk's load)."""
+    thread's loads are in flight together (a loop of chunks would wait for each chunk's load).
+    INSTRUMENT: %globaltimer around the remote stores into the tile's log row (issue start, end)."""
     rows = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     tile = tl.load(stage + rows[:, None] * HEAD_DIM + offs_d[None, :])
+    if INSTRUMENT:
+        t0 = _globaltimer()
     tl.store(tl.multiple_of(dest, 16) + rows[:, None] * stride_dm + offs_d[None, :], tile, cache_modifier=STORE_CACHE)
+    if INSTRUMENT:
+        t1 = _globaltimer()
+        tl.store(log_row + 5, t0)
+        tl.store(log_row + 6, t1)
 
 
 @triton.jit
@@ -157,10 +165,10 @@ def _kv_steps(q, k_ptr, v_ptr, head, start, end, acc, m_i, l_i, stride_km, strid
 
 @triton.jit
 def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh, qk_scale,
-            stage, pend_ptr, pend_chunks, stride_dm, send_slot, send_slots,
+            stage, pend_ptr, pend_chunks, stride_dm, send_slot, send_slots, pend_log,
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
             TMA: tl.constexpr, STORE_CACHE: tl.constexpr, DRIP: tl.constexpr, STAGGER: tl.constexpr,
-            CHUNK_ROWS: tl.constexpr):
+            CHUNK_ROWS: tl.constexpr, INSTRUMENT: tl.constexpr):
     """Online-softmax attention of the Q tile ``q`` over K/V rows [kv_start, kv_end): (acc, m, l), unnormalised.
 
     The staged previous tile (``pend_chunks`` chunks; DRIP / STAGGER) goes out during this loop:
@@ -180,7 +188,7 @@ def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, strid
                                   stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
                                   stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
         if pend_chunks > 0:
-            _send_tile(stage, pend_ptr, stride_dm, BLOCK_M, HEAD_DIM, STORE_CACHE)
+            _send_tile(stage, pend_ptr, stride_dm, pend_log, BLOCK_M, HEAD_DIM, STORE_CACHE, INSTRUMENT)
         acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, k_send, kv_end, acc, m_i, l_i, stride_km, stride_kh,
                                   stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
                                   stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
@@ -225,6 +233,7 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
     SEND_SLOTS: tl.constexpr = 16  # STAGGER: programs p, p + 16, ... send at the same point of their Q-loop
     pend_ptr = o_ptr  # destination of the staged tile (DRIP)
     pend_chunks = pid * 0
+    pend_tile = pid * 0  # its tile number (the tile log row that its send fills)
     n_items = n_full + 2 * (num_tiles - n_full)
     for item in range(pid, n_items, nprog):
         split = item >= n_full
@@ -246,7 +255,8 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
             q = tl.load(q_ptr + head * stride_qh + (m_block * BLOCK_M + rows_m)[:, None] * stride_qm + offs_d[None, :])
         acc, m_i, l_i = _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh,
                                 qk_scale, stage, pend_ptr, pend_chunks, stride_dm, pid % SEND_SLOTS, SEND_SLOTS,
-                                HEAD_DIM, BLOCK_M, BLOCK_N, DOT_F32, TMA, STORE_CACHE, DRIP, STAGGER, CHUNK_ROWS)
+                                tile_log_ptr + pend_tile * 8, HEAD_DIM, BLOCK_M, BLOCK_N, DOT_F32, TMA, STORE_CACHE,
+                                DRIP, STAGGER, CHUNK_ROWS, INSTRUMENT)
         pend_chunks = pid * 0  # the Q-loop sent every chunk of the staged tile
         if INSTRUMENT:
             t_loop1 = _globaltimer()
@@ -280,6 +290,7 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                     tl.debug_barrier()  # the slot is visible to every thread of the program
                     pend_ptr = dest_tile
                     pend_chunks = pid * 0 + N_CHUNKS
+                    pend_tile = tile
                 else:
                     if split:
                         _merge_store(part, dest_tile, stride_dm, BLOCK_M, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
@@ -303,12 +314,14 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                 tl.store(log + 2, ((item - pid) // nprog).to(tl.int64))
                 tl.store(log + 3, t_loop0)
                 tl.store(log + 4, t_loop1)
-                tl.store(log + 5, t_issue0)
-                tl.store(log + 6, t_issue1)
+                if not STAGGER:  # STAGGER: the send in the next Q-loop (or at the end) writes these
+                    tl.store(log + 5, t_issue0)
+                    tl.store(log + 6, t_issue1)
                 tl.store(log + 7, split.to(tl.int64))
     if DRIP or STAGGER:  # the last staged tile has no Q-loop after it: send it whole
         if pend_chunks > 0:
-            _send_tile(stage, pend_ptr, stride_dm, BLOCK_M, HEAD_DIM, STORE_CACHE)
+            _send_tile(stage, pend_ptr, stride_dm, tile_log_ptr + pend_tile * 8, BLOCK_M, HEAD_DIM, STORE_CACHE,
+                       INSTRUMENT and STAGGER)
 
 
 @triton.jit
