@@ -123,7 +123,10 @@ def compare_attention_tiles(tiles: pd.DataFrame, platform: Platform, kernel: pd.
     each tile's measured remote bytes. Returns per M: measured and simulated issue-span median and p90,
     measured Q-loop median, and the number of tiles."""
     rows = []
-    fused = tiles[tiles["schedule"].astype(str).str.startswith("fused")]
+    sched_names = tiles["schedule"].astype(str)
+    # the chosen fused kernel ("fused") when the records hold it: the bench also logs every other fused
+    # option (fused_wb, fused_wb_split, ...), whose tiles must not be pooled with it
+    fused = tiles[sched_names == "fused"] if (sched_names == "fused").any() else tiles[sched_names.str.startswith("fused")]
     for M, g in fused.groupby("M", sort=True):
         M = int(M)
         heads, m_blocks = int(g["n"].max()) + 1, int(g["m"].max()) + 1

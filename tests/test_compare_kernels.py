@@ -77,3 +77,7 @@ def test_attention_tiles_meet_their_qloop_replay(b200):
     assert row["simulated_span_median(us)"] == pytest.approx(row["measured_span_median(us)"], rel=0.05)
     assert row["simulated_makespan(us)"] == pytest.approx(row["measured_makespan(us)"], rel=0.01)
     assert compare_attention_tiles(hw_like.assign(schedule="fa"), b200).empty  # only fused tiles issue
+    other = hw_like.assign(schedule="fused_wb", **{"issue_end(us)": hw_like["issue_end(us)"] + 50.0})
+    mixed = compare_attention_tiles(pd.concat([hw_like, other], ignore_index=True), b200)
+    assert mixed.iloc[0]["tiles"] == len(fused)  # the other fused options' tiles are not pooled with "fused"
+    assert mixed.iloc[0]["measured_span_median(us)"] == row["measured_span_median(us)"]
