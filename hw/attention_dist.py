@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from xstage.errors import InputError, require_int
+from xstage.hw.a2a_nccl import nccl_all_to_all, permute_received, send_rows  # noqa: F401 - Serial-best's transfer
 from xstage.hw.attention_config import AttentionConfig
 from xstage.hw.symm import init_distributed, symmetric_buffer
 from xstage.hw.targets import apply_launch_env
@@ -43,39 +44,6 @@ SHAPE_FIELDS = ("seq_len", "world_size", "rank")  # set by the run, not by --con
 NCCL_ALIASES = ("sdpa", "serial_best", "nccl")  # rows copied under the fastest SDPA backend's name
 FUSED_FIELDS = tuple(f for f in ("store_cache", "drip", "split_tail", "stagger")  # the options pick_fused chooses
                      if f in {x.name for x in dataclasses.fields(AttentionConfig)})
-
-
-# --- Serial-best's transfer: NCCL all_to_all_single and the local permute (pure torch) ------------
-def send_rows(o):
-    """The send buffer of ``all_to_all_single``: ``o`` (M, H, d) contiguous, so that rank j's rows
-    [j*M/W, (j+1)*M/W) are the j-th of W equal chunks (a copy only when ``o`` is a strided view)."""
-    if o.dim() != 3:
-        raise InputError("o.shape", tuple(o.shape), "must be (M, H, d)")
-    return o.contiguous()
-
-
-def permute_received(recv, dest):
-    """``all_to_all_single``'s output → the sequence-partitioned layout, in place into ``dest``.
-
-    ``recv`` (M, H, d) holds W chunks of (M/W, H, d), sender r's rows of this rank's tokens at
-    chunk r; ``dest`` is D_j (M/W, W*H, d) with ``D_j[s, r*H + h] = recv[r*M/W + s, h]``."""
-    chunk, heads_total, d = dest.shape
-    M, H, d_in = recv.shape
-    if d_in != d or M % chunk or heads_total != (M // chunk) * H:
-        raise InputError("recv/dest shapes", (tuple(recv.shape), tuple(dest.shape)),
-                         "must be (M, H, d) and (M/W, W*H, d)")
-    W = M // chunk
-    dest.view(chunk, W, H, d).copy_(recv.view(W, chunk, H, d).transpose(0, 1))
-    return dest
-
-
-def nccl_all_to_all(o, recv, dest, group=None) -> None:
-    """Serial-best's transfer of one rank's output ``o`` (M, H, d): NCCL all_to_all_single into
-    ``recv`` (M, H, d), then ``permute_received`` into ``dest`` (M/W, W*H, d)."""
-    import torch.distributed as dist
-
-    dist.all_to_all_single(recv, send_rows(o), group=group)
-    permute_received(recv, dest)
 
 
 # --- inputs, references, checks -------------------------------------------------------------------
