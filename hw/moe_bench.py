@@ -376,8 +376,7 @@ def same_orders(s: Setup) -> bool:
     """True when ``s``'s interleaved order is its expert-wave order, tile for tile (the same launch twice:
     no winner to predict); from the schedules actually run (``moe_records.schedules_identical`` rebuilds
     them for records that lack the column)."""
-    wave, inter = (s.schedules[k].to_arrays() for k in R.SCHEDULES)
-    return all(np.array_equal(np.asarray(wave[k]), np.asarray(inter[k])) for k in wave)
+    return R.same_order(*(s.schedules[k] for k in R.SCHEDULES))
 
 
 def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **columns) -> tuple:

@@ -151,8 +151,7 @@ def replay_hw_tiles(measured: pd.DataFrame, kernel: pd.DataFrame | None, platfor
             else pd.DataFrame()
         if len(rows):
             r = rows.iloc[-1]
-            problem = MoeProblem(**{k: (r[k] if k in ("routing", "precision") else int(r[k]))
-                                    for k in MoeProblem.__dataclass_fields__ if k in r})
+            problem = MoeProblem(**problem_fields(r))
             sms, lead = int(r["num_sms"]), int(r["lead_rows"])
         else:
             problem = parse_label(config)
@@ -196,8 +195,7 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
         r = grp.iloc[0]
         if not all(f"measured_{k}" in r and np.isfinite(r[f"measured_{k}"]) for k in keys):
             continue
-        fields = {k: (r[k] if k in ("routing", "precision") else int(r[k]))
-                  for k in MoeProblem.__dataclass_fields__ if k in r}
+        fields = problem_fields(r)
         if str(r.get("layout", "")) == "ep":  # a W-rank record (xstage.hw.moe_dist): the EP routing
             from xstage.hw.moe_ep import EpProblem, ep_layout
 
@@ -261,9 +259,22 @@ def schedules_identical(problem, num_sms: int, lead_rows: int) -> bool:
     from xstage.sim.schedules import make_moe_schedule
 
     grid = dispatch_layout(problem).grid
-    wave = make_moe_schedule("expert_wave", grid, int(num_sms)).to_arrays()
-    inter = make_moe_schedule("interleaved", grid, int(num_sms), lead_rows=int(lead_rows)).to_arrays()
-    return all(np.array_equal(np.asarray(wave[k]), np.asarray(inter[k])) for k in wave)
+    return same_order(make_moe_schedule("expert_wave", grid, int(num_sms)),
+                      make_moe_schedule("interleaved", grid, int(num_sms), lead_rows=int(lead_rows)))
+
+
+def same_order(a, b) -> bool:
+    """True when two schedules walk the same tiles in the same order on the same programs."""
+    a, b = a.to_arrays(), b.to_arrays()
+    return all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+
+
+def problem_fields(row) -> dict:
+    """The ``MoeProblem`` fields a record row holds, as Python values (strings for routing and precision)."""
+    from xstage.hw.moe_layout import MoeProblem
+
+    return {k: (str(row[k]) if k in ("routing", "precision") else int(row[k]))
+            for k in MoeProblem.__dataclass_fields__ if k in row}
 
 
 def _identical_column(kernel: pd.DataFrame) -> pd.Series:
@@ -273,16 +284,16 @@ def _identical_column(kernel: pd.DataFrame) -> pd.Series:
 
     inter = kernel[kernel["variant"] == "interleaved"].drop_duplicates("config", keep="last").set_index("config")
     recorded = inter["schedules_identical"] if "schedules_identical" in inter else pd.Series(dtype=object)
-    fields = [f for f in MoeProblem.__dataclass_fields__ if f in inter]
+    complete = set(MoeProblem.__dataclass_fields__) <= set(inter.columns)
     out = {}
     for config, row in inter.iterrows():
         if config in recorded.index and pd.notna(recorded[config]):  # recorded by the run (W-rank rows always)
             out[config] = bool(recorded[config])
             continue
-        if not {"num_sms", "lead_rows"} <= set(row.index) or len(fields) < len(MoeProblem.__dataclass_fields__):
+        if not {"num_sms", "lead_rows"} <= set(row.index) or not complete:
             out[config] = False
             continue
-        problem = MoeProblem(**{f: (row[f].item() if hasattr(row[f], "item") else row[f]) for f in fields})
+        problem = MoeProblem(**problem_fields(row))
         out[config] = schedules_identical(problem, row["num_sms"], row["lead_rows"])
     return pd.Series(out, dtype=bool)
 
