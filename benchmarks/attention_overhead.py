@@ -25,10 +25,10 @@ from xstage.hw import attention_bench as B
 from xstage.provenance import provenance
 from xstage.records import atomic_write_text
 
-OPTIONS = {  # name: (store_cache, drip, split_tail, stagger)
-    "now": ("", False, False, False), "now_split": ("", False, True, False),
-    "drip_split": ("", True, True, False), "stagger_split": ("", False, True, True),
-    "stagger": ("", False, False, True),
+OPTIONS = {  # name: (store_cache, drip, split_tail, stagger, tail_parts); tail_parts 2 = halves, 0 = balanced
+    "now": ("", False, False, False, 2), "now_split": ("", False, True, False, 2),
+    "drip_split": ("", True, True, False, 2), "stagger_split": ("", False, True, True, 2),
+    "stagger": ("", False, False, True, 2), "stagger_splitbal": ("", False, True, True, 0),
 }
 BASE = dict(block_n=128, num_stages=3, tma=True)  # the configuration the single-GPU tuning picks
 
@@ -37,14 +37,17 @@ def measure(M: int, heads: int, pairs: int) -> list:
     import torch
 
     rows = []
-    for split in (False, True):  # FA-only with and without the split tail: each option's own baseline
-        fa_cfg = A.AttentionConfig(M, heads, 128, 8, **BASE, split_tail=split)
+    for split in sorted({o[2::2] for o in OPTIONS.values()}):  # FA-only with each option's split tail as its baseline
+        fa_cfg = A.AttentionConfig(M, heads, 128, 8, **BASE, split_tail=split[0], tail_parts=split[1])
         q, k, v = B.random_qkv(fa_cfg, 5)
         out = torch.empty_like(q)
         fa = lambda c=fa_cfg: A.launch_fa(q, k, v, c, out=out)  # noqa: E731
         fa()
         B._sync()
-        opts = {n: o for n, o in OPTIONS.items() if o[2] == split}
+        fa_times, _ = B.time_variants({"fa": fa}, trials=15, warmup=3, rounds=3)
+        fa_us = float(np.median(fa_times["fa"]))
+        print(f"  M={M} FA-only {fa_cfg.label()}: {fa_us:.1f} us", file=sys.stderr)
+        opts = {n: o for n, o in OPTIONS.items() if o[2::2] == split}
         for where in ("pcie", "hbm"):
             dests = (A.Destinations.emulated if where == "pcie" else A.Destinations.in_device_memory)(
                 fa_cfg.layout, "cuda")
@@ -58,7 +61,7 @@ def measure(M: int, heads: int, pairs: int) -> list:
                 stats = A.COMPILE_STATS.get((cfgs[name].label(), True), {})
                 rows.append({"M": M, "option": name, "destinations": where, "paired_minus_fa(us)": float(np.median(d)),
                              "p25(us)": float(np.percentile(d, 25)), "p75(us)": float(np.percentile(d, 75)),
-                             "pairs": len(d), "config": cfgs[name].label(), **stats,
+                             "pairs": len(d), "config": cfgs[name].label(), "fa_us": fa_us, **stats,
                              **{f"fa_{k}": v for k, v in A.COMPILE_STATS.get((fa_cfg.label(), False), {}).items()}})
                 print(f"  M={M} {name:>14} {where}: {rows[-1]['paired_minus_fa(us)']:8.1f} us "
                       f"(p25 {rows[-1]['p25(us)']:.1f}, p75 {rows[-1]['p75(us)']:.1f}) regs {stats.get('n_regs')} "

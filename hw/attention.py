@@ -78,25 +78,30 @@ def _send_chunk(stage, dest, chunk, stride_dm, HEAD_DIM: tl.constexpr, CHUNK_ROW
 
 @triton.jit
 def _merge_store(part, target, target_stride, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, CHUNK_ROWS: tl.constexpr,
-                 CACHE: tl.constexpr):
-    """Merge the two K/V halves' partials (acc, m, l) saved at ``part`` and store the normalised tile
-    to ``target`` (row stride ``target_stride``), CHUNK_ROWS rows at a time: the partials come from
-    memory, so no second accumulator has to live in registers beside the Q-loop's."""
+                 PARTS: tl.constexpr, CACHE: tl.constexpr):
+    """Merge the PARTS K/V parts' partials (acc, m, l) saved at ``part`` (the online-softmax merge, one
+    part at a time) and store the normalised tile to ``target`` (row stride ``target_stride``),
+    CHUNK_ROWS rows at a time: the partials come from memory, so no second accumulator has to live in
+    registers beside the Q-loop's."""
     offs_d = tl.arange(0, HEAD_DIM)
     size: tl.constexpr = BLOCK_M * (HEAD_DIM + 2)
     for c in tl.static_range(BLOCK_M // CHUNK_ROWS):
         rows = c * CHUNK_ROWS + tl.arange(0, CHUNK_ROWS)
-        a0 = tl.load(part + rows[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
-        a1 = tl.load(part + size + rows[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
-        m0 = tl.load(part + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg")
-        m1 = tl.load(part + size + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg")
-        l0 = tl.load(part + BLOCK_M * (HEAD_DIM + 1) + rows, cache_modifier=".cg")
-        l1 = tl.load(part + size + BLOCK_M * (HEAD_DIM + 1) + rows, cache_modifier=".cg")
-        m = tl.maximum(m0, m1)
-        w0 = tl.math.exp2(m0 - m)
-        w1 = tl.math.exp2(m1 - m)
-        o = (a0 * w0[:, None] + a1 * w1[:, None]) / (l0 * w0 + l1 * w1)[:, None]
-        tl.store(target + rows[:, None] * target_stride + offs_d[None, :], o.to(target.dtype.element_ty),
+        m = tl.full([CHUNK_ROWS], float("-inf"), dtype=tl.float32)
+        l = tl.zeros([CHUNK_ROWS], dtype=tl.float32)
+        o = tl.zeros([CHUNK_ROWS, HEAD_DIM], dtype=tl.float32)
+        for k in range(PARTS):
+            base = part + k * size
+            a_k = tl.load(base + rows[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
+            m_k = tl.load(base + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg")
+            l_k = tl.load(base + BLOCK_M * (HEAD_DIM + 1) + rows, cache_modifier=".cg")
+            m_new = tl.maximum(m, m_k)
+            w = tl.math.exp2(m - m_new)
+            w_k = tl.math.exp2(m_k - m_new)
+            o = o * w[:, None] + a_k * w_k[:, None]
+            l = l * w + l_k * w_k
+            m = m_new
+        tl.store(target + rows[:, None] * target_stride + offs_d[None, :], (o / l[:, None]).to(target.dtype.element_ty),
                  cache_modifier=CACHE)
 
 
@@ -165,17 +170,19 @@ def _kv_steps(q, k_ptr, v_ptr, head, start, end, acc, m_i, l_i, stride_km, strid
 
 @triton.jit
 def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh, qk_scale,
-            stage, pend_ptr, pend_chunks, stride_dm, send_slot, send_slots, pend_log,
+            stage, pend_ptr, pend_chunks, pend_wait, stride_dm, send_due, pend_log,
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
             TMA: tl.constexpr, STORE_CACHE: tl.constexpr, DRIP: tl.constexpr, STAGGER: tl.constexpr,
             CHUNK_ROWS: tl.constexpr, INSTRUMENT: tl.constexpr):
-    """Online-softmax attention of the Q tile ``q`` over K/V rows [kv_start, kv_end): (acc, m, l), unnormalised.
+    """Online-softmax attention of the Q tile ``q`` over K/V rows [kv_start, kv_end): (acc, m, l),
+    unnormalised, and the staged tile's state (chunks still to send, K/V steps run since it was staged).
 
     The staged previous tile (``pend_chunks`` chunks; DRIP / STAGGER) goes out during this loop:
     DRIP: one chunk every few K/V steps, all in the loop's first half.
-    STAGGER: whole, at step ``send_slot / (2 * send_slots)`` of the loop (the slot depends on the
-    program), between two plain FlashAttention loops: the programs' sends spread over the first half
-    of the Q-loop, and no step carries send code.
+    STAGGER: whole, once the program has run ``send_due`` K/V steps since staging it (``pend_wait``
+    before this loop; the due step depends on the program), between two plain FlashAttention loops:
+    the programs' sends spread over half a whole Q-loop of time, even when the loops are K/V parts
+    of a split tile, and no step carries send code. Not yet due at the loop's end: it stays pending.
     """
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -183,12 +190,14 @@ def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, strid
     n_steps = (kv_end - kv_start) // BLOCK_N
     drip_stride = tl.maximum(n_steps // (2 * tl.maximum(pend_chunks, 1)), 1)
     if STAGGER:
-        k_send = kv_start + (send_slot * n_steps // (2 * send_slots)) * BLOCK_N
+        wait = send_due - pend_wait  # steps of this loop before the send
+        k_send = kv_start + tl.minimum(tl.maximum(wait, 0), n_steps) * BLOCK_N
         acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, kv_start, k_send, acc, m_i, l_i, stride_km, stride_kh,
                                   stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
                                   stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
-        if pend_chunks > 0:
+        if (pend_chunks > 0) & (wait < n_steps):
             _send_tile(stage, pend_ptr, stride_dm, pend_log, BLOCK_M, HEAD_DIM, STORE_CACHE, INSTRUMENT)
+            pend_chunks = pend_chunks * 0
         acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, k_send, kv_end, acc, m_i, l_i, stride_km, stride_kh,
                                   stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
                                   stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, False, CHUNK_ROWS)
@@ -196,7 +205,8 @@ def _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, strid
         acc, m_i, l_i = _kv_steps(q, k_ptr, v_ptr, head, kv_start, kv_end, acc, m_i, l_i, stride_km, stride_kh,
                                   stride_vm, stride_vh, qk_scale, stage, pend_ptr, pend_chunks, drip_stride, kv_start,
                                   stride_dm, HEAD_DIM, BLOCK_N, DOT_F32, TMA, STORE_CACHE, DRIP, CHUNK_ROWS)
-    return acc, m_i, l_i
+        pend_chunks = pend_chunks * 0  # DRIP sent every chunk of the staged tile
+    return acc, m_i, l_i, pend_chunks, pend_wait + n_steps
 
 
 @triton.jit
@@ -207,21 +217,23 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    FUSED: tl.constexpr, INSTRUMENT: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
                    STORE_CACHE: tl.constexpr, LOCAL_LAST: tl.constexpr, DRIP: tl.constexpr,
-                   STAGGER: tl.constexpr, CHUNK_ROWS: tl.constexpr, SPLIT_TAIL: tl.constexpr):
+                   STAGGER: tl.constexpr, CHUNK_ROWS: tl.constexpr, PARTS: tl.constexpr):
     """Persistent FA forward: program ``pid`` owns work items pid, pid + P, ...
 
     Work items: the first ``n_full`` tiles of the order (tile = head * m_blocks + m_block, or with
-    LOCAL_LAST the order of ``_local_last``) are whole tiles; each later tile (SPLIT_TAIL: the last,
-    partial wave) is two items, one per half of the K/V range. Both halves save their partial
-    (acc, m, l) in ``ws_ptr``; the second to arrive (an acq_rel counter, no waiting) merges them from
-    memory (``_merge_store``) and owns the tile's epilogue. So the last wave's tiles end about half a Q-loop early, and with
-    LOCAL_LAST the final half-wave holds mostly the sender's own tiles, whose stores stay local.
+    LOCAL_LAST the order of ``_local_last``) are whole tiles; each later tile (the last, partial wave,
+    when PARTS > 1) is PARTS items, one per part of the K/V range, on consecutive programs. Every part
+    saves its partial (acc, m, l) in ``ws_ptr``; the last to arrive (an acq_rel counter, no waiting)
+    merges them from memory (``_merge_store``) and owns the tile's epilogue. The last wave then ends
+    as early as the parts balance (``AttentionConfig.tail_split``), its tiles finish a few at a time,
+    and with LOCAL_LAST the final ones are mostly the sender's own, whose stores stay local.
 
     TMA: q/k/v are host tensor descriptors over the (M, H*d) views (blocks (BLOCK_*, d)) instead of pointers.
     STORE_CACHE: PTX cache operator of the fused epilogue's stores (".wt" writes system memory through L2).
     DRIP / STAGGER (fused only): a finished tile goes to this program's staging slot in local memory
     and its remote stores are issued during the program's next Q-loop (``_q_loop``: in CHUNK_ROWS
-    chunks spread over the loop, or whole at a program-dependent step); the last tile's at the end.
+    chunks spread over the loop, or whole at a program-dependent step); a staged tile still pending
+    when the program finishes its next tile is sent before that one is staged; the last one at the end.
     """
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -231,47 +243,49 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
     stage = stage_ptr + pid * (BLOCK_M * HEAD_DIM)
     N_CHUNKS: tl.constexpr = BLOCK_M // CHUNK_ROWS
     SEND_SLOTS: tl.constexpr = 16  # STAGGER: programs p, p + 16, ... send at the same point of their Q-loop
-    pend_ptr = o_ptr  # destination of the staged tile (DRIP)
+    n_steps = seq_len // BLOCK_N
+    send_due = (pid % SEND_SLOTS) * n_steps // (2 * SEND_SLOTS)  # STAGGER: K/V steps from staging to sending
+    pend_ptr = o_ptr  # destination of the staged tile (DRIP, STAGGER)
     pend_chunks = pid * 0
+    pend_wait = pid * 0  # K/V steps run since it was staged
     pend_tile = pid * 0  # its tile number (the tile log row that its send fills)
-    n_items = n_full + 2 * (num_tiles - n_full)
+    n_items = n_full + PARTS * (num_tiles - n_full)
     for item in range(pid, n_items, nprog):
         split = item >= n_full
-        pos = tl.where(split, n_full + (item - n_full) // 2, item)
-        half = tl.where(split, (item - n_full) % 2, 0)
+        pos = tl.where(split, n_full + (item - n_full) // PARTS, item)
+        kv_part = tl.where(split, (item - n_full) % PARTS, 0)
         if LOCAL_LAST:
             head, m_block = _local_last(pos, m_blocks, chunk_rows // BLOCK_M, self_rank, num_tiles // m_blocks)
         else:
             head = pos // m_blocks
             m_block = pos % m_blocks
         tile = head * m_blocks + m_block
-        kv_start = tl.where(split, half * (seq_len // 2), 0)
-        kv_end = tl.where(split, kv_start + seq_len // 2, seq_len)
+        kv_start = tl.where(split, (kv_part * n_steps // PARTS) * BLOCK_N, 0)
+        kv_end = tl.where(split, ((kv_part + 1) * n_steps // PARTS) * BLOCK_N, seq_len)
         if INSTRUMENT:
             t_loop0 = _globaltimer()
         if TMA:
             q = q_ptr.load([m_block * BLOCK_M, head * HEAD_DIM])
         else:
             q = tl.load(q_ptr + head * stride_qh + (m_block * BLOCK_M + rows_m)[:, None] * stride_qm + offs_d[None, :])
-        acc, m_i, l_i = _q_loop(q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh,
-                                qk_scale, stage, pend_ptr, pend_chunks, stride_dm, pid % SEND_SLOTS, SEND_SLOTS,
-                                tile_log_ptr + pend_tile * 8, HEAD_DIM, BLOCK_M, BLOCK_N, DOT_F32, TMA, STORE_CACHE,
-                                DRIP, STAGGER, CHUNK_ROWS, INSTRUMENT)
-        pend_chunks = pid * 0  # the Q-loop sent every chunk of the staged tile
+        acc, m_i, l_i, pend_chunks, pend_wait = _q_loop(
+            q, k_ptr, v_ptr, head, kv_start, kv_end, stride_km, stride_kh, stride_vm, stride_vh, qk_scale, stage,
+            pend_ptr, pend_chunks, pend_wait, stride_dm, send_due, tile_log_ptr + pend_tile * 8, HEAD_DIM, BLOCK_M,
+            BLOCK_N, DOT_F32, TMA, STORE_CACHE, DRIP, STAGGER, CHUNK_ROWS, INSTRUMENT)
         if INSTRUMENT:
             t_loop1 = _globaltimer()
         owner = pid * 0 + 1
-        part = ws_ptr + (pos - n_full) * 2 * (BLOCK_M * (HEAD_DIM + 2))  # split tiles: the halves' partials
-        if SPLIT_TAIL:
+        part = ws_ptr + (pos - n_full) * PARTS * (BLOCK_M * (HEAD_DIM + 2))  # split tiles: the parts' partials
+        if PARTS > 1:
             if split:
-                mine = part + half * (BLOCK_M * (HEAD_DIM + 2))
+                mine = part + kv_part * (BLOCK_M * (HEAD_DIM + 2))
                 tl.store(mine + rows_m[:, None] * HEAD_DIM + offs_d[None, :], acc)
                 tl.store(mine + BLOCK_M * HEAD_DIM + rows_m, m_i)
                 tl.store(mine + BLOCK_M * (HEAD_DIM + 1) + rows_m, l_i)
                 tl.debug_barrier()  # the whole partial is written before the release below
                 arrived = tl.atomic_add(count_ptr + pos - n_full, 1, sem="acq_rel")
                 tl.debug_barrier()
-                owner = (arrived == 1).to(tl.int32)  # the later half merges both partials and owns the epilogue
+                owner = (arrived == PARTS - 1).to(tl.int32)  # the last part merges the partials, owns the epilogue
         if owner != 0:
             if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
                 row0 = m_block * BLOCK_M
@@ -282,28 +296,32 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                 t_issue0 = _globaltimer()
             if FUSED:
                 if DRIP or STAGGER:
+                    if pend_chunks > 0:  # STAGGER: the previous tile was not due yet; it goes before this one
+                        _send_tile(stage, pend_ptr, stride_dm, tile_log_ptr + pend_tile * 8, BLOCK_M, HEAD_DIM,
+                                   STORE_CACHE, INSTRUMENT and STAGGER)
                     tl.debug_barrier()  # every thread is done reading the previous tile from the slot
                     if split:
-                        _merge_store(part, stage, HEAD_DIM, BLOCK_M, HEAD_DIM, CHUNK_ROWS, "")
+                        _merge_store(part, stage, HEAD_DIM, BLOCK_M, HEAD_DIM, CHUNK_ROWS, PARTS, "")
                     else:
                         tl.store(stage + rows_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(out_ty))
                     tl.debug_barrier()  # the slot is visible to every thread of the program
                     pend_ptr = dest_tile
                     pend_chunks = pid * 0 + N_CHUNKS
+                    pend_wait = pid * 0
                     pend_tile = tile
                 else:
                     if split:
-                        _merge_store(part, dest_tile, stride_dm, BLOCK_M, HEAD_DIM, CHUNK_ROWS, STORE_CACHE)
+                        _merge_store(part, dest_tile, stride_dm, BLOCK_M, HEAD_DIM, CHUNK_ROWS, PARTS, STORE_CACHE)
                     else:
                         tl.store(tl.multiple_of(dest_tile, 16) + rows_m[:, None] * stride_dm + offs_d[None, :],
                                  (acc / l_i[:, None]).to(out_ty), cache_modifier=STORE_CACHE)
             else:
                 o_tile = o_ptr + head * stride_oh + m_block * BLOCK_M * stride_om
                 if split:
-                    _merge_store(part, o_tile, stride_om, BLOCK_M, HEAD_DIM, CHUNK_ROWS, "")
+                    _merge_store(part, o_tile, stride_om, BLOCK_M, HEAD_DIM, CHUNK_ROWS, PARTS, "")
                 else:
                     tl.store(o_tile + rows_m[:, None] * stride_om + offs_d[None, :], (acc / l_i[:, None]).to(out_ty))
-            if SPLIT_TAIL:
+            if PARTS > 1:
                 if split:
                     tl.atomic_xchg(count_ptr + pos - n_full, 0)  # ready for the next launch
             if INSTRUMENT:
@@ -400,8 +418,8 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
     drip, stagger = fused and cfg.drip, fused and cfg.stagger
     chunk_rows = min(cfg.block_m, 2048 // cfg.head_dim)
     stage = _stage_slots(grid[0], cfg, q.device) if drip or stagger else q
-    n_full = lay.num_tiles - (lay.num_tiles % grid[0] if cfg.split_tail else 0)
-    ws, counts = _split_workspace(max(lay.num_tiles - n_full, 1), cfg, q.device)  # typed even when unused
+    n_full, parts = cfg.tail_split(grid[0])
+    ws, counts = _split_workspace(max(lay.num_tiles - n_full, 1), parts, cfg, q.device)  # typed even when unused
     compiled = _fa_fwd_kernel[grid](
         qa, ka, va, o, table, log, stage, ws, counts,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
@@ -410,7 +428,7 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
         lay.m_blocks, n_full,
         HEAD_DIM=cfg.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, FUSED=fused,
         INSTRUMENT=tile_log is not None, DOT_F32=interpreting(), TMA=cfg.tma, STORE_CACHE=cfg.store_cache,
-        LOCAL_LAST=cfg.local_last, DRIP=drip, STAGGER=stagger, CHUNK_ROWS=chunk_rows, SPLIT_TAIL=n_full < lay.num_tiles,
+        LOCAL_LAST=cfg.local_last, DRIP=drip, STAGGER=stagger, CHUNK_ROWS=chunk_rows, PARTS=parts,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if hasattr(compiled, "n_regs"):  # the compiled kernel (not in the interpreter)
         COMPILE_STATS[(cfg.label(), fused)] = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}
@@ -433,16 +451,15 @@ def _stage_slots(programs: int, cfg: AttentionConfig, device):
     return _STAGES[key]
 
 
-def _split_workspace(n_split: int, cfg: AttentionConfig, device):
-    """Partials (acc, m, l: fp32) of the two halves of each split tile and one arrival counter per tile.
-
-    Kept per shape, so CUDA-graph replays reuse them; the kernel resets each counter after merging.
+def _split_workspace(n_split: int, parts: int, cfg: AttentionConfig, device):
+    """Partials (acc, m, l: fp32) of the ``parts`` K/V parts of each split tile and one arrival counter
+    per tile. Kept per shape, so CUDA-graph replays reuse them; the kernel resets each counter after merging.
     """
     import torch
 
-    key = ("split", n_split, cfg.block_m, cfg.head_dim, str(device))
+    key = ("split", n_split, parts, cfg.block_m, cfg.head_dim, str(device))
     if key not in _STAGES:
-        _STAGES[key] = (torch.empty(n_split * 2 * cfg.block_m * (cfg.head_dim + 2), dtype=torch.float32, device=device),
+        _STAGES[key] = (torch.empty(n_split * max(parts, 2) * cfg.block_m * (cfg.head_dim + 2), dtype=torch.float32, device=device),
                         torch.zeros(n_split, dtype=torch.int32, device=device))
     return _STAGES[key]
 

@@ -31,9 +31,10 @@ TUNE_CANDIDATES = (  # (block_n, num_stages, tma, num_warps, programs per SM) fo
     (64, 3, False, 8, 1), (128, 2, False, 8, 1), (64, 3, True, 8, 1), (128, 2, True, 8, 1), (64, 4, True, 8, 1),
     (128, 3, True, 8, 1), (32, 3, True, 4, 2))
 STORE_CACHES = (".wt", "", ".cs")  # write-through, default (write-back), streaming
-FUSED_OPTIONS = (  # (store cache, drip, split_tail, stagger)
-    ("", False, False, False), (".wt", False, False, False), ("", False, True, False), ("", True, True, False),
-    ("", False, False, True), ("", False, True, True), (".wt", False, True, True))
+FUSED_OPTIONS = (  # (store cache, drip, split_tail, stagger, tail_parts): tail_parts 2 = halves, 0 = balanced
+    ("", False, False, False, 2), (".wt", False, False, False, 2), ("", False, True, False, 2),
+    ("", True, True, False, 2), ("", False, False, True, 2), ("", False, True, True, 2), (".wt", False, True, True, 2),
+    ("", False, True, True, 0), (".wt", False, True, True, 0))
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
 
 
@@ -64,14 +65,19 @@ def store_tag(store_cache: str) -> str:
     return "_" + (store_cache.lstrip(".") or "wb")
 
 
-def fused_tag(store_cache: str, drip: bool, split_tail: bool = False, stagger: bool = False) -> str:
-    return store_tag(store_cache) + ("_drip" if drip else "") + ("_split" if split_tail else "") \
-        + ("_stagger" if stagger else "")
+def fused_tag(store_cache: str, drip: bool, split_tail: bool = False, stagger: bool = False, tail_parts: int = 2) -> str:
+    split = ("_split" + {2: "", 0: "bal"}.get(tail_parts, str(tail_parts))) if split_tail else ""
+    return store_tag(store_cache) + ("_drip" if drip else "") + split + ("_stagger" if stagger else "")
+
+
+def fused_choice(cfg) -> tuple:
+    """The ``FUSED_OPTIONS`` tuple that ``cfg`` has."""
+    return cfg.store_cache, cfg.drip, cfg.split_tail, cfg.stagger, cfg.tail_parts
 
 
 def fused_options(cfg, opt: tuple):
     """``cfg`` with one ``FUSED_OPTIONS`` tuple applied."""
-    return replace(cfg, store_cache=opt[0], drip=opt[1], split_tail=opt[2], stagger=opt[3])
+    return replace(cfg, store_cache=opt[0], drip=opt[1], split_tail=opt[2], stagger=opt[3], tail_parts=opt[4])
 
 
 def sdpa_backends() -> tuple:
@@ -246,7 +252,7 @@ def run_checks(shapes=CHECK_SHAPES, progress=True) -> list:
     for i, (M, H, d, W, rank, bm, bn, st, tma) in enumerate(shapes):
         cfg = A.AttentionConfig(M, H, d, W, rank, bm, bn, num_warps=8 if bm >= 64 else 4, num_stages=st, tma=tma,
                                 local_last=i % 3 != 2, drip=i % 2 == 1, split_tail=i % 3 == 1,
-                                stagger=i % 4 == 2)
+                                stagger=i % 4 == 2, tail_parts=2 if i % 2 == 1 else 0)
         rows += check_shape(cfg, seed=M + H + d)
         if progress:
             bad = [r["variant"] for r in rows if r.get("ok") is False and r["config"] == cfg.label()]
@@ -307,7 +313,7 @@ def pick_fused(cfg, trials: int = 10, *, table=None, reduce_rows=None, verbose: 
     fns = {tag: (lambda c=c: A.launch_fa(q, k, v, c, dest_table=table)) for tag, c in cfgs.items()}
     times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2, **timing)
     rows = [kernel_row(cfgs[tag], "fused_tune", t, store_cache=cfgs[tag].store_cache, drip=cfgs[tag].drip,
-                       split_tail=cfgs[tag].split_tail)
+                       split_tail=cfgs[tag].split_tail, stagger=cfgs[tag].stagger, tail_parts=cfgs[tag].tail_parts)
             for tag, t in times.items()]
     rows = reduce_rows(rows) if reduce_rows else rows
     for r in sorted(rows, key=lambda r: r["time(us)"]) if verbose else ():
@@ -322,7 +328,7 @@ def kernel_variants(cfg, q, k, v, out, table) -> tuple:
     "fused_<tag>"; Serial and its All-to-All alone ("a2a") with every ``STORE_CACHES`` operator."""
     fns = {"fa": lambda: A.launch_fa(q, k, v, cfg, out=out)}
     variant_cfg = {"fa": cfg}
-    chosen = (cfg.store_cache, cfg.drip, cfg.split_tail, cfg.stagger)
+    chosen = fused_choice(cfg)
     for opt in [chosen] + [o for o in FUSED_OPTIONS if o != chosen]:  # "fused" = the chosen one
         c, tag = fused_options(cfg, opt), "" if opt == chosen else fused_tag(*opt)
         fns[f"fused{tag}"] = lambda c=c: A.launch_fa(q, k, v, c, dest_table=table)
@@ -382,7 +388,7 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
         c = variant_cfg.get(name, cfg)
         pair = {"paired_minus_fa(us)": float(np.median(paired[name])), "pairs": len(paired[name])} if name in paired else {}
         rows.append(kernel_row(c, name, t, timing=modes[name], store_cache=c.store_cache, drip=c.drip,
-                               split_tail=c.split_tail, stagger=c.stagger, **pair, **extra))
+                               split_tail=c.split_tail, stagger=c.stagger, tail_parts=c.tail_parts, **pair, **extra))
     rows += alias_best_backend(rows, sdpa_backends(), ("sdpa", "serial_best", "ce"))  # the user's pick
     tiles = []
     runs = [(name, c, {"dest_table": dests.table}) for name, c in variant_cfg.items() if name.startswith("fused")]

@@ -42,7 +42,7 @@ from xstage.hw.targets import apply_launch_env
 SEQ_LENS = "8192,16384,32768,49152,65536"
 SHAPE_FIELDS = ("seq_len", "world_size", "rank")  # set by the run, not by --config
 NCCL_ALIASES = ("sdpa", "serial_best", "nccl")  # rows copied under the fastest SDPA backend's name
-FUSED_FIELDS = tuple(f for f in ("store_cache", "drip", "split_tail", "stagger")  # the options pick_fused chooses
+FUSED_FIELDS = tuple(f for f in ("store_cache", "drip", "split_tail", "stagger", "tail_parts")  # what pick_fused picks
                      if f in {x.name for x in dataclasses.fields(AttentionConfig)})
 
 

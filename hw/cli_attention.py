@@ -44,7 +44,9 @@ def register(sub):
     chk.add_argument("--stagger", action="store_true",
                      help="send each finished tile whole at a program-dependent step of the next Q-loop")
     chk.add_argument("--split-tail", action="store_true",
-                     help="compute the last, partial wave's tiles as two K/V halves each")
+                     help="compute the last, partial wave's tiles as K/V parts each (see --tail-parts)")
+    chk.add_argument("--tail-parts", type=int, default=2,
+                     help="K/V parts per tail tile with --split-tail: 2..16, or 0 for the count that balances the wave")
     chk.add_argument("--seed", type=int, default=0)
     chk.set_defaults(func=run_check)
 
@@ -100,7 +102,8 @@ def run_check(args) -> int:
     cfg = A.AttentionConfig(args.seq_len, args.heads, args.head_dim, args.world_size, args.rank, args.block_m,
                             args.block_n, args.num_warps, args.num_stages, tma=args.tma,
                             store_cache=args.store_cache, local_last=not args.natural_order, drip=args.drip,
-                            stagger=args.stagger, split_tail=args.split_tail)
+                            stagger=args.stagger, split_tail=args.split_tail,
+                            tail_parts=args.tail_parts)
     if torch.cuda.is_available() and not A.interpreting():
         from xstage.hw.attention_bench import check_shape
         rows = check_shape(cfg, seed=args.seed)

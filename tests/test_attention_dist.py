@@ -190,11 +190,12 @@ def test_bench_variants_fused_first_then_every_option():
 
     cfg = AttentionConfig(1024, 1, 64, 2, store_cache=".wt")
     fns, cfgs = B.kernel_variants(cfg, None, None, None, None, None)
-    others = [o for o in B.FUSED_OPTIONS if o[0] != ".wt" or any(o[1:])]
+    others = [o for o in B.FUSED_OPTIONS if o != B.fused_choice(cfg)]
     assert len(others) == len(B.FUSED_OPTIONS) - 1
     assert list(fns) == ["fa", "fused"] + [f"fused{B.fused_tag(*o)}" for o in others] + [
         "serial", "a2a", "serial_wb", "a2a_wb", "serial_cs", "a2a_cs"]
     assert cfgs["fused_wb_drip_split"].drip and cfgs["fused_wb_split_stagger"].stagger
+    assert cfgs["fused_wt_splitbal_stagger"].tail_parts == 0 and cfgs["fused_wb_split"].tail_parts == 2
     assert cfgs["serial_cs"].store_cache == ".cs" and list(cfgs) == list(fns)
 
 

@@ -96,7 +96,9 @@ res["fused_drip"] = d.check(A.reference_attention(q, k, v))
 for name, kw in (("fused_split", dict(programs=3)), ("fused_split_drip", dict(programs=3, drip=True)),
                  ("fused_split_all", dict(programs=5, local_last=False)),
                  ("fused_stagger", dict(programs=2, stagger=True, split_tail=False)),
-                 ("fused_split_stagger", dict(programs=3, stagger=True))):
+                 ("fused_split_stagger", dict(programs=3, stagger=True)),
+                 ("fused_parts5_stagger", dict(programs=3, stagger=True, tail_parts=5)),
+                 ("fused_bal", dict(programs=3, tail_parts=0))):
     cfg = AttentionConfig(128, heads=1, head_dim=128, world_size=2, rank=1, block_m=32, block_n=16, num_warps=4,
                           num_stages=2, **{"split_tail": True, **kw})
     q, k, v = qkv(cfg, 7)
@@ -109,6 +111,17 @@ for name, kw in (("fused_split", dict(programs=3)), ("fused_split_drip", dict(pr
     out = torch.full_like(q, float("nan"))
     A.launch_fa(q, k, v, cfg, out=out)
     res[f"{name}_fa"] = A.compare(out, ref)
+# 8 parts of 4 K/V steps on 5 programs, staggered: program 4 sends 4 steps after staging, so the tile it
+# staged is not due within its part; it merges the tail tile (last to arrive) and sends the pending one first
+cfg = AttentionConfig(512, heads=1, head_dim=64, world_size=2, rank=0, block_m=32, block_n=16, num_warps=4,
+                      num_stages=2, programs=5, stagger=True, split_tail=True, tail_parts=8)
+q, k, v = qkv(cfg, 8)
+d = A.Destinations.emulated(cfg.layout, "cpu")
+d.poison()
+A.launch_fa(q, k, v, cfg, dest_table=d.table)
+res["fused_parts8_pending"] = d.check(A.reference_attention(q, k, v))
+res["tail_split"] = [list(AttentionConfig(128, heads=1, head_dim=128, world_size=2, block_m=32, block_n=16,
+                                          split_tail=True, tail_parts=p).tail_split(3)) for p in (2, 5, 0)]
 res["split_counters"] = [int(v[1].sum()) for key, v in A._STAGES.items() if key[0] == "split"]
 print(json.dumps(res))
 """
@@ -133,15 +146,18 @@ def test_interpreted_fa_fused_and_serial_match_reference(interpreted):
     assert res["fa_returns_out"]
     assert res["fa"]["ok"] and res["fa"]["rel_err"] < 1e-2, res["fa"]
     assert res["poisoned"]["unwritten"] == 64 * 2 * 64 and not res["poisoned"]["ok"]  # the check sees poison
-    splits = [f"{n}{r}" for n in ("fused_split", "fused_split_drip", "fused_split_all", "fused_stagger",
-                                  "fused_split_stagger") for r in (0, 1)]
-    for variant in ("fused", "serial", "fused_d128", "fused_tma", "fused_natural", "fused_drip", *splits):
+    names = ("fused_split", "fused_split_drip", "fused_split_all", "fused_stagger", "fused_split_stagger",
+             "fused_parts5_stagger", "fused_bal")
+    splits = [f"{n}{r}" for n in names for r in (0, 1)]
+    for variant in ("fused", "serial", "fused_d128", "fused_tma", "fused_natural", "fused_drip", *splits,
+                    "fused_parts8_pending"):
         r = res[variant]
         assert r["ok"] and r["unwritten"] == 0 and r["stray"] == 0 and r["rel_err"] < 1e-2, (variant, r)
     assert res["fused"]["rel_err"] == pytest.approx(res["fa"]["rel_err"])  # same tiles, other place
     assert res["rank2_rows"]  # rows 32..47 of local heads 0, 1 → rank 2, columns 2, 3
-    for name in ("fused_split", "fused_split_drip", "fused_split_all", "fused_stagger", "fused_split_stagger"):
+    for name in names:
         assert res[f"{name}_fa"]["ok"], (name, res[f"{name}_fa"])
+    assert res["tail_split"] == [[3, 2], [3, 5], [3, 3]]  # 4 tiles on 3 programs: 3 whole, 1 in parts
     assert res["split_counters"] and res["split_counters"] == [0] * len(res["split_counters"])
     for key, (kernel_order, layout_order) in res["orders"].items():
         assert kernel_order == layout_order, key  # the kernel's _local_last is A2ALayout.work_order
@@ -168,7 +184,11 @@ def test_compare_flags_wrong_output(A):
     (dict(seq_len=1024, heads=0), "heads"),
     (dict(seq_len=256, block_n=64, drip=True), "seq_len"),  # 4 K/V steps < 8 chunks of 16 rows
     (dict(seq_len=512, block_n=64, drip=True, split_tail=True), "seq_len"),  # half Q-loops: 4 steps < 8 chunks
-    (dict(seq_len=192, world_size=2, block_m=32, block_n=64, split_tail=True), "seq_len"),  # halves of 96 rows: not whole K/V tiles
+    (dict(seq_len=64, world_size=2, block_m=32, block_n=64, split_tail=True), "seq_len"),  # one K/V step: no parts
+    (dict(seq_len=512, block_n=64, split_tail=True, tail_parts=1), "tail_parts"),
+    (dict(seq_len=512, block_n=64, split_tail=True, tail_parts=17), "tail_parts"),
+    (dict(seq_len=512, block_n=64, split_tail=True, tail_parts=16), "seq_len"),  # 8 K/V steps < 16 parts
+    (dict(seq_len=2048, block_n=64, split_tail=True, tail_parts=4, drip=True), "tail_parts"),
     (dict(seq_len=1024, store_cache=".xx"), "store_cache"),
     (dict(seq_len=1024, drip=True, stagger=True), "stagger"),
 ])

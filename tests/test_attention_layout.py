@@ -1,5 +1,7 @@
 """The Ulysses post-attention All-to-All layout (pure numpy)."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -7,6 +9,7 @@ from hypothesis import strategies as st
 
 from xstage.errors import InputError
 from xstage.hw.a2a_layout import A2ALayout, all_to_all, head_partition
+from xstage.hw.attention_config import AttentionConfig, balanced_parts
 
 
 def test_small_case_by_hand():
@@ -91,3 +94,33 @@ def test_work_order_puts_the_own_chunk_last():
     assert order.tolist()[-4:] == [2, 3, 10, 11]  # head 0 and 1, m-blocks 2, 3 = rows 4..7 = rank 1's chunk
     assert order.tolist()[:4] == [0, 1, 4, 5]
     assert lay.work_order(local_last=False).tolist() == list(range(16))
+
+
+# --- the split tail's balance (AttentionConfig.tail_split, balanced_parts) ----------------------------
+@pytest.mark.parametrize("seq_len, parts, whole", [
+    (8192, 11, 132), (16384, 11, 264), (32768, 11, 660), (49152, 11, 1056), (65536, 11, 1452)])
+def test_balanced_tail_on_132_sms_cuts_every_tail_tile_in_11(seq_len, parts, whole):
+    """3 heads, b_m = 128 on 132 programs: the tail holds 60/120/108/96/84 tiles, all multiples of 12,
+    so 11 parts fill the 132 programs exactly (halves would leave the last wave a whole Q-loop long)."""
+    cfg = AttentionConfig(seq_len, 3, 128, 8, block_n=128, split_tail=True, tail_parts=0)
+    assert cfg.tail_split(132) == (whole, parts)
+    tail = cfg.layout.num_tiles - whole
+    assert tail * parts % 132 == 0
+    assert AttentionConfig(seq_len, 3, 128, 8, block_n=128, split_tail=True).tail_split(132) == (whole, 2)
+
+
+def test_balanced_parts_takes_the_smallest_count_of_the_shortest_wave():
+    assert balanced_parts(1, 3, 8) == 3                # 1/3 of a Q-loop (6 parts would tie)
+    assert balanced_parts(60, 132, 64) == 11           # 5/11
+    assert balanced_parts(131, 132, 64) == 1           # no count under 17 beats a whole Q-loop: no split
+    assert balanced_parts(120, 132, 4) == 1            # only 4 K/V steps: 2, 3 or 4 parts all leave a whole loop
+    assert balanced_parts(66, 132, 64) == 2            # halves fill 132 programs exactly
+    for tail, programs in ((120, 132), (7, 16), (5, 12)):
+        k = balanced_parts(tail, programs, 64)
+        best = min(math.ceil(tail * j / programs) / j for j in range(1, 17))
+        assert math.ceil(tail * k / programs) / k == best
+
+
+def test_tail_split_without_a_partial_wave_or_split_is_whole():
+    assert AttentionConfig(16384, 3, 128, 8, block_n=128).tail_split(132) == (384, 1)
+    assert AttentionConfig(16384, 3, 128, 8, block_n=128, split_tail=True).tail_split(128) == (384, 1)  # 3 waves
