@@ -79,30 +79,38 @@ def _send_chunk(stage, dest, chunk, stride_dm, HEAD_DIM: tl.constexpr, CHUNK_ROW
 @triton.jit
 def _merge_store(part, target, target_stride, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, CHUNK_ROWS: tl.constexpr,
                  PARTS: tl.constexpr, CACHE: tl.constexpr):
-    """Merge the PARTS K/V parts' partials (acc, m, l) saved at ``part`` (the online-softmax merge, one
-    part at a time) and store the normalised tile to ``target`` (row stride ``target_stride``),
-    CHUNK_ROWS rows at a time: the partials come from memory, so no second accumulator has to live in
-    registers beside the Q-loop's."""
+    """Merge the PARTS K/V parts' partials (acc, m, l) saved at ``part`` and store the normalised tile
+    to ``target`` (row stride ``target_stride``), CHUNK_ROWS rows at a time: the partials come from
+    memory, so no second accumulator lives in registers, and the parts are unrolled, so each chunk's
+    loads of every part are in flight together (one memory round trip per chunk, not per part)."""
     offs_d = tl.arange(0, HEAD_DIM)
     size: tl.constexpr = BLOCK_M * (HEAD_DIM + 2)
     for c in tl.static_range(BLOCK_M // CHUNK_ROWS):
         rows = c * CHUNK_ROWS + tl.arange(0, CHUNK_ROWS)
-        m = tl.full([CHUNK_ROWS], float("-inf"), dtype=tl.float32)
-        l = tl.zeros([CHUNK_ROWS], dtype=tl.float32)
+        m = tl.load(part + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg")
+        for k in tl.static_range(1, PARTS):
+            m = tl.maximum(m, tl.load(part + k * size + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg"))
         o = tl.zeros([CHUNK_ROWS, HEAD_DIM], dtype=tl.float32)
-        for k in range(PARTS):
-            base = part + k * size
-            a_k = tl.load(base + rows[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg")
-            m_k = tl.load(base + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg")
-            l_k = tl.load(base + BLOCK_M * (HEAD_DIM + 1) + rows, cache_modifier=".cg")
-            m_new = tl.maximum(m, m_k)
-            w = tl.math.exp2(m - m_new)
-            w_k = tl.math.exp2(m_k - m_new)
-            o = o * w[:, None] + a_k * w_k[:, None]
-            l = l * w + l_k * w_k
-            m = m_new
+        l = tl.zeros([CHUNK_ROWS], dtype=tl.float32)
+        for k in tl.static_range(PARTS):
+            w_k = tl.math.exp2(tl.load(part + k * size + BLOCK_M * HEAD_DIM + rows, cache_modifier=".cg") - m)
+            o += tl.load(part + k * size + rows[:, None] * HEAD_DIM + offs_d[None, :], cache_modifier=".cg") * w_k[:, None]
+            l += tl.load(part + k * size + BLOCK_M * (HEAD_DIM + 1) + rows, cache_modifier=".cg") * w_k
         tl.store(target + rows[:, None] * target_stride + offs_d[None, :], (o / l[:, None]).to(target.dtype.element_ty),
                  cache_modifier=CACHE)
+
+
+@triton.jit
+def _store_tile(acc, l_i, target, target_stride, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, STAGED: tl.constexpr,
+                CACHE: tl.constexpr):
+    """Store the normalised tile ``acc / l`` to ``target`` (row stride ``target_stride``). STAGED: the
+    target is the program's staging slot, whose previous tile every thread must have read first."""
+    rows = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    if STAGED:
+        tl.debug_barrier()
+    tl.store(tl.multiple_of(target, 16) + rows[:, None] * target_stride + offs_d[None, :],
+             (acc / l_i[:, None]).to(target.dtype.element_ty), cache_modifier=CACHE)
 
 
 @triton.jit
@@ -274,10 +282,28 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
             BLOCK_N, DOT_F32, TMA, STORE_CACHE, DRIP, STAGGER, CHUNK_ROWS, INSTRUMENT)
         if INSTRUMENT:
             t_loop1 = _globaltimer()
+        if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
+            row0 = m_block * BLOCK_M
+            dest = row0 // chunk_rows
+            base = tl.multiple_of(tl.load(dest_table_ptr + dest).to(tl.pointer_type(out_ty)), 16)  # 16 B stores
+            dest_tile = base + (head_base + head) * stride_dh + (row0 - dest * chunk_rows) * stride_dm
+            if DRIP or STAGGER:  # the finished tile goes to the staging slot, sent during the next Q-loop
+                target = stage
+                target_stride = HEAD_DIM
+            else:
+                target = dest_tile
+                target_stride = stride_dm
+        else:
+            target = o_ptr + head * stride_oh + m_block * BLOCK_M * stride_om
+            target_stride = stride_om
+        if INSTRUMENT:
+            t_issue0 = _globaltimer()
         owner = pid * 0 + 1
-        part = ws_ptr + (pos - n_full) * PARTS * (BLOCK_M * (HEAD_DIM + 2))  # split tiles: the parts' partials
+        # Split and whole tiles in separate branches: in the split one the accumulator is dead once saved,
+        # so a pending send and the merge do not hold registers beside it.
         if PARTS > 1:
             if split:
+                part = ws_ptr + (pos - n_full) * PARTS * (BLOCK_M * (HEAD_DIM + 2))  # the parts' partials
                 mine = part + kv_part * (BLOCK_M * (HEAD_DIM + 2))
                 tl.store(mine + rows_m[:, None] * HEAD_DIM + offs_d[None, :], acc)
                 tl.store(mine + BLOCK_M * HEAD_DIM + rows_m, m_i)
@@ -286,44 +312,30 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                 arrived = tl.atomic_add(count_ptr + pos - n_full, 1, sem="acq_rel")
                 tl.debug_barrier()
                 owner = (arrived == PARTS - 1).to(tl.int32)  # the last part merges the partials, owns the epilogue
+                if owner != 0:
+                    if STAGGER:
+                        if pend_chunks > 0:  # the previous tile was not due yet: it goes before this one is staged
+                            _send_tile(stage, pend_ptr, stride_dm, tile_log_ptr + pend_tile * 8, BLOCK_M, HEAD_DIM,
+                                       STORE_CACHE, INSTRUMENT)
+                    if DRIP or STAGGER:
+                        tl.debug_barrier()  # every thread is done reading the previous tile from the slot
+                    _merge_store(part, target, target_stride, BLOCK_M, HEAD_DIM, CHUNK_ROWS, PARTS,
+                                 STORE_CACHE if FUSED and not (DRIP or STAGGER) else "")
+                    tl.atomic_xchg(count_ptr + pos - n_full, 0)  # ready for the next launch
+            else:
+                _store_tile(acc, l_i, target, target_stride, BLOCK_M, HEAD_DIM, DRIP or STAGGER,
+                            STORE_CACHE if FUSED and not (DRIP or STAGGER) else "")
+        else:
+            _store_tile(acc, l_i, target, target_stride, BLOCK_M, HEAD_DIM, DRIP or STAGGER,
+                        STORE_CACHE if FUSED and not (DRIP or STAGGER) else "")
         if owner != 0:
-            if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
-                row0 = m_block * BLOCK_M
-                dest = row0 // chunk_rows
-                base = tl.multiple_of(tl.load(dest_table_ptr + dest).to(tl.pointer_type(out_ty)), 16)  # 16 B stores
-                dest_tile = base + (head_base + head) * stride_dh + (row0 - dest * chunk_rows) * stride_dm
-            if INSTRUMENT:
-                t_issue0 = _globaltimer()
             if FUSED:
                 if DRIP or STAGGER:
-                    if pend_chunks > 0:  # STAGGER: the previous tile was not due yet; it goes before this one
-                        _send_tile(stage, pend_ptr, stride_dm, tile_log_ptr + pend_tile * 8, BLOCK_M, HEAD_DIM,
-                                   STORE_CACHE, INSTRUMENT and STAGGER)
-                    tl.debug_barrier()  # every thread is done reading the previous tile from the slot
-                    if split:
-                        _merge_store(part, stage, HEAD_DIM, BLOCK_M, HEAD_DIM, CHUNK_ROWS, PARTS, "")
-                    else:
-                        tl.store(stage + rows_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(out_ty))
                     tl.debug_barrier()  # the slot is visible to every thread of the program
                     pend_ptr = dest_tile
                     pend_chunks = pid * 0 + N_CHUNKS
                     pend_wait = pid * 0
                     pend_tile = tile
-                else:
-                    if split:
-                        _merge_store(part, dest_tile, stride_dm, BLOCK_M, HEAD_DIM, CHUNK_ROWS, PARTS, STORE_CACHE)
-                    else:
-                        tl.store(tl.multiple_of(dest_tile, 16) + rows_m[:, None] * stride_dm + offs_d[None, :],
-                                 (acc / l_i[:, None]).to(out_ty), cache_modifier=STORE_CACHE)
-            else:
-                o_tile = o_ptr + head * stride_oh + m_block * BLOCK_M * stride_om
-                if split:
-                    _merge_store(part, o_tile, stride_om, BLOCK_M, HEAD_DIM, CHUNK_ROWS, PARTS, "")
-                else:
-                    tl.store(o_tile + rows_m[:, None] * stride_om + offs_d[None, :], (acc / l_i[:, None]).to(out_ty))
-            if PARTS > 1:
-                if split:
-                    tl.atomic_xchg(count_ptr + pos - n_full, 0)  # ready for the next launch
             if INSTRUMENT:
                 t_issue1 = _globaltimer()
                 log = tile_log_ptr + tile * 8

@@ -260,13 +260,14 @@ def run_checks(shapes=CHECK_SHAPES, progress=True) -> list:
     return rows
 
 
-def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, trials: int = 10) -> tuple:
-    """FA-only time of each ``TUNE_CANDIDATES`` configuration at M; returns (fastest cfg, rows).
+def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, trials: int = 20) -> tuple:
+    """FA-only time of each ``TUNE_CANDIDATES`` configuration at M, with the split tail (as the fused
+    options that win use it); returns (fastest cfg, rows).
 
     A candidate that fails to compile or run, or gives a wrong result, is dropped."""
     import torch
 
-    base = A.AttentionConfig(M, heads, head_dim, world)
+    base = A.AttentionConfig(M, heads, head_dim, world, split_tail=True)
     q, k, v = random_qkv(base, 1)
     ref = None
     out = torch.empty_like(q)
@@ -291,7 +292,7 @@ def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, tr
         cfgs[cfg.label()], fns[cfg.label()] = cfg, fn
     if not fns:
         return base, []
-    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2)
+    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=4)
     rows = [kernel_row(cfgs[name], "fa_tune", t) for name, t in times.items()]
     for r in sorted(rows, key=lambda r: r["time(us)"]):
         print(f"  tune: {r['config']}: {r['time(us)']:.1f} us, {r['TFLOPs']:.0f} TFLOP/s", file=sys.stderr)
