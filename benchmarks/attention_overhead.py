@@ -14,7 +14,6 @@ Prints one table row per (M, option) and writes ``overhead.json`` (rows + proven
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

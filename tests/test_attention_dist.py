@@ -195,7 +195,9 @@ def test_bench_variants_fused_first_then_every_option():
     assert list(fns) == ["fa", "fused"] + [f"fused{B.fused_tag(*o)}" for o in others] + [
         "serial", "a2a", "serial_wb", "a2a_wb", "serial_cs", "a2a_cs"]
     assert cfgs["fused_wb_drip_split"].drip and cfgs["fused_wb_split_stagger"].stagger
-    assert cfgs["fused_wt_splitbal_stagger"].tail_parts == 0 and cfgs["fused_wb_split"].tail_parts == 2
+    assert B.fused_options(cfg, ("", False, True, True, 0)).tail_parts == 0 and cfgs["fused_wb_split"].tail_parts == 2
+    assert B.fused_tag("", False, True, True, 0) == "_wb_splitbal_stagger" and B.fused_tag(".wt", False, True, False, 5) \
+        == "_wt_split5"
     assert cfgs["serial_cs"].store_cache == ".cs" and list(cfgs) == list(fns)
 
 
