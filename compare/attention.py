@@ -7,6 +7,13 @@ time of a tile is the measured FA-only time over the number of output-tile waves
 prior predictions use "the once-calibrated platform parameters and measured compute-side timing".
 A tile's bytes are remote unless its rows belong to the sender's own rank (the Ulysses layout:
 b_m divides M / W). Three replays: FA-only, X-Stage-fused, completion-coupled.
+
+Send point: the replay issues a tile at its Q-loop's end, unless the measured fused kernel used the
+``stagger`` option (kernel rows' ``stagger`` column of variant "fused", or ",stagger" in the tile rows'
+config label; older records have neither: tile end). Then each program's send goes ``send_due`` K/V
+steps into its next Q-loop (``xstage.sim.schedule_fa.staggered_mainloops``), and the ``send`` column
+says "stagger". Not modelled: the split tail (the last partial wave's tiles as K/V parts on two
+programs, ",split-tail"), which the replay runs as whole tiles.
 """
 
 import math
@@ -17,11 +24,45 @@ import pandas as pd
 from xstage.compare.metrics import add_relative_errors, sign_agreement
 from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
-from xstage.sim.schedule_fa import fa_qloop
+from xstage.sim.schedule_fa import fa_qloop, staggered_mainloops
 from xstage.sim.sweep import run_fa_config
 from xstage.sim.workloads import fa_catalog
 
 QUANTITIES = ["fused(us)", "speedup_vs_serial"]  # E_res is a difference near 0: no relative error
+SENDS = {False: "tile end", True: "stagger"}  # the replay's send point (column ``send``)
+
+
+def label_staggers(config) -> bool:
+    """True when a kernel config label (``AttentionConfig.label``) names the stagger send."""
+    return "stagger" in str(config).split(",")
+
+
+def fused_rows(kernel: pd.DataFrame | None, M: int | None = None) -> pd.DataFrame:
+    """The chosen fused kernel's rows (variant "fused"; at ``M`` when given): not a tuning or other option's."""
+    if kernel is None or "variant" not in kernel:
+        return pd.DataFrame()
+    keep = kernel["variant"] == "fused"
+    if M is not None and "M" in kernel:
+        keep &= kernel["M"] == M
+    return kernel[keep]
+
+
+def kernel_staggers(kernel: pd.DataFrame | None, M: int | None = None) -> bool | None:
+    """Whether the chosen fused kernel (``fused_rows``) used the stagger send: its ``stagger`` column,
+    else its config label; None when the records hold no such row."""
+    rows = fused_rows(kernel, M)
+    if rows.empty:
+        return None
+    if "stagger" in rows and rows["stagger"].notna().any():
+        return bool(rows["stagger"].dropna().iloc[-1])
+    return label_staggers(rows["config"].iloc[-1]) if "config" in rows else False
+
+
+def replay_mainloops(sched, qloop_us: float, n_steps: int, stagger: bool) -> np.ndarray:
+    """Per-tile mainloop times of a Q-loop replay: every tile ``qloop_us``, shifted to the stagger's send points."""
+    if stagger:
+        return staggered_mainloops(sched, qloop_us, n_steps)
+    return np.full(len(sched.tiles), float(qloop_us))
 
 
 def simulated_catalog(platform: Platform, shapes=None, seq_lens=None) -> pd.DataFrame:
@@ -44,14 +85,20 @@ def measured_summary(kernel: pd.DataFrame) -> pd.DataFrame:
         return summary
     keys = [k for k in SUMMARY_KEYS if k in kernel and k in summary]  # W ranks: the slowest rank's times
     cols = [c for c in ("block_m", "block_n", "rank", "platform") if c in kernel and c not in keys]
-    summary = summary.merge(kernel.groupby(keys, sort=True)[cols].first().reset_index(), on=keys, how="left")
+    picked = []  # per key: the chosen fused kernel's tile sizes (not a tuning row's), and its send
+    for key, g in kernel.groupby(keys, sort=True):
+        fused = fused_rows(g)
+        picked.append({**dict(zip(keys, key)), **(fused if len(fused) else g)[cols].iloc[0].to_dict(),
+                       "stagger": bool(kernel_staggers(g))})
+    summary = summary.merge(pd.DataFrame(picked), on=keys, how="left")
     summary["E_res/T_FA"] = summary["e_res_us"] / summary["fa_us"]
     return summary
 
 
 def simulate_like(row: dict, platform: Platform, *, num_sms: int | None = None,
                   latency_us: float | None = None) -> dict:
-    """Replay the measured configuration ``row`` (one line of ``measured_summary``)."""
+    """Replay the measured configuration ``row`` (one line of ``measured_summary``); its ``stagger``
+    (absent: False) sends each tile at the stagger's point of the next Q-loop instead of the tile's end."""
     M, heads, d, W = int(row["M"]), int(row["heads"]), int(row["head_dim"]), int(row["world_size"])
     bm = int(row.get("block_m") or 128)
     bn = int(row.get("block_n") or 128)
@@ -65,16 +112,18 @@ def simulate_like(row: dict, platform: Platform, *, num_sms: int | None = None,
     tile_bytes = bm * d * 2
     dest = sched.column("m_block") * bm // (M // W)
     nbytes = np.where(dest == rank, 0.0, float(tile_bytes))
-    ml = np.full(T, qloop)
+    stagger = bool(row.get("stagger", False))
+    ml = replay_mainloops(sched, qloop, M // bn, stagger)
     lat = fa_catalog()["completion_latency_us"] if latency_us is None else latency_us
     base = dict(staging_slots=0, cover_us=cover, remote_epilogue_us=0.0, local_epilogue_us=0.0,
                 record_occupancy=False, producers=min(sms, T))
-    only = replay(sched, ml, np.zeros(T), platform, ReplayConfig(**base)).makespan_us
+    only = replay(sched, np.full(T, qloop), np.zeros(T), platform, ReplayConfig(**base)).makespan_us
     fused = replay(sched, ml, nbytes, platform, ReplayConfig(**base)).makespan_us
     coupled = replay(sched, ml, nbytes, platform,
                      ReplayConfig(**base, coupled=True, completion_latency_us=lat)).makespan_us
     a2a = float(nbytes.sum()) / platform.drain_rate_Bpus
-    return {"simulated_fa_only(us)": only, "simulated_fused(us)": fused, "simulated_coupled(us)": coupled,
+    return {"send": SENDS[stagger], "simulated_fa_only(us)": only, "simulated_fused(us)": fused,
+            "simulated_coupled(us)": coupled,
             "simulated_e_res(us)": fused - only, "simulated_e_cc(us)": coupled - only,
             "simulated_a2a(us)": a2a, "simulated_speedup_vs_serial": (float(row["fa_us"]) + a2a) / (fused - only
                                                                                                   + float(row["fa_us"]))}
@@ -98,7 +147,7 @@ def compare_attention(kernel: pd.DataFrame, platform: Platform) -> pd.DataFrame:
                      "measured_hiding_ratio": row["hiding_ratio"],
                      "measured_speedup_vs_serial": row["speedup_vs_serial"],
                      "simulated_speedup_vs_serial": sim["simulated_speedup_vs_serial"],
-                     "simulated_a2a(us)": sim["simulated_a2a(us)"]})
+                     "simulated_a2a(us)": sim["simulated_a2a(us)"], "send": sim["send"]})
     out = pd.DataFrame(rows)
     if out.empty:
         return out
@@ -120,8 +169,9 @@ def compare_attention_tiles(tiles: pd.DataFrame, platform: Platform, kernel: pd.
 
     The replay takes the measured shape (heads = local heads seen, b_m = M / query blocks, one
     program per distinct program id), the measured median Q-loop time as every tile's mainloop and
-    each tile's measured remote bytes. Returns per M: measured and simulated issue-span median and p90,
-    measured Q-loop median, and the number of tiles."""
+    each tile's measured remote bytes; with the stagger send (the tile rows' config label, else the
+    "fused" kernel rows) each program's sends go to the stagger's points. Returns per M: measured and
+    simulated issue-span median and p90, measured Q-loop median, the number of tiles, and ``send``."""
     rows = []
     sched_names = tiles["schedule"].astype(str)
     # the chosen fused kernel ("fused") when the records hold it: the bench also logs every other fused
@@ -134,8 +184,11 @@ def compare_attention_tiles(tiles: pd.DataFrame, platform: Platform, kernel: pd.
         programs = int(g["program"].nunique()) if "program" in g else platform.sm_count
         bn = 128
         if kernel is not None and len(kernel) and "block_n" in kernel:
-            k = kernel[kernel["M"] == M]
+            k = fused_rows(kernel, M)
+            k = k if len(k) else kernel[kernel["M"] == M]  # the chosen kernel's block_n, not a tuning row's
             bn = int(k["block_n"].iloc[0]) if len(k) else bn
+        stagger = bool(g["config"].map(label_staggers).all()) if "config" in g and g["config"].notna().all() \
+            else bool(kernel_staggers(kernel, M))
         span = (g["issue_end(us)"] - g["issue_start(us)"]).to_numpy()
         qloop = float(np.median(g["mainloop_end(us)"] - g["mainloop_start(us)"]))
         sched = fa_qloop(heads, M, programs, block_m=bm)
@@ -145,10 +198,11 @@ def compare_attention_tiles(tiles: pd.DataFrame, platform: Platform, kernel: pd.
         T = len(sched.tiles)
         rc = ReplayConfig(staging_slots=0, cover_us=qloop / math.ceil(M / bn), remote_epilogue_us=0.0,
                           local_epilogue_us=0.0, record_occupancy=False, producers=min(programs, T))
-        r = replay(sched, np.full(T, qloop), nbytes, platform, rc)
+        r = replay(sched, replay_mainloops(sched, qloop, M // bn, stagger), nbytes, platform, rc)
         sim_span = (r.arrays["epi_end"] - r.arrays["epi_start"])[nbytes > 0]
         meas_span = span[g["bytes_remote"].to_numpy() > 0]
-        rows.append({"M": M, "tiles": int(len(g)), "programs": programs, "measured_qloop_median(us)": qloop,
+        rows.append({"M": M, "tiles": int(len(g)), "programs": programs, "send": SENDS[stagger],
+                     "measured_qloop_median(us)": qloop,
                      "measured_span_median(us)": float(np.median(meas_span)) if len(meas_span) else np.nan,
                      "simulated_span_median(us)": float(np.median(sim_span)) if len(sim_span) else np.nan,
                      "measured_span_p90(us)": float(np.percentile(meas_span, 90)) if len(meas_span) else np.nan,

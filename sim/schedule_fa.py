@@ -46,3 +46,45 @@ def fa_qloop(heads: int, seq_len: int, num_sms: int, *, block_m: int = 128) -> S
 def burst_waves(heads: int, seq_len: int, num_sms: int, block_m: int = 128) -> int:
     """N_t: output-burst waves, ceil(tiles / programs)."""
     return math.ceil(heads * (seq_len // block_m) / num_sms)
+
+
+SEND_SLOTS = 16  # the fused kernel's stagger: programs p, p + 16, ... send at the same point (hw/attention.py)
+
+
+def send_due_steps(program, n_steps: int, slots: int = SEND_SLOTS) -> np.ndarray:
+    """K/V steps from staging a finished tile to sending it, per program id: (p mod slots) * n_steps // (2 slots).
+
+    The fused kernel's ``stagger`` send (``hw/attention.py``, ``_fa_fwd_kernel``): always under half a Q-loop."""
+    n_steps = require_int("n_steps", n_steps)
+    slots = require_int("slots", slots)
+    p = np.asarray(program, dtype=np.int64)
+    if p.size and p.min() < 0:
+        raise InputError("program", int(p.min()), "must be >= 0")
+    return (p % slots) * n_steps // (2 * slots)
+
+
+def staggered_mainloops(schedule: Schedule, qloop_us, n_steps: int, slots: int = SEND_SLOTS) -> np.ndarray:
+    """Per-tile mainloop times (schedule order) that make a replay send each tile as the stagger does.
+
+    The kernel sends a finished tile whole once its program has run ``send_due`` K/V steps of the next
+    Q-loop (``send_due_steps`` of the program, the schedule's ``sm`` column), and its last tile at its end.
+    The replay runs each program as mainloop -> issue -> next mainloop, so a send at delta_j = send_due *
+    qloop_j / n_steps into tile j's Q-loop is the same as moving delta_j from tile j to the tile before it:
+    mainloop'_j = qloop_j - delta_j (not the program's first tile) + delta_{j+1} (not its last tile).
+    With equal Q-loops: first tile + delta, last tile - delta, the ones between unchanged; a program of
+    one tile keeps its Q-loop. Each program's total and end of compute are unchanged; every value is
+    >= qloop_j * (1 - 15/32) > 0. ``qloop_us``: one Q-loop time or one per tile, in schedule order.
+    """
+    T = len(schedule.tiles)
+    q = np.broadcast_to(np.asarray(qloop_us, dtype=float), (T,)).astype(float)
+    if T and (not np.all(np.isfinite(q)) or q.min() < 0):
+        raise InputError("qloop_us", float(q.min()), "must be finite and >= 0")
+    sm = schedule.tiles[:, 4].astype(np.int64)
+    delta = send_due_steps(sm, n_steps, slots) * q / n_steps
+    first = np.ones(T, dtype=bool)
+    first[1:] = sm[1:] != sm[:-1]          # schedule order is program-major (fa_qloop)
+    last = np.ones(T, dtype=bool)
+    last[:-1] = sm[:-1] != sm[1:]
+    out = q - np.where(first, 0.0, delta)
+    out[:-1] += np.where(last[:-1], 0.0, delta[1:])
+    return out
