@@ -32,6 +32,12 @@ res = {}
 def qkv(cfg, seed):
     g = torch.Generator().manual_seed(seed)
     return [torch.randn((cfg.seq_len, cfg.heads, cfg.head_dim), generator=g).to(torch.bfloat16) for _ in range(3)]
+def fused_check(cfg, seed):  # fresh inputs, poisoned emulated destinations, one fused launch, then the check
+    q, k, v = qkv(cfg, seed)
+    d = A.Destinations.emulated(cfg.layout, "cpu")
+    d.poison()
+    A.launch_fa(q, k, v, cfg, dest_table=d.table)
+    return d.check(A.reference_attention(q, k, v))
 # 8 tiles over 3 persistent programs; rank 1 of 4: the self chunk is the second one
 cfg = AttentionConfig(64, heads=2, head_dim=64, world_size=4, rank=1, block_m=16, block_n=16, num_warps=4,
                       num_stages=2, programs=3)
@@ -51,18 +57,10 @@ A.launch_a2a(out, d.table, cfg)
 res["serial"] = d.check(ref)
 cfg = AttentionConfig(64, heads=1, head_dim=128, world_size=2, rank=0, block_m=32, block_n=32, num_warps=4,
                       num_stages=2)
-q, k, v = qkv(cfg, 3)
-d = A.Destinations.emulated(cfg.layout, "cpu")
-d.poison()
-A.launch_fa(q, k, v, cfg, dest_table=d.table)
-res["fused_d128"] = d.check(A.reference_attention(q, k, v))
+res["fused_d128"] = fused_check(cfg, 3)
 cfg = AttentionConfig(64, heads=2, head_dim=64, world_size=2, rank=1, block_m=16, block_n=32, num_warps=4,
                       num_stages=2, tma=True)
-q, k, v = qkv(cfg, 4)
-d = A.Destinations.emulated(cfg.layout, "cpu")
-d.poison()
-A.launch_fa(q, k, v, cfg, dest_table=d.table)
-res["fused_tma"] = d.check(A.reference_attention(q, k, v))
+res["fused_tma"] = fused_check(cfg, 4)
 import triton, triton.language as tl
 @triton.jit
 def probe(out, m_blocks, nb_local, rank, heads, N: tl.constexpr):
@@ -78,19 +76,11 @@ for W, rank, H, M in ((4, 1, 2, 16), (8, 7, 3, 32), (1, 0, 2, 8), (2, 0, 1, 8)):
 res["orders"] = orders
 cfg = AttentionConfig(64, heads=2, head_dim=64, world_size=4, rank=3, block_m=16, block_n=16, num_warps=4,
                       num_stages=2, programs=5, local_last=False)
-q, k, v = qkv(cfg, 5)
-d = A.Destinations.emulated(cfg.layout, "cpu")
-d.poison()
-A.launch_fa(q, k, v, cfg, dest_table=d.table)
-res["fused_natural"] = d.check(A.reference_attention(q, k, v))
+res["fused_natural"] = fused_check(cfg, 5)
 # drip: 2 programs x 2 tiles of 32 rows, 2 chunks of 16 rows each, one every 2 of the 8 K/V steps
 cfg = AttentionConfig(128, heads=1, head_dim=128, world_size=2, rank=1, block_m=32, block_n=16, num_warps=4,
                       num_stages=2, programs=2, drip=True)
-q, k, v = qkv(cfg, 6)
-d = A.Destinations.emulated(cfg.layout, "cpu")
-d.poison()
-A.launch_fa(q, k, v, cfg, dest_table=d.table)
-res["fused_drip"] = d.check(A.reference_attention(q, k, v))
+res["fused_drip"] = fused_check(cfg, 6)
 # split tail: 4 tiles on 3 programs -> tile 4 runs as two K/V halves merged by the later one (twice: the
 # arrival counter must be back at 0 after each launch); 5 programs -> every tile split; FA-only too
 for name, kw in (("fused_split", dict(programs=3)), ("fused_split_drip", dict(programs=3, drip=True)),
@@ -115,11 +105,7 @@ for name, kw in (("fused_split", dict(programs=3)), ("fused_split_drip", dict(pr
 # staged is not due within its part; it merges the tail tile (last to arrive) and sends the pending one first
 cfg = AttentionConfig(512, heads=1, head_dim=64, world_size=2, rank=0, block_m=32, block_n=16, num_warps=4,
                       num_stages=2, programs=5, stagger=True, split_tail=True, tail_parts=8)
-q, k, v = qkv(cfg, 8)
-d = A.Destinations.emulated(cfg.layout, "cpu")
-d.poison()
-A.launch_fa(q, k, v, cfg, dest_table=d.table)
-res["fused_parts8_pending"] = d.check(A.reference_attention(q, k, v))
+res["fused_parts8_pending"] = fused_check(cfg, 8)
 res["tail_split"] = [list(AttentionConfig(128, heads=1, head_dim=128, world_size=2, block_m=32, block_n=16,
                                           split_tail=True, tail_parts=p).tail_split(3)) for p in (2, 5, 0)]
 res["split_counters"] = [int(v[1].sum()) for key, v in A._STAGES.items() if key[0] == "split"]
