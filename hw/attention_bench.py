@@ -23,6 +23,7 @@ import numpy as np
 
 from xstage.errors import InputError, exit_with
 from xstage.hw import attention as A
+from xstage.hw.attention_config import FUSED_FIELDS
 from xstage.hw.attention_records import alias_best_backend, kernel_row, save_run, summary_table, tile_frame
 from xstage.records import atomic_write_text
 
@@ -74,12 +75,12 @@ def fused_tag(store_cache: str, drip: bool, split_tail: bool = False, stagger: b
 
 def fused_choice(cfg) -> tuple:
     """The ``FUSED_OPTIONS`` tuple that ``cfg`` has."""
-    return cfg.store_cache, cfg.drip, cfg.split_tail, cfg.stagger, cfg.tail_parts
+    return tuple(getattr(cfg, f) for f in FUSED_FIELDS)
 
 
 def fused_options(cfg, opt: tuple):
     """``cfg`` with one ``FUSED_OPTIONS`` tuple applied."""
-    return replace(cfg, store_cache=opt[0], drip=opt[1], split_tail=opt[2], stagger=opt[3], tail_parts=opt[4])
+    return replace(cfg, **dict(zip(FUSED_FIELDS, opt, strict=True)))
 
 
 def sdpa_backends() -> tuple:
@@ -315,8 +316,7 @@ def pick_fused(cfg, trials: int = 10, *, table=None, reduce_rows=None, verbose: 
     cfgs = {fused_tag(*opt): fused_options(cfg, opt) for opt in FUSED_OPTIONS}
     fns = {tag: (lambda c=c: A.launch_fa(q, k, v, c, dest_table=table)) for tag, c in cfgs.items()}
     times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2, **timing)
-    rows = [kernel_row(cfgs[tag], "fused_tune", t, store_cache=cfgs[tag].store_cache, drip=cfgs[tag].drip,
-                       split_tail=cfgs[tag].split_tail, stagger=cfgs[tag].stagger, tail_parts=cfgs[tag].tail_parts)
+    rows = [kernel_row(cfgs[tag], "fused_tune", t, **{f: getattr(cfgs[tag], f) for f in FUSED_FIELDS})
             for tag, t in times.items()]
     rows = reduce_rows(rows) if reduce_rows else rows
     for r in sorted(rows, key=lambda r: r["time(us)"]) if verbose else ():
@@ -390,8 +390,8 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
     for name, t in times.items():
         c = variant_cfg.get(name, cfg)
         pair = {"paired_minus_fa(us)": float(np.median(paired[name])), "pairs": len(paired[name])} if name in paired else {}
-        rows.append(kernel_row(c, name, t, timing=modes[name], store_cache=c.store_cache, drip=c.drip,
-                               split_tail=c.split_tail, stagger=c.stagger, tail_parts=c.tail_parts, **pair, **extra))
+        rows.append(kernel_row(c, name, t, timing=modes[name], **{f: getattr(c, f) for f in FUSED_FIELDS}, **pair,
+                               **extra))
     rows += alias_best_backend(rows, sdpa_backends(), ("sdpa", "serial_best", "ce"))  # the user's pick
     tiles = []
     runs = [(name, c, {"dest_table": dests.table}) for name, c in variant_cfg.items() if name.startswith("fused")]

@@ -8,6 +8,8 @@ from xstage.hw.a2a_layout import A2ALayout
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 STORE_CACHE_MODIFIERS = ("", ".wb", ".cg", ".cs", ".wt")
+# the fused epilogue's send options: the fields of a FUSED_OPTIONS tuple (attention_bench), in its order
+FUSED_FIELDS = ("store_cache", "drip", "split_tail", "stagger", "tail_parts")
 
 
 @dataclass(frozen=True)

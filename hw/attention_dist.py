@@ -35,15 +35,13 @@ from pathlib import Path
 
 from xstage.errors import InputError, require_int
 from xstage.hw.a2a_nccl import nccl_all_to_all, permute_received, send_rows  # noqa: F401 - Serial-best's transfer
-from xstage.hw.attention_config import AttentionConfig
+from xstage.hw.attention_config import FUSED_FIELDS, AttentionConfig
 from xstage.hw.symm import init_distributed, symmetric_buffer
 from xstage.hw.targets import apply_launch_env
 
 SEQ_LENS = "8192,16384,32768,49152,65536"
 SHAPE_FIELDS = ("seq_len", "world_size", "rank")  # set by the run, not by --config
 NCCL_ALIASES = ("sdpa", "serial_best", "nccl")  # rows copied under the fastest SDPA backend's name
-FUSED_FIELDS = tuple(f for f in ("store_cache", "drip", "split_tail", "stagger", "tail_parts")  # what pick_fused picks
-                     if f in {x.name for x in dataclasses.fields(AttentionConfig)})
 
 
 # --- inputs, references, checks -------------------------------------------------------------------
