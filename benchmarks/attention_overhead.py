@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from xstage.errors import InputError, exit_with
-from xstage.hw import attention as A
-from xstage.hw import attention_bench as B
+from xstage.hw.attention import kernel as A
+from xstage.hw.attention import bench as B
 from xstage.provenance import provenance
 from xstage.records import atomic_write_text
 

@@ -1,6 +1,6 @@
 """FlashAttention + All-to-All (the paper's Fig. 11, Table 3): measured and simulated, per M.
 
-Measured rows come from attention kernel records (``xstage.hw.attention_records.summary_rows``).
+Measured rows come from attention kernel records (``xstage.compare.attention_records.summary_rows``).
 The simulated counterpart of a measured M replays the same Q-loop schedule (heads, M, b_m, one
 program per SM) on the calibrated platform with the measured compute time as input -- the Q-loop
 time of a tile is the measured FA-only time over the number of output-tile waves, as the paper's
@@ -26,7 +26,7 @@ from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
 from xstage.sim.schedule_fa import fa_qloop, staggered_mainloops
 from xstage.sim.sweep import run_fa_config
-from xstage.sim.workloads import fa_catalog
+from xstage.sim.workloads.catalog import fa_catalog
 
 QUANTITIES = ["fused(us)", "speedup_vs_serial"]  # E_res is a difference near 0: no relative error
 SENDS = {False: "tile end", True: "stagger"}  # the replay's send point (column ``send``)
@@ -78,7 +78,7 @@ def simulated_catalog(platform: Platform, shapes=None, seq_lens=None) -> pd.Data
 
 def measured_summary(kernel: pd.DataFrame) -> pd.DataFrame:
     """Per-M summary of attention kernel records (E_res, H, speedups), with the tile sizes used."""
-    from xstage.hw.attention_records import SUMMARY_KEYS, summary_rows
+    from xstage.compare.attention_records import SUMMARY_KEYS, summary_rows
 
     summary = pd.DataFrame(summary_rows(kernel))
     if summary.empty:

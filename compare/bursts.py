@@ -29,7 +29,7 @@ QUANTITIES = ["issue(us)", "period(us)"]
 
 def summarize_bursts(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per experiment (``source`` + KEYS, + ``gap_kind`` when present): steady-state medians of
-    issue and period. Steady rows, as ``xstage.hw.microbench.steady``: the second half of periodic
+    issue and period. Steady rows, as ``xstage.hw.microbench.runner.steady``: the second half of periodic
     bursts, all isolated bursts but the first. With a ``trial`` column: medians per trial, then the
     median over trials."""
     keys = ["source", *KEYS] + (["gap_kind"] if "gap_kind" in frame.columns else [])
@@ -174,7 +174,7 @@ def load_calibration_points(path) -> pd.DataFrame:
 def _model_point(platform: Platform, mode: str, K: int, B: int, G: float) -> tuple[float, float]:
     """The full Burst-Gap model (``hw.calib_fit.model_check``): periodic T_iss = max(T_iss0, V/R - G, (V-Q)/R),
     period T_iss + G; isolated Eq. 7 (no period); local T_iss0."""
-    from xstage.hw.calib_fit import periodic_issue_time_us
+    from xstage.sim.fit import periodic_issue_time_us
     from xstage.sim import model
 
     t0, V, R, Q = platform.issue_time0_us(K, B), K * B, platform.drain_rate_Bpus, platform.capacity_bytes(K)

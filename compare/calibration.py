@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.compare.bursts import compare_bursts, compare_points, simulate_experiment, summarize_bursts
-from xstage.hw.calib_fit import periodic_issue_time_us
+from xstage.sim.fit import periodic_issue_time_us
 from xstage.sim import model
 from xstage.sim.platform import Platform
 from xstage.units import KiB

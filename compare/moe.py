@@ -3,7 +3,7 @@
 Simulated rows are ``xstage.sim.sweep`` rows (one per configuration, ``speedup`` = wave / int).
 Measured rows are kernel records with ``experiment == "moe"`` and variants ``expert_wave`` and
 ``interleaved`` per ``config``. A catalog name (MODEL/PRECISION/ROUTING/SETTING) is re-run with
-``run_moe_config`` on the calibrated platform; a hardware sweep shape (``hw/moe_bench.py`` labels such as
+``run_moe_config`` on the calibrated platform; a hardware sweep shape (``hw/moe/bench.py`` labels such as
 ``h7168-i2048-t8192-e8-skewed-bf16-w8-s0``) is not in the catalog, and its rows carry the replay that
 the benchmark ran for that exact shape and routing (``sim_wave(us)``, ``sim_int(us)``, ``sim_platform``),
 which is used instead.
@@ -16,7 +16,7 @@ from xstage.compare.metrics import add_relative_errors, frame_error_summary, sig
 from xstage.errors import InputError
 from xstage.sim.platform import Platform
 from xstage.sim.sweep import run_moe_config
-from xstage.sim.workloads import parse_config
+from xstage.sim.workloads.catalog import parse_config
 
 WAVE = ("expert_wave", "wave", "expert-wave")
 INT = ("interleaved", "int")
@@ -26,7 +26,7 @@ QUANTITIES = ["wave(us)", "int(us)", "speedup"]
 def quick_sweep(platform: Platform, *, setting: str = "S", precisions=("w8a8", "w4a8"),
                 routings=("balanced", "skewed"), models=None, progress=None) -> pd.DataFrame:
     """A small simulated sweep (one setting) for the dashboard when no sweep records exist."""
-    from xstage.sim.workloads import moe_catalog
+    from xstage.sim.workloads.catalog import moe_catalog
 
     names = [f"{m}/{p}/{r}/{setting}" for m in (models or list(moe_catalog()["models"]))
              for p in precisions for r in routings]
@@ -45,7 +45,7 @@ def speedup_groups(sweep: pd.DataFrame) -> pd.DataFrame:
 def measured_speedups(kernel: pd.DataFrame) -> pd.DataFrame:
     """Per config: measured expert-wave and interleaved times and their ratio (W-rank records: each
     variant's slowest rank, as ``xstage results moe`` takes them)."""
-    from xstage.hw.moe_records import collapse_ranks
+    from xstage.compare.moe_records import collapse_ranks
 
     k = kernel[kernel["experiment"] == "moe"]
     if k.empty:
@@ -96,7 +96,7 @@ def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.D
 def _identical(kernel: pd.DataFrame) -> dict:
     """{config: True} for hardware configurations whose two tile orders are the same launch
     (``moe_records`` rebuilds them; catalog configurations have no such record)."""
-    from xstage.hw.moe_records import _identical_column
+    from xstage.compare.moe_records import _identical_column
 
     hw = kernel[(kernel["experiment"] == "moe") & ~kernel["config"].astype(str).str.contains("/")]
     needed = {"lead_rows", "num_sms", "hidden", "intermediate", "tokens"}

@@ -13,7 +13,7 @@ import pandas as pd
 from xstage.sim.platform import Platform
 from xstage.sim.replay import replay
 from xstage.sim.sweep import fa_replays, moe_replay_config
-from xstage.sim.workloads import moe_workload, parse_config
+from xstage.sim.workloads.catalog import moe_workload, parse_config
 
 SCHEDULES = ("expert_wave", "interleaved")
 

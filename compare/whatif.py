@@ -14,7 +14,7 @@ up. For every (K, B, R, Q):
 Symmetry reduction (exact): K producers that start together with equal B and rate behave, in the
 fluid X-Stage, like one producer issuing K*B bytes in T_iss0(K, B) -- a full queue slows every
 producer by the same factor. The grid is simulated that way (one simpy producer per run), which
-``tests/test_compare_whatif.py`` checks against the K-producer run.
+``tests/compare/test_compare_whatif.py`` checks against the K-producer run.
 """
 
 import dataclasses

@@ -8,7 +8,7 @@ JavaScript error (``error`` and ``unhandledrejection`` events, ``console.error``
 loads; a last script, once the page has loaded, exercises the page (moves every range slider to its
 maximum and back, pans every large plot -- WebGL or heatmap -- by a tenth of its x range and back),
 then counts the traces and points each plot holds and writes the result as JSON into
-``<body data-xstage-probe="...">``. A browser driver (``tests/test_browser.py``) reads it back.
+``<body data-xstage-probe="...">``. A browser driver (``tests/dashboards/test_browser.py``) reads it back.
 """
 
 import html

@@ -21,7 +21,7 @@ from xstage.sim.platform import Platform
 from xstage.sim.replay import replay
 from xstage.sim.schedules import KIND_L1
 from xstage.sim.sweep import moe_design, moe_replay_config
-from xstage.sim.workloads import moe_workload, parse_config
+from xstage.sim.workloads.catalog import moe_workload, parse_config
 
 L2_CACHE_MIB = {"paper-b200": 126.0, "h200-pcie-host": 50.0}  # vendor datasheets (B200 126 MB, H200 50 MB)
 DEFAULT_L2_CACHE_MIB = 50.0

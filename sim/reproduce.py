@@ -15,7 +15,7 @@ from xstage.sim.platform import Platform
 from xstage.sim.replay import replay
 from xstage.sim.schedules import KIND_L2
 from xstage.sim.sweep import moe_replay_config
-from xstage.sim.workloads import MoeConfig, moe_workload
+from xstage.sim.workloads.catalog import MoeConfig, moe_workload
 
 # Paper Table 2: span wave/int, T_mma L2/L1, dt wave pred/meas, dt int pred/meas (us)
 PAPER_TABLE2 = {

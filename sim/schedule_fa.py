@@ -48,13 +48,13 @@ def burst_waves(heads: int, seq_len: int, num_sms: int, block_m: int = 128) -> i
     return math.ceil(heads * (seq_len // block_m) / num_sms)
 
 
-SEND_SLOTS = 16  # the fused kernel's stagger: programs p, p + 16, ... send at the same point (hw/attention.py)
+SEND_SLOTS = 16  # the fused kernel's stagger: programs p, p + 16, ... send at the same point (hw/attention/kernel.py)
 
 
 def send_due_steps(program, n_steps: int, slots: int = SEND_SLOTS) -> np.ndarray:
     """K/V steps from staging a finished tile to sending it, per program id: (p mod slots) * n_steps // (2 slots).
 
-    The fused kernel's ``stagger`` send (``hw/attention.py``, ``_fa_fwd_kernel``): always under half a Q-loop."""
+    The fused kernel's ``stagger`` send (``hw/attention/kernel.py``, ``_fa_fwd_kernel``): always under half a Q-loop."""
     n_steps = require_int("n_steps", n_steps)
     slots = require_int("slots", slots)
     p = np.asarray(program, dtype=np.int64)

@@ -18,7 +18,7 @@ from xstage.sim import model
 from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
 from xstage.sim.schedule_fa import burst_waves, fa_qloop
-from xstage.sim.workloads import (FaConfig, MoeConfig, fa_catalog, fa_timing, moe_configs, moe_workload,
+from xstage.sim.workloads.catalog import (FaConfig, MoeConfig, fa_catalog, fa_timing, moe_configs, moe_workload,
                                   parse_config)
 
 

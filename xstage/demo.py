@@ -58,7 +58,7 @@ def burst_sweeps(platform) -> pd.DataFrame:
 def run_demo(args) -> int:
     from xstage.cli import print_table
     from xstage.provenance import provenance
-    from xstage.sim.cli_core import burst_model, fa_model
+    from xstage.cli.core import burst_model, fa_model
     from xstage.sim.platform import bundled_platforms, load_platform
     from xstage.sim.sweep import run_moe_config
 

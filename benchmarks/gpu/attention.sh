@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_eve
   -lms 250 > "$OUT/attention/smi-trace.csv" 2>/dev/null &
 SMI=$!
 # 1) correctness + timing sweep (exit status 1 if any check failed; the records are written either way)
-timeout 300 "$PY" -m xstage.hw.attention_bench --out "$OUT/attention" --overwrite "$@" 2>&1 | tee "$OUT/attention/log.txt"
+timeout 300 "$PY" -m xstage.hw.attention.bench --out "$OUT/attention" --overwrite "$@" 2>&1 | tee "$OUT/attention/log.txt"
 rc=${PIPESTATUS[0]}
 kill "$SMI" 2>/dev/null
 # (the W-rank symmetric-memory path: benchmarks/gpu/attention_dist.sh; W=1 SMALL=1 for one GPU)

@@ -4,7 +4,7 @@
 # Run from the repo root with $OUT set; writes $OUT/attention-dist/ (kernel + tile records, checks, log).
 #   bash benchmarks/gpu/attention_dist.sh               # W=8 on the 8-GPU node: ~3-4 min, hard limit 8 min
 #   W=1 SMALL=1 bash benchmarks/gpu/attention_dist.sh   # smoke test on one GPU: M = 4K, 8K; hard limit 2.5 min
-# Extra arguments go to xstage.hw.attention_dist, e.g. --config '{"block_n": 128, "num_stages": 3, "tma": true}'
+# Extra arguments go to xstage.hw.attention.dist, e.g. --config '{"block_n": 128, "num_stages": 3, "tma": true}'
 # (skips the tuning) or --eager (no CUDA graphs). Exit status: 1 if a check failed, 124 if the limit was hit.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -32,7 +32,7 @@ else
 fi
 # correctness (check phase, then every M before its timing), tuning on rank 0, the timed sweep; the records
 # are saved after every M, so a run stopped by the limit keeps what it measured
-timeout -k 15 "$limit" "$PY" -m torch.distributed.run --standalone --nproc-per-node="$W" -m xstage.hw.attention_dist \
+timeout -k 15 "$limit" "$PY" -m torch.distributed.run --standalone --nproc-per-node="$W" -m xstage.hw.attention.dist \
   --out "$DIR" --overwrite "${args[@]}" "$@" 2>&1 | tee "$DIR/log.txt"
 rc=${PIPESTATUS[0]}
 nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv | tee "$DIR/clocks-end.txt"

@@ -54,7 +54,7 @@ declare -A ok
 for pat in next all; do
   step "selftest --target peer --peer-pattern $pat (W=$W)"
   timeout -k 10 75 "$PY" -m torch.distributed.run --standalone --nproc-per-node="$W" \
-    -m xstage.hw.microbench --selftest --target peer --peer-pattern "$pat" \
+    -m xstage.hw.microbench.runner --selftest --target peer --peer-pattern "$pat" \
     > "$D/selftest-$pat.json" 2> "$D/selftest-$pat.log"
   rc=$?; grep -E "corrupted word caught|passed in|Error|error" "$D/selftest-$pat.log" | tail -n 4 >&2
   if [ $rc -eq 0 ]; then ok[$pat]=1; else ok[$pat]=0; status=1; echo "selftest $pat FAILED (rc=$rc)" >&2; tail -n 15 "$D/selftest-$pat.log" >&2; fi
@@ -83,7 +83,7 @@ lim=$(( $(left) - 15 )); [ "$lim" -gt 90 ] && lim=90
 if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null && [ "$lim" -gt 40 ]; then
   step "compute-sanitizer memcheck, --peer-pattern all at W=1 (timeout ${lim}s, non-fatal)"
   timeout -k 5 "$lim" compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
-    "$PY" -m torch.distributed.run --standalone --nproc-per-node=1 -m xstage.hw.microbench --selftest --small \
+    "$PY" -m torch.distributed.run --standalone --nproc-per-node=1 -m xstage.hw.microbench.runner --selftest --small \
     --target peer --peer-pattern all --timeout-ms 30000 > "$D/memcheck-all.log" 2>&1
   rc=$?; grep -E "ERROR SUMMARY|passed in" "$D/memcheck-all.log" >&2
   [ $rc -eq 124 ] && echo "memcheck: timed out (not a failure of the kernel)" >&2

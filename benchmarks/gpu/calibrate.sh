@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen
 # 1) correctness: %globaltimer tick, pattern checks in every mode/gap kind, a corrupted word is caught
 for tgt in host local; do
   step "selftest --target $tgt"
-  timeout 120 "$PY" -m xstage.hw.microbench --selftest --target "$tgt" \
+  timeout 120 "$PY" -m xstage.hw.microbench.runner --selftest --target "$tgt" \
     > "$D/selftest-$tgt.json" 2> "$D/selftest-$tgt.log"
   rc=$?; tail -n 3 "$D/selftest-$tgt.log" >&2
   if [ $rc -ne 0 ]; then echo "selftest $tgt FAILED (rc=$rc)" >&2; status=1; fi
@@ -39,7 +39,7 @@ done
 
 # 2b) the peer path's setup at world size 1 (torch symmetric memory; a smoke test, non-fatal)
 step "selftest --target peer at world size 1 (torchrun, non-fatal)"
-timeout 90 "$PY" -m torch.distributed.run --standalone --nproc-per-node=1 -m xstage.hw.microbench \
+timeout 90 "$PY" -m torch.distributed.run --standalone --nproc-per-node=1 -m xstage.hw.microbench.runner \
   --selftest --target peer --small > "$D/selftest-peer-w1.json" 2> "$D/selftest-peer-w1.log"
 rc=$?; tail -n 2 "$D/selftest-peer-w1.log" >&2; [ $rc -ne 0 ] && echo "peer w1 smoke test failed (rc=$rc, non-fatal)" >&2
 
@@ -48,7 +48,7 @@ left=$(( 290 - ($(date +%s) - T0) ))
 if command -v compute-sanitizer >/dev/null && [ $left -gt 30 ]; then
   step "compute-sanitizer memcheck (timeout ${left}s)"
   timeout "$left" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$PY" -m xstage.hw.microbench --selftest --small --target host --timeout-ms 30000 \
+    "$PY" -m xstage.hw.microbench.runner --selftest --small --target host --timeout-ms 30000 \
     > "$D/memcheck.log" 2>&1
   rc=$?; grep -E "ERROR SUMMARY|passed in" "$D/memcheck.log" >&2
   [ $rc -eq 124 ] && echo "memcheck: timed out (not a failure of the kernel)" >&2

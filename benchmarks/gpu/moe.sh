@@ -10,7 +10,7 @@ mkdir -p "$OUT/moe"
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$OUT/moe/clocks-start.txt"
-timeout 225 "$PY" -m xstage.hw.moe_bench --out "$OUT/moe" --overwrite --budget-s "${MOE_BUDGET_S:-170}" "$@" 2>&1 \
+timeout 225 "$PY" -m xstage.hw.moe.bench --out "$OUT/moe" --overwrite --budget-s "${MOE_BUDGET_S:-170}" "$@" 2>&1 \
   | tee "$OUT/moe/log.txt"
 rc=${PIPESTATUS[0]}
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/moe/clocks-end.txt"

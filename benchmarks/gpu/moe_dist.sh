@@ -8,7 +8,7 @@
 #
 #   OUT=... bash benchmarks/gpu/moe_dist.sh                  # W = 8 GPUs, the full sweep, <= 8 min
 #   OUT=... W=1 SMALL=1 bash benchmarks/gpu/moe_dist.sh      # the one-GPU smoke test, <= 2 min
-# Extra arguments go to xstage.hw.moe_dist (e.g. --dispatch regen, --lead 20, --max-configs 4).
+# Extra arguments go to xstage.hw.moe.dist (e.g. --dispatch regen, --lead 20, --max-configs 4).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -32,7 +32,7 @@ nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,temperature.gpu,power.
 nvidia-smi topo -m > "$DIR/nvidia-smi-topo.txt" 2>&1 || true
 # torchrun --standalone --nproc-per-node=$W, spelled as the module so no console script is needed; rank 0
 # saves the records after every configuration, so a run stopped by the limit keeps what it measured
-timeout -k 15 "$LIMIT" "$PY" -m torch.distributed.run --standalone --nproc-per-node="$W" -m xstage.hw.moe_dist \
+timeout -k 15 "$LIMIT" "$PY" -m torch.distributed.run --standalone --nproc-per-node="$W" -m xstage.hw.moe.dist \
   --out "$DIR" "${ARGS[@]}" "$@" 2>&1 | tee "$DIR/log.txt"
 rc=${PIPESTATUS[0]}
 nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv | tee "$DIR/clocks-end.txt"

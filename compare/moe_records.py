@@ -1,0 +1,377 @@
+"""Records of the fused MoE runs (issue 6): kernel rows, tile rows, the simulator's prediction, summary.
+
+Kernel rows (``experiment == "moe"``): one per (configuration, variant). Variants:
+``expert_wave`` / ``interleaved`` (remote stores: W-1 ranks host-mapped), ``expert_wave_local`` /
+``interleaved_local`` (all W Combine buffers in device memory: remote stores off),
+``grouped_mm`` (the two grouped GEMMs of the user's baseline; column ``baseline`` says
+``torch._grouped_mm`` or ``matmul_loop``), ``baseline_ffn`` (grouped GEMM, SwiGLU, grouped GEMM,
+router scaling), ``combine_copy`` (a separate kernel storing the same Combine rows), and
+``baseline_total`` (baseline_ffn + combine_copy, summed medians). The simulator's makespans for the
+same configuration are the columns ``sim_wave(us)``, ``sim_int(us)`` of the two schedule rows.
+
+W-rank records (``xstage.hw.moe.dist``, ``layout == "ep"``, platform h200-nvlink) hold one row per
+(configuration, variant, rank); summaries take the slowest rank (``collapse_ranks``).
+
+Tile rows: the "tile" schema (times in us from the launch's first timestamp) plus ``row``,
+``dep_wait(us)``, ``span(us)`` (= issue_end - issue_start: T_RS for L2 tiles),
+``gap_to_next(us)`` (this tile's mainloop end to the program's next mainloop start). ``mma_stall``:
+the kernel has no separate epilogue role, so the MMA role waits for the whole epilogue: the time
+from the previous tile's mainloop end to this tile's wait start.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xstage.errors import InputError
+from xstage.records import COLUMNS, load_records
+
+EXPERIMENT = "moe"
+PLATFORM = "h200-pcie-host"
+SCHEDULES = ("expert_wave", "interleaved")
+
+
+def kernel_row(problem, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
+    times = np.asarray(times_us, dtype=float)
+    if times.size == 0:
+        raise InputError("times_us", [], "must hold at least one trial")
+    median = float(np.median(times))
+    row = {"source": "hw", "experiment": EXPERIMENT, "config": problem.label(), "variant": variant,
+           "time(us)": median, "trials": int(times.size), "platform": platform,
+           **{k: v for k, v in problem.to_dict().items()}, "flops": problem.flops,
+           "TFLOPs": problem.flops / median / 1e6,
+           "time_min(us)": float(times.min()), "time_p25(us)": float(np.percentile(times, 25)),
+           "time_p75(us)": float(np.percentile(times, 75)), "time_max(us)": float(times.max())}
+    row.update(extra)
+    return row
+
+
+def tile_frame(layout, tiles: np.ndarray, log: np.ndarray, *, schedule: str, remote: bool,
+               platform: str = PLATFORM) -> pd.DataFrame:
+    """Tile records from an int64 [T, 8] log (``xstage.hw.moe.kernel.TILE_LOG_FIELDS``) of ``tiles``."""
+    log = np.asarray(log, dtype=np.int64)
+    tiles = np.asarray(tiles)
+    if log.shape != (len(tiles), 8):
+        raise InputError("tile log shape", log.shape, f"must be ({len(tiles)}, 8)")
+    t0 = log[:, 3].min()
+    us = lambda col: (log[:, col] - t0) / 1e3  # noqa: E731 - ns -> us
+    kind = np.where(tiles[:, 0] == 1, "L2", "L1")
+    frame = pd.DataFrame({
+        "source": "hw", "platform": platform, "experiment": EXPERIMENT, "config": layout.problem.label(),
+        "schedule": schedule if remote else f"{schedule}_local", "sm": tiles[:, 4], "seq": tiles[:, 5],
+        "kind": kind, "expert": tiles[:, 1], "m": tiles[:, 2], "n": tiles[:, 3],
+        "bytes_remote": layout.tile_remote_bytes(tiles) if remote else 0,
+        "mainloop_start(us)": us(4), "mainloop_end(us)": us(5), "issue_start(us)": us(6), "issue_end(us)": us(7),
+        "row": tiles[:, 6], "dep_wait(us)": us(4) - us(3), "hw_sm": log[:, 1], "wait_start(us)": us(3)})
+    frame["span(us)"] = frame["issue_end(us)"] - frame["issue_start(us)"]
+    frame = frame.sort_values(["sm", "seq"], kind="stable").reset_index(drop=True)
+    nxt = frame.groupby("sm")["mainloop_start(us)"].shift(-1)
+    frame["gap_to_next(us)"] = nxt - frame["mainloop_end(us)"]
+    prev_end = frame.groupby("sm")["mainloop_end(us)"].shift(1)
+    frame["mma_stall(us)"] = (frame["wait_start(us)"] - prev_end).fillna(0.0)
+    return frame[COLUMNS["tile"] + [c for c in frame.columns if c not in COLUMNS["tile"]]]
+
+
+def tile_timings(frame: pd.DataFrame) -> dict:
+    """Medians from a local-store tile frame: mainloop times and epilogue spans per kind (us)."""
+    out = {}
+    for kind in ("L1", "L2"):
+        k = frame[frame["kind"] == kind]
+        out[f"{kind.lower()}_us"] = float((k["mainloop_end(us)"] - k["mainloop_start(us)"]).median())
+        out[f"{kind.lower()}_epilogue_us"] = float(k["span(us)"].median())
+    return out
+
+
+# --- the simulator's prediction -----------------------------------------------------------------
+def find_platform(out_dir: Path | None = None, name: str = PLATFORM):
+    """(Platform, how it was found): ``name`` (default h200-pcie-host) bundled, committed, or calibrated in
+    this run (``out_dir``'s sibling calib* folders); else (None, "none")."""
+    from xstage.paths import data_dir
+    from xstage.sim.platform import Platform, bundled_platforms, load_platform
+
+    if name in bundled_platforms():
+        return load_platform(name), f"bundled {name}"
+    candidates = [data_dir() / "calibration" / name / "platform.json"]
+    if out_dir is not None:
+        candidates += sorted(Path(out_dir).parent.glob("calib*/**/platform.json"))
+    for path in candidates:
+        if path.is_file():
+            p = Platform.load(path)
+            if p.name == name:
+                return p, str(path)
+    return None, "none"
+
+
+def scaled_b200(sm_count: int, drain_rate_GBps: float):
+    """paper-b200 with the H200's SM count (capacity scaled with it) and a drain rate measured here."""
+    from dataclasses import replace
+
+    from xstage.sim.platform import load_platform
+
+    b = load_platform("paper-b200")
+    k0, q0 = b.capacity_points[0]
+    return replace(b, name="paper-b200-scaled", sm_count=sm_count, drain_rate_GBps=float(drain_rate_GBps),
+                   capacity_points=((sm_count, q0 * sm_count / k0),), target="host")
+
+
+def _replay(layout, schedule, timings: dict, platform, coupled: bool = False):
+    """Replay ``schedule`` with the measured mainloop and epilogue medians (a ``ReplayResult``).
+
+    The Triton kernel has no separate epilogue role: staging_slots = 1 (epilogue in series).
+    ``coupled``: the completion-coupled counterfactual (an epilogue ends when its bytes drained)."""
+    from xstage.sim.replay import ReplayConfig, replay
+
+    kind = schedule.tiles[:, 0]
+    ml = np.where(kind == 1, timings["l2_us"], timings["l1_us"])
+    cfg = ReplayConfig(staging_slots=1, local_epilogue_us=max(timings["l1_epilogue_us"], 0.0),
+                       remote_epilogue_us=max(timings["l2_epilogue_us"], 0.0), record_occupancy=False,
+                       coupled=coupled)
+    return replay(schedule, ml, layout.tile_remote_bytes(schedule.tiles), platform, cfg)
+
+
+def simulate(layout, schedule, timings: dict, platform, coupled: bool = False) -> float:
+    """The makespan (us) of ``_replay``."""
+    return _replay(layout, schedule, timings, platform, coupled).makespan_us
+
+
+def replay_hw_tiles(measured: pd.DataFrame, kernel: pd.DataFrame | None, platform) -> pd.DataFrame:
+    """Simulated tile records beside measured hardware ones (``config`` = a ``MoeProblem`` label): per
+    configuration, both schedules replayed on its own dispatch layout with the mainloop and epilogue
+    medians of its local-store tiles (``tile_timings``), the SM count of the run and the interleaved
+    lead D of its kernel record (the Eq. 16 knee when no kernel record is given)."""
+    from xstage.sim.workloads.moe_layout import MoeProblem, dispatch_layout
+    from xstage.sim.model import lead_knee_rows
+    from xstage.sim.schedules import make_moe_schedule
+
+    out = []
+    for config, tiles in measured.groupby("config"):
+        rows = kernel[(kernel["config"] == config) & (kernel["variant"] == "interleaved")] if kernel is not None \
+            else pd.DataFrame()
+        if len(rows):
+            r = rows.iloc[-1]
+            problem = MoeProblem(**problem_fields(r))
+            sms, lead = int(r["num_sms"]), int(r["lead_rows"])
+        else:
+            problem = parse_label(config)
+            sms = int(tiles["sm"].max()) + 1
+            lead = max(1, lead_knee_rows(problem.block_n, sms, problem.intermediate))
+        local = tiles[tiles["schedule"].astype(str).str.endswith("_local")]
+        timings = tile_timings(local if len(local) else tiles)
+        lay = dispatch_layout(problem)
+        for kind in SCHEDULES:
+            sched = make_moe_schedule(kind, lay.grid, sms, **({"lead_rows": lead} if kind == "interleaved" else {}))
+            res = _replay(lay, sched, timings, platform)
+            out.append(res.tiles(experiment=EXPERIMENT, config=config).assign(schedule=kind))
+    return pd.concat(out, ignore_index=True)
+
+
+def parse_label(label: str):
+    """The ``MoeProblem`` of a label ``h{hidden}-i{I}-t{tokens}-e{E}-{routing}-{precision}-w{W}-s{seed}``
+    (default tile sizes)."""
+    from xstage.sim.workloads.moe_layout import MoeProblem
+
+    parts = str(label).split("-")
+    try:
+        h, i, t, e = (int(p[1:]) for p in parts[:4])
+        routing, precision = parts[4], parts[5]
+        world, seed = int(parts[6][1:]), int(parts[7][1:])
+    except (ValueError, IndexError):
+        raise InputError("config", label, "is not a MoE hardware label h<H>-i<I>-t<T>-e<E>-<routing>-<precision>-w<W>-s<seed>") from None
+    return MoeProblem(h, i, t, local_experts=e, routing=routing, precision=precision, world_size=world, seed=seed)
+
+
+def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
+    """Fill ``sim_wave(us)``/``sim_int(us)`` of the schedule rows from the stored measured medians
+    (``measured_l1_us`` ...), rebuilding each configuration's layout and schedules (seeded)."""
+    from xstage.sim.workloads.moe_layout import MoeProblem, dispatch_layout
+    from xstage.sim.schedules import make_moe_schedule
+
+    out = kernel.copy()
+    keys = ["l1_us", "l2_us", "l1_epilogue_us", "l2_epilogue_us"]
+    ranks = out["rank"] if "rank" in out else pd.Series(0, index=out.index)
+    for (config, rank), grp in out[out["variant"].isin(SCHEDULES)].groupby(["config", ranks]):
+        r = grp.iloc[0]
+        if not all(f"measured_{k}" in r and np.isfinite(r[f"measured_{k}"]) for k in keys):
+            continue
+        fields = problem_fields(r)
+        if str(r.get("layout", "")) == "ep":  # a W-rank record (xstage.hw.moe.dist): the EP routing
+            from xstage.sim.workloads.ep import EpProblem, ep_layout
+
+            lay = ep_layout(EpProblem(**fields))
+        else:
+            lay = dispatch_layout(MoeProblem(**fields))
+        sms = int(r["num_sms"])
+        timings = {k: float(r[f"measured_{k}"]) for k in keys}
+        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms), timings, platform)
+        inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"])),
+                         timings, platform)
+        sel = (out["config"] == config) & (ranks == rank)
+        out.loc[sel, "sim_wave(us)"], out.loc[sel, "sim_int(us)"], out.loc[sel, "sim_platform"] = wave, inter, label
+    return out
+
+
+# --- summary ------------------------------------------------------------------------------------
+def load_kernel_records(folder: Path, platform: str | None = None) -> pd.DataFrame:
+    files = sorted(Path(folder).glob("**/moe-kernel*.parquet"))  # one file per run
+    if not files:
+        raise InputError("moe records", str(folder), "hold no moe-kernel*.parquet files (run benchmarks/gpu/moe.sh)")
+    frames = []
+    for f in files:
+        rows, meta = load_records(f, "kernel")
+        frames.append(rows.assign(_run=str((meta.get("provenance") or {}).get("date", "")) + str(f)))
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame[frame["experiment"] == EXPERIMENT]
+    # a configuration measured in several runs: keep the latest run's rows only
+    latest = frame.groupby("config")["_run"].transform("max")
+    frame = frame[frame["_run"] == latest].drop(columns="_run")
+    if platform is not None:
+        frame = frame[frame["platform"] == platform]
+    if frame.empty:
+        raise InputError("moe records", str(folder), f"hold no rows for platform {platform!r}")
+    return frame
+
+
+def _geomean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    return float(np.exp(np.log(x).mean())) if len(x) else math.nan
+
+
+def collapse_ranks(kernel: pd.DataFrame) -> pd.DataFrame:
+    """One row per (config, variant). W-rank records (``xstage.hw.moe.dist``) hold one row per rank; an
+    expert-parallel layer ends with its slowest rank, so each variant keeps its slowest rank's row and
+    the simulated makespans (``sim_*(us)``) become their maximum over the ranks of the configuration."""
+    if "rank" not in kernel or kernel.groupby(["config", "variant"]).size().max() <= 1:
+        return kernel
+    out = kernel.loc[kernel.groupby(["config", "variant"])["time(us)"].idxmax()].copy()
+    for col in [c for c in kernel.columns if c.startswith("sim_") and c.endswith("(us)")]:
+        out[col] = out["config"].map(kernel.groupby("config")[col].max())
+    return out.reset_index(drop=True)
+
+
+def schedules_identical(problem, num_sms: int, lead_rows: int) -> bool:
+    """True when the interleaved order with lead ``lead_rows`` is the expert-wave order, tile for tile
+    (e.g. one wave holds every expert and D reaches the last row): the two kernels are then the same
+    launch and there is no winner to predict."""
+    from xstage.sim.workloads.moe_layout import dispatch_layout
+    from xstage.sim.schedules import make_moe_schedule
+
+    grid = dispatch_layout(problem).grid
+    return same_order(make_moe_schedule("expert_wave", grid, int(num_sms)),
+                      make_moe_schedule("interleaved", grid, int(num_sms), lead_rows=int(lead_rows)))
+
+
+def same_order(a, b) -> bool:
+    """True when two schedules walk the same tiles in the same order on the same programs."""
+    a, b = a.to_arrays(), b.to_arrays()
+    return all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+
+
+def problem_fields(row) -> dict:
+    """The ``MoeProblem`` fields a record row holds, as Python values (strings for routing and precision)."""
+    from xstage.sim.workloads.moe_layout import MoeProblem
+
+    return {k: (str(row[k]) if k in ("routing", "precision") else int(row[k]))
+            for k in MoeProblem.__dataclass_fields__ if k in row}
+
+
+def _identical_column(kernel: pd.DataFrame) -> pd.Series:
+    """Per configuration: ``schedules_identical`` as recorded, or rebuilt from the problem columns, the
+    SM count and the tuned lead of the interleaved row (records written before the column existed)."""
+    from xstage.sim.workloads.moe_layout import MoeProblem
+
+    inter = kernel[kernel["variant"] == "interleaved"].drop_duplicates("config", keep="last").set_index("config")
+    recorded = inter["schedules_identical"] if "schedules_identical" in inter else pd.Series(dtype=object)
+    complete = set(MoeProblem.__dataclass_fields__) <= set(inter.columns)
+    out = {}
+    for config, row in inter.iterrows():
+        if config in recorded.index and pd.notna(recorded[config]):  # recorded by the run (W-rank rows always)
+            out[config] = bool(recorded[config])
+            continue
+        if not {"num_sms", "lead_rows"} <= set(row.index) or not complete:
+            out[config] = False
+            continue
+        problem = MoeProblem(**problem_fields(row))
+        out[config] = schedules_identical(problem, row["num_sms"], row["lead_rows"])
+    return pd.Series(out, dtype=bool)
+
+
+def per_config(kernel: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: times of every variant, speedup, GEMM ratio, simulated winner
+    (W-rank records: the slowest rank, ``collapse_ranks``)."""
+    kernel = collapse_ranks(kernel)
+    p = kernel.pivot_table(index="config", columns="variant", values="time(us)", aggfunc="median")
+    need = {"expert_wave", "interleaved"}
+    if not need <= set(p.columns):
+        raise InputError("moe kernel variants", sorted(p.columns), "must include expert_wave and interleaved")
+    out = pd.DataFrame(index=p.index)
+    for v in p.columns:
+        out[f"{v}(us)"] = p[v]
+    out["speedup_interleaved"] = p["expert_wave"] / p["interleaved"]
+    if {"expert_wave_local", "interleaved_local", "grouped_mm"} <= set(p.columns):
+        out["gemm_vs_grouped_mm"] = p["grouped_mm"] / p[["expert_wave_local", "interleaved_local"]].min(axis=1)
+    sim = kernel[kernel["variant"].isin(["expert_wave", "interleaved"])]
+    for col in ("sim_wave(us)", "sim_int(us)", "sim_platform", "sim_copyR_wave(us)", "sim_copyR_int(us)",
+                "sim_coupled_wave(us)", "sim_coupled_int(us)"):
+        if col in sim:
+            out[col] = sim.groupby("config")[col].first()
+    if {"sim_wave(us)", "sim_int(us)"} <= set(out.columns):
+        out["sim_speedup"] = out["sim_wave(us)"] / out["sim_int(us)"]
+    for tag in ("copyR", "coupled"):
+        if {f"sim_{tag}_wave(us)", f"sim_{tag}_int(us)"} <= set(out.columns):
+            out[f"sim_{tag}_speedup"] = out[f"sim_{tag}_wave(us)"] / out[f"sim_{tag}_int(us)"]
+    for col in ("hidden", "intermediate", "tokens", "routing", "precision"):
+        if col in kernel:
+            out[col] = kernel.groupby("config")[col].first()
+    out["schedules_identical"] = _identical_column(kernel).reindex(out.index).fillna(False).astype(bool)
+    return out.reset_index()
+
+
+def _gemm_ratio(c: pd.DataFrame, precision: str) -> float:
+    """Geomean of the GEMM ratio over one precision: bf16 against torch._grouped_mm, w8a8 against the fp8
+    torch._scaled_grouped_mm (records without a precision column count as bf16)."""
+    if "gemm_vs_grouped_mm" not in c:
+        return math.nan
+    prec = c["precision"] if "precision" in c else pd.Series("bf16", index=c.index)
+    return _geomean(c.loc[prec == precision, "gemm_vs_grouped_mm"])
+
+
+def summarize(data_dir: Path, platform: str | None = None) -> dict:
+    """``xstage results moe``: n_configs, speedups, GEMM ratio vs grouped GEMM, sign agreement with the sim."""
+    k = load_kernel_records(Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir),
+                            platform)
+    have_sim = "sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()
+    if not have_sim:  # predicted at run time only when simpy and a platform were there: predict now
+        plat, src = find_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
+        if plat is not None:
+            k = resimulate(k, plat, src)
+    c = per_config(k)
+    s = c["speedup_interleaved"]
+    out = {"n_configs": int(len(c)), "geomean_speedup_interleaved": _geomean(s),
+           "max_speedup_interleaved": float(s.max()), "min_speedup_interleaved": float(s.min()),
+           "gemm_tflops_vs_grouped_mm": _gemm_ratio(c, "bf16"),
+           "gemm_tflops_vs_scaled_grouped_mm": _gemm_ratio(c, "w8a8"),
+           "sign_agreement_with_sim": math.nan, "sim_platform": None}
+    # a winner exists only where the two tile orders differ: configurations whose tuned interleaved order
+    # is the expert-wave order (the same launch twice) are counted apart, and the plain fraction over all
+    # configurations is kept as ``*_all``
+    out["n_identical_schedules"] = int(c["schedules_identical"].sum())
+    distinct = ~c["schedules_identical"]
+    for tag in ("", "_copyR", "_coupled"):  # secondary: R = the measured copy rate; completion-coupled replay
+        col = f"sim{tag}_speedup"
+        if col not in c:
+            continue
+        have = np.isfinite(c[col]) & np.isfinite(s)
+        agree = np.sign(c[col] - 1) == np.sign(s - 1)
+        if (have & distinct).any():
+            out[f"sign_agreement_with_sim{tag}"] = float(agree[have & distinct].mean())
+        if have.any():
+            out[f"sign_agreement_with_sim{tag}_all"] = float(agree[have].mean())
+        if tag == "" and have.any() and "sim_platform" in c:
+            out["sim_platform"] = str(c.loc[have, "sim_platform"].iloc[0])
+    if "baseline" in k:
+        b = k["baseline"].dropna()
+        out["grouped_gemm_baseline"] = str(b.iloc[0]) if len(b) else None
+    return out

@@ -1,0 +1,111 @@
+"""Runners for the calibration sweep: the CUDA microbenchmark, or the simulator (for tests).
+
+A runner has ``sm_count``, ``supports_fma``, ``describe() -> dict`` (goes into the records' meta),
+``run(spec) -> (frame, info)`` returning burst records in the microbenchmark's columns, and
+``copy_engine(volumes) -> DataFrame`` (kernel record rows; empty where it does not apply).
+"""
+
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from xstage.hw.microbench.runner import BurstSpec
+
+
+class GpuRunner:
+    """The CUDA microbenchmark on one target buffer (GPU imports happen here)."""
+
+    supports_fma = True
+
+    def __init__(self, target: str, buffer_bytes: int, *, self_peer: bool = False, timeout_ms: float = 2000.0,
+                 ring_bytes: int = 256 * 2**20, peer_pattern: str = "next"):
+        from xstage.hw.microbench.runner import Microbench
+        from xstage.hw.common.targets import open_target
+        self.target = open_target(target, buffer_bytes, self_peer=self_peer, peer_pattern=peer_pattern)
+        self.mb = Microbench(self.target, timeout_ms=timeout_ms, ring_bytes=ring_bytes)
+        self.sm_count = self.mb.sm_count
+        t = time.perf_counter()
+        self.timer = self.mb.probe_timer()
+        print(f"[calibrate] %globaltimer tick {self.timer['tick_ns']:.0f} ns (distinct deltas "
+              f"{self.timer['distinct_deltas_ns']}), SM clock {self.timer['sm_clock_GHz']:.3f} GHz, "
+              f"durations from {self.timer['timebase']} ({time.perf_counter() - t:.1f} s)", file=sys.stderr)
+        self.verified_words = 0
+
+    def run(self, spec: BurstSpec):
+        frame, info = self.mb.run(spec)
+        self.verified_words += info["verified_words"]
+        return frame, info
+
+    def describe(self) -> dict:
+        import cupy
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        return {"runner": "gpu", "gpu_name": name, "sm_count": self.sm_count,
+                "compute_capability": self.mb.compute_capability, "timer": self.timer,
+                "one_cta_per_sm_dynamic_smem_bytes": self.mb.pad_bytes, "target_buffer_bytes": self.target.nbytes,
+                "ring_bytes": self.mb.ring_bytes,
+                "target_info": self.target.info, "verified_words": self.verified_words}
+
+    def copy_engine(self, volumes, trials: int = 10) -> pd.DataFrame:
+        """torch copy device -> pinned host of each volume; median of ``trials`` after a warm-up."""
+        try:
+            import torch
+        except ImportError:
+            return pd.DataFrame()
+        if not torch.cuda.is_available():
+            return pd.DataFrame()
+        rows = []
+        for v in sorted({int(x) for x in volumes}):
+            src = torch.empty(v, dtype=torch.uint8, device="cuda").fill_(7)
+            dst = torch.empty(v, dtype=torch.uint8, pin_memory=True)
+            times = []
+            for k in range(trials + 1):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                dst.copy_(src, non_blocking=True)
+                b.record()
+                b.synchronize()
+                if k:
+                    times.append(a.elapsed_time(b) * 1e3)
+            if int(dst[::max(1, v // 64)].min()) != 7:
+                raise RuntimeError("copy-engine check: pinned buffer does not hold the copied bytes")
+            t = float(np.median(times))
+            rows.append({"source": "hw", "experiment": "copy-engine", "config": f"V={v}",
+                         "variant": "torch d2h pinned", "time(us)": t, "trials": trials, "bytes": v,
+                         "GBps": v / t / 1e3})
+            del src, dst
+        return pd.DataFrame(rows)
+
+    def close(self):
+        self.mb.close()
+
+
+class SimRunner:
+    """The simulator behind the same interface: burst records of a known Platform."""
+
+    supports_fma = False
+
+    def __init__(self, platform):
+        self.platform = platform
+        self.sm_count = platform.sm_count
+
+    def run(self, spec: BurstSpec):
+        from xstage.sim.bursts import BurstConfig, simulate_bursts
+        mode = "periodic" if spec.mode in ("free", "aligned") else spec.mode   # symmetric producers
+        cfg = BurstConfig(spec.producers, spec.bytes_per_producer, spec.gap_us, bursts=spec.bursts, mode=mode)
+        frame = simulate_bursts(self.platform, cfg, record_occupancy=False).bursts
+        frame = frame.assign(trial=0, gap_kind=spec.gap_kind, fma_iters=spec.fma_iters, mode=spec.mode)
+        frame["gap_measured(us)"] = frame["period(us)"] - frame["issue(us)"]
+        return frame, {"verified_words": 0}
+
+    def describe(self) -> dict:
+        return {"runner": "sim", "platform": self.platform.name, "platform_hash": self.platform.content_hash,
+                "sm_count": self.sm_count}
+
+    def copy_engine(self, volumes, trials: int = 10) -> pd.DataFrame:
+        return pd.DataFrame()
+
+    def close(self):
+        pass

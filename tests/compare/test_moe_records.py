@@ -1,0 +1,189 @@
+"""MoE records: tile rows from a kernel log, kernel rows, the simulator's prediction, the summary, the CLI."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xstage.errors import InputError
+from xstage.compare import moe_records as R
+from xstage.sim.workloads.moe_layout import MoeProblem, dispatch_layout
+from xstage.records import load_records, save_records
+from xstage.sim.platform import load_platform
+from xstage.sim.replay import ReplayConfig, replay
+from xstage.sim.schedules import make_moe_schedule
+
+PROBLEM = MoeProblem(256, 128, 600, routing="skewed", seed=2)
+
+
+def _fake_log(schedule, layout):
+    """A kernel tile log (ns) built from a replay: what the instrumented kernel would write."""
+    kind = schedule.tiles[:, 0]
+    plat = R.scaled_b200(schedule.num_sms, 25.0)
+    res = replay(schedule, np.where(kind == 1, 3.0, 6.0), layout.tile_remote_bytes(schedule.tiles), plat,
+                 ReplayConfig(staging_slots=1, local_epilogue_us=0.5, remote_epilogue_us=1.0))
+    a = res.arrays
+    ns = lambda x: np.round(np.asarray(x) * 1e3 + 5e9).astype(np.int64)  # noqa: E731
+    log = np.stack([a["sm"], a["sm"] + 100, a["seq"], ns(a["ml_start"] - a["dep_wait"]), ns(a["ml_start"]),
+                    ns(a["ml_end"]), ns(a["epi_start"]), ns(a["epi_end"])], axis=1)
+    return log, res
+
+
+def test_tile_frame_from_a_log():
+    lay = dispatch_layout(PROBLEM)
+    s = make_moe_schedule("interleaved", lay.grid, 8, lead_rows=2)
+    log, res = _fake_log(s, lay)
+    f = R.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=True)
+    sim = res.tiles()
+    assert len(f) == len(s.tiles) and set(f["kind"]) == {"L1", "L2"}
+    assert f["mainloop_start(us)"].min() == 0.0
+    np.testing.assert_allclose(np.sort(f["span(us)"]), np.sort(sim["span(us)"]), atol=2e-3)
+    assert (f.loc[f["kind"] == "L1", "bytes_remote"] == 0).all()
+    assert f["bytes_remote"].sum() == lay.combine_bytes()["remote_bytes"]
+    # gap to the next mainloop of the same program = its epilogue + the next tile's waits
+    first = f[(f["sm"] == 0)].sort_values("seq")
+    assert first["gap_to_next(us)"].iloc[0] == pytest.approx(first["mainloop_start(us)"].iloc[1]
+                                                           - first["mainloop_end(us)"].iloc[0])
+    assert math.isnan(first["gap_to_next(us)"].iloc[-1])
+    local = R.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=False)
+    assert (local["bytes_remote"] == 0).all() and local["schedule"].iloc[0] == "interleaved_local"
+    t = R.tile_timings(local)
+    assert t["l1_us"] == pytest.approx(6.0, abs=1e-3) and t["l2_us"] == pytest.approx(3.0, abs=1e-3)
+    with pytest.raises(InputError):
+        R.tile_frame(lay, s.tiles, log[:-1], schedule="interleaved", remote=True)
+
+
+def _kernel_rows(times: dict, problem=PROBLEM, sim=None, measured=True):
+    rows = []
+    for variant, t in times.items():
+        extra = {"lead_rows": 2, "num_sms": 8, "baseline": "torch._grouped_mm"}
+        if measured:
+            extra.update({"measured_l1_us": 6.0, "measured_l2_us": 3.0, "measured_l1_epilogue_us": 0.5,
+                          "measured_l2_epilogue_us": 1.0})
+        if sim:
+            extra.update(sim)
+        rows.append(R.kernel_row(problem, variant, [t, t * 1.01, t * 0.99], **extra))
+    return rows
+
+
+def test_kernel_rows_summary_and_roundtrip(tmp_path):
+    a = _kernel_rows({"expert_wave": 120.0, "interleaved": 100.0, "expert_wave_local": 80.0,
+                      "interleaved_local": 70.0, "grouped_mm": 56.0},
+                     sim={"sim_wave(us)": 110.0, "sim_int(us)": 100.0, "sim_platform": "test"})
+    b = _kernel_rows({"expert_wave": 90.0, "interleaved": 100.0, "expert_wave_local": 50.0,
+                      "interleaved_local": 60.0, "grouped_mm": 40.0},
+                     problem=MoeProblem(256, 128, 700, seed=3),
+                     sim={"sim_wave(us)": 105.0, "sim_int(us)": 100.0, "sim_platform": "test"})
+    assert a[0]["TFLOPs"] == pytest.approx(PROBLEM.flops / 120.0 / 1e6)
+    path = save_records(tmp_path / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(a + b),
+                        {"config": {}, "provenance": {}})
+    frame, meta = load_records(path, "kernel")
+    assert len(frame) == 10 and meta["kind"] == "kernel"
+    s = R.summarize(tmp_path)
+    assert s["n_configs"] == 2
+    assert s["geomean_speedup_interleaved"] == pytest.approx(math.sqrt(1.2 * 0.9))
+    assert s["max_speedup_interleaved"] == pytest.approx(1.2)
+    assert s["gemm_tflops_vs_grouped_mm"] == pytest.approx(math.sqrt(0.8 * 0.8))
+    assert s["sign_agreement_with_sim"] == pytest.approx(0.5)  # config b: measured < 1, simulated > 1
+    assert s["grouped_gemm_baseline"] == "torch._grouped_mm"
+
+
+def test_resimulate_from_stored_medians():
+    rows = _kernel_rows({"expert_wave": 120.0, "interleaved": 100.0})
+    k = R.resimulate(pd.DataFrame(rows), load_platform("paper-b200"), "paper-b200")
+    assert np.isfinite(k["sim_wave(us)"]).all() and np.isfinite(k["sim_int(us)"]).all()
+    assert (k["sim_platform"] == "paper-b200").all()
+    lay = dispatch_layout(PROBLEM)
+    t = {"l1_us": 6.0, "l2_us": 3.0, "l1_epilogue_us": 0.5, "l2_epilogue_us": 1.0}
+    want = R.simulate(lay, make_moe_schedule("expert_wave", lay.grid, 8), t, load_platform("paper-b200"))
+    assert k["sim_wave(us)"].iloc[0] == pytest.approx(want)
+    slow = R.scaled_b200(8, 1.0)  # 1 GB/s: the Combine dominates; completion-coupled epilogues wait for it
+    coupled = R.simulate(lay, make_moe_schedule("expert_wave", lay.grid, 8), t, slow, coupled=True)
+    assert coupled > R.simulate(lay, make_moe_schedule("expert_wave", lay.grid, 8), t, slow)
+
+
+def test_summarize_without_records(tmp_path):
+    with pytest.raises(InputError, match="moe-kernel"):
+        R.summarize(tmp_path)
+
+
+def test_cli_layout_and_results(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "xstage.cli", "moe", "layout", "--hidden", "2048", "--intermediate",
+                          "512", "--tokens", "4096", "--routing", "skewed", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lay = json.loads(out.stdout)
+    assert sum(lay["tokens_per_expert"]) == 4096 and lay["lead_rows"] == 17   # ceil(128 * 132 / 1024)
+    assert lay["local_bytes"] + lay["remote_bytes"] == 4096 * 2048 * 2
+    bad = subprocess.run([sys.executable, "-m", "xstage.cli", "moe", "layout", "--routing", "hot"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "routing" in bad.stderr
+    rows = _kernel_rows({"expert_wave": 120.0, "interleaved": 100.0},
+                        sim={"sim_wave(us)": 110.0, "sim_int(us)": 100.0, "sim_platform": "test"})
+    save_records(tmp_path / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(rows), {"config": {}})
+    res = subprocess.run([sys.executable, "-m", "xstage.cli", "results", "moe", "--data", str(tmp_path), "--json"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(res.stdout)
+    assert s["n_configs"] == 1 and s["sign_agreement_with_sim"] == 1.0
+
+
+def test_latest_run_wins_for_a_repeated_configuration(tmp_path):
+    old = _kernel_rows({"expert_wave": 200.0, "interleaved": 100.0})
+    new = _kernel_rows({"expert_wave": 110.0, "interleaved": 100.0})
+    save_records(tmp_path / "moe" / "a" / "moe-kernel.parquet", "kernel", pd.DataFrame(old),
+                 {"provenance": {"date": "2026-11-29T12:40:00"}})
+    save_records(tmp_path / "moe" / "b" / "moe-kernel.parquet", "kernel", pd.DataFrame(new),
+                 {"provenance": {"date": "2026-11-29T13:20:00"}})
+    s = R.summarize(tmp_path)
+    assert s["n_configs"] == 1 and s["max_speedup_interleaved"] == pytest.approx(1.1)
+
+
+def test_identical_schedules_have_no_winner(tmp_path):
+    # one wave holds all 8 experts and D reaches the last row: the interleaved order IS expert-wave
+    big = MoeProblem(2048, 512, 4096)
+    rows_total = dispatch_layout(big).grid.rows
+    assert R.schedules_identical(big, 132, rows_total - 1)
+    assert not R.schedules_identical(big, 132, 2)
+    same = _kernel_rows({"expert_wave": 100.0, "interleaved": 100.4}, problem=big,
+                        sim={"sim_wave(us)": 100.0, "sim_int(us)": 100.0, "sim_platform": "test"})
+    for r in same:
+        r.update(lead_rows=rows_total - 1, num_sms=132)
+    differ = _kernel_rows({"expert_wave": 120.0, "interleaved": 100.0},
+                          sim={"sim_wave(us)": 110.0, "sim_int(us)": 100.0, "sim_platform": "test"})
+    save_records(tmp_path / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(same + differ), {"config": {}})
+    s = R.summarize(tmp_path)
+    assert s["n_configs"] == 2 and s["n_identical_schedules"] == 1
+    assert s["sign_agreement_with_sim"] == 1.0       # over the one configuration with two different orders
+    assert s["sign_agreement_with_sim_all"] == 0.5   # the tie (sim 1.0 vs measured 0.996) counts as a miss
+    # a recorded column wins over the rebuild
+    for r in same:
+        r["schedules_identical"] = False
+    for r in differ:
+        r["schedules_identical"] = False
+    save_records(tmp_path / "moe2" / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(same + differ),
+                 {"config": {}})
+    assert R.summarize(tmp_path / "moe2")["n_identical_schedules"] == 0
+
+
+def test_hw_tile_replay_and_label_parse():
+    assert R.parse_label(PROBLEM.label()) == MoeProblem(256, 128, 600, routing="skewed", seed=2)
+    with pytest.raises(InputError):
+        R.parse_label("Qwen3.5/w8a8/skewed/M")
+    lay = dispatch_layout(PROBLEM)
+    s = make_moe_schedule("interleaved", lay.grid, 8, lead_rows=2)
+    log, _ = _fake_log(s, lay)
+    local = R.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=False).assign(config=PROBLEM.label())
+    kernel = pd.DataFrame(_kernel_rows({"interleaved": 100.0}))
+    for kern in (kernel, None):  # with the run's kernel record (lead D = 2), or from the label and the tiles alone
+        sim = R.replay_hw_tiles(local, kern, load_platform("paper-b200"))
+        assert set(sim["schedule"]) == {"expert_wave", "interleaved"} and set(sim["config"]) == {PROBLEM.label()}
+        assert (sim["source"] == "sim").all()
+        inter = sim[sim["schedule"] == "interleaved"]
+        assert len(inter) == len(s.tiles)
+        # the replay used the local tiles' medians: 6 us L1 and 3 us L2 mainloops
+        ml = (inter["mainloop_end(us)"] - inter["mainloop_start(us)"]).groupby(inter["kind"].astype(str)).median()
+        assert ml["L1"] == pytest.approx(6.0, abs=1e-3) and ml["L2"] == pytest.approx(3.0, abs=1e-3)

@@ -1,0 +1,154 @@
+"""``xstage calibrate``: measure a platform's (T_iss0, R, Q) and write a platform file.
+
+    xstage calibrate --target host --out data/calibration/h200-pcie-host
+    xstage calibrate --target local --out /tmp/calib-local --quick
+    xstage calibrate --refit --out data/calibration/h200-pcie-host      # re-fit stored points, no GPU
+    xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
+    torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
+    torchrun --standalone --nproc-per-node=8 -m xstage.cli calibrate --target peer --peer-pattern all --out DIR
+"""
+
+import os
+import sys
+
+from xstage.errors import InputError, require_int
+from xstage.units import parse_size
+
+
+def _ints(text, field):
+    try:
+        return tuple(require_int(field, x) for x in str(text).split(",") if x.strip())
+    except InputError:
+        raise InputError(field, text, "must be a comma-separated list of integers") from None
+
+
+def _sizes(text, field):
+    return tuple(parse_size(x, field) for x in str(text).split(",") if x.strip())
+
+
+def _floats(text, field):
+    try:
+        return tuple(float(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise InputError(field, text, "must be a comma-separated list of numbers") from None
+
+
+def register(sub):
+    p = sub.add_parser("calibrate", help="measure T_iss0, R, Q on this GPU and write a platform file",
+                       description="Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, "
+                       "large-gap plateau -> T_iss0(K,B), isolated bursts -> Q(K)), fit the platform, check the "
+                       "Burst-Gap model against every point, and write platform.json plus the raw records "
+                       "(Parquet) into --out. Progress goes to stderr.")
+    p.add_argument("--target", choices=("host", "local", "peer"), default=None,
+                   help="host: pinned host memory mapped into the GPU (PCIe); local: this GPU's HBM (control); "
+                   "peer: the next rank's GPU through torch symmetric memory (torchrun, >= 2 GPUs)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--name", default="", help="platform name (default: <gpu>-pcie-host / -local / -peer / -peer-a2a)")
+    p.add_argument("--peer-pattern", default="next", metavar="{next,all}",
+                   help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
+                   "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
+                   "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
+    p.add_argument("--producers", default="16,33,66,132", help="K values of the rate/plateau grid")
+    p.add_argument("--sizes", default="8KiB,16KiB,32KiB,64KiB", help="B values of the rate/plateau grid")
+    p.add_argument("--gap-configs", default="132:32KiB,66:64KiB,33:16KiB,132:8KiB,16:64KiB",
+                   help="K:B pairs of the gap sweep")
+    p.add_argument("--gap-fractions", default="0.05,0.1,0.2,0.3,0.45,0.6,0.75,0.9,1.0,1.1,1.3,1.6",
+                   help="gaps of the sweep, as fractions of the zero-gap period")
+    p.add_argument("--iso-producers", default="16,33,66,132", help="K values of the isolated (capacity) sweep")
+    p.add_argument("--iso-sizes", default="2KiB,4KiB,8KiB,12KiB,16KiB,20KiB,24KiB,28KiB,32KiB,40KiB,48KiB,64KiB,96KiB,"
+                   "128KiB,192KiB,256KiB",
+                   help="B values of the isolated sweep")
+    p.add_argument("--bursts", type=int, default=32, help="bursts per periodic run (medians use the second half)")
+    p.add_argument("--steady", default="128MiB",
+                   help="periodic runs inject at least this volume (so the queue fills: steady state)")
+    p.add_argument("--max-bursts", type=int, default=2048, help="cap on bursts per periodic run")
+    p.add_argument("--iso-bursts", type=int, default=6, help="bursts per isolated run (the first is dropped)")
+    p.add_argument("--trials", type=int, default=5, help="trials per configuration (median)")
+    p.add_argument("--settle-us", type=float, default=10.0, help="isolated mode: wait after the drain barrier")
+    p.add_argument("--keep-producers", type=int, default=4,
+                   help="producers per run kept in bursts.parquet (0 = all; medians always use all)")
+    p.add_argument("--quick", action="store_true", help="a small sweep (smoke test)")
+    p.add_argument("--no-copy", action="store_true", help="skip the copy-engine comparison")
+    p.add_argument("--aligned", action="store_true",
+                   help="also run the rate grid and the gap sweeps with a fence-free per-burst barrier")
+    p.add_argument("--self-peer", action="store_true", help="peer target at world size 1 (this GPU's own buffer)")
+    p.add_argument("--ring", default="256MiB",
+                   help="a buffer slot is rewritten only after this many bytes of other stores (fresh addresses)")
+    p.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
+    p.add_argument("--sim", default=None, metavar="PLATFORM",
+                   help="run the sweep on the simulator with this platform instead of the GPU")
+    p.add_argument("--refit", action="store_true", help="re-fit the points already in --out (no measurement)")
+    p.add_argument("--overwrite", action="store_true", help="replace files in --out")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run)
+
+
+def build_config(args):
+    from xstage.hw.calib.calibrate import CalibConfig
+    pairs = []
+    for item in str(args.gap_configs).split(","):
+        if not item.strip():
+            continue
+        if ":" not in item:
+            raise InputError("--gap-configs", args.gap_configs, "must be K:B pairs such as 132:32KiB")
+        k, b = item.split(":", 1)
+        pairs.append((require_int("--gap-configs K", k.strip()), parse_size(b, "--gap-configs B")))
+    kw = dict(target=args.target, name=args.name, producers=_ints(args.producers, "--producers"),
+              sizes=_sizes(args.sizes, "--sizes"), gap_configs=tuple(pairs),
+              gap_fractions=_floats(args.gap_fractions, "--gap-fractions"),
+              iso_producers=_ints(args.iso_producers, "--iso-producers"), iso_sizes=_sizes(args.iso_sizes, "--iso-sizes"),
+              bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
+              iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
+              keep_producers=args.keep_producers, copy_engine=not args.no_copy, aligned=args.aligned,
+              peer_pattern=args.peer_pattern)
+    if args.quick:
+        kw.update(producers=(16, 132), sizes=(8192, 65536), gap_configs=((132, 32768),),
+                  gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), iso_producers=(132,),
+                  iso_sizes=tuple(k * 1024 for k in (8, 32, 64, 128, 256)), bursts=12, iso_bursts=4, trials=2,
+                  steady_bytes=16 * 2**20, max_bursts=128)
+    return CalibConfig(**kw)
+
+
+def buffer_bytes(cfg, ring_bytes: int) -> int:
+    """Target buffer: the address ring plus one more burst, and at least 4 copies of the biggest burst."""
+    biggest = max(max(cfg.producers) * max(cfg.sizes), max(k * b for k, b in cfg.gap_configs) if cfg.gap_configs else 0,
+                  max(cfg.iso_producers) * max(cfg.iso_sizes))
+    return int(max(ring_bytes + biggest, 4 * biggest))
+
+
+def run(args) -> int:
+    from xstage.cli import print_json, print_table
+    from xstage.hw.calib import calibrate
+
+    if args.refit:
+        summary = calibrate.refit(args.out, name=args.name or None)
+    else:
+        if args.target is None:
+            raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
+        cfg = build_config(args)
+        if args.sim:
+            from xstage.hw.calib.runners import SimRunner
+            from xstage.sim.platform import load_platform
+            runner = SimRunner(load_platform(args.sim))
+        else:
+            from xstage.hw.common.targets import apply_launch_env, check_target
+            apply_launch_env()
+            check_target(args.target, self_peer=args.self_peer)
+            from xstage.hw.calib.runners import GpuRunner
+            ring = parse_size(args.ring, "--ring")
+            runner = GpuRunner(args.target, buffer_bytes(cfg, ring), self_peer=args.self_peer,
+                               timeout_ms=args.timeout_ms, ring_bytes=ring, peer_pattern=cfg.peer_pattern)
+        rank = int(os.environ.get("RANK", "0"))
+        try:
+            if rank != 0:  # other ranks drive their own peer stores (the same sweep); rank 0 records
+                calibrate.sweep(cfg, runner, progress=False)
+                return 0
+            summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite)
+        finally:
+            runner.close()
+        print(f"[calibrate] wrote {args.out}/platform.json and records", file=sys.stderr)
+    if args.json:
+        print_json(summary)
+    else:
+        print_table({k: v for k, v in summary.items() if not isinstance(v, dict)})
+    return 0

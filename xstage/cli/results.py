@@ -1,0 +1,44 @@
+"""``xstage results KIND``: summaries of the committed measurement records under data/."""
+
+from pathlib import Path
+
+from xstage.errors import InputError
+from xstage.paths import data_dir
+
+# (module, function): modules without GPU imports, so the summaries work on any machine
+KINDS = {
+    "calibration": ("xstage.hw.calib.calibrate", "summarize_results"),
+    "attention": ("xstage.compare.attention_records", "summarize"),
+    "moe": ("xstage.compare.moe_records", "summarize"),
+}
+
+
+def register(sub):
+    p = sub.add_parser("results", help="summarize committed hardware records (calibration, attention, moe)",
+                       description="Summarize the committed measurement records under data/.")
+    p.add_argument("kind", choices=sorted(KINDS), help="which records")
+    p.add_argument("--platform", default=None, help="platform name (calibration records)")
+    p.add_argument("--data", default=None, help="records folder (default: the checkout's data/ or $XSTAGE_DATA)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import importlib
+
+    from xstage.cli import print_json, print_table
+
+    folder = Path(args.data) if args.data else data_dir()
+    if not folder.is_dir():
+        raise InputError("--data", str(folder), "is not a folder")
+    module_name, function = KINDS[args.kind]
+    summary = getattr(importlib.import_module(module_name), function)(folder, args.platform)
+    if args.json:
+        print_json(summary)
+    elif isinstance(summary, list):
+        for row in summary:
+            print_table(row)
+            print()
+    else:
+        print_table(summary)
+    return 0

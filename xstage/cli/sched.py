@@ -1,0 +1,327 @@
+"""Schedule subcommands: ``xstage sweep``, ``xstage advise``, ``xstage replay``, ``xstage schedule export``."""
+
+import sys
+
+from xstage.errors import InputError, require_int
+from xstage.sim.platform import bundled_platforms, load_platform
+
+
+def register(sub):
+    sw = sub.add_parser("sweep", help="replay a whole workload catalog (MoE 84 configs, or FA shapes x M)",
+                        description="Replay every configuration of a catalog and write one row per configuration. "
+                        "moe: expert-wave vs interleaved (lead D = max(1, D_knee)) for the paper's 84 MoE "
+                        "configurations; fa: FA-only, X-Stage-fused and completion-coupled replays of the FA3/FA4 "
+                        "shapes at M = 8K..64K. Runs on local cores, or on a Dask cluster with --scheduler.")
+    sw.add_argument("kind", choices=("moe", "fa"), help="which catalog")
+    _platform(sw)
+    sw.add_argument("--jobs", "-j", default="2", help="local worker processes (default 2; 1 = in this process)")
+    sw.add_argument("--scheduler", default=None, help="Dask distributed scheduler address (tcp://host:8786)")
+    sw.add_argument("--configs", nargs="*", default=None,
+                    help="moe: only these MODEL/PRECISION/ROUTING/SETTING names (default: all 84)")
+    sw.add_argument("--out", required=True, help="output records (.parquet or .csv), kind 'summary'")
+    sw.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    sw.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sw.set_defaults(func=run_sweep)
+
+    ad = sub.add_parser("advise", help="recommend a MoE schedule (expert-wave / interleaved D / staging depth)",
+                        description="Replay expert-wave and interleaved over a range of leads D and staging depths, "
+                        "charge a cache-locality penalty for the larger cross-expert weight working set, and "
+                        "recommend one, with the design-test verdicts (Eq. 10, Eq. 14, D_knee) and the reason.")
+    _platform(ad)
+    ad.add_argument("--config", required=True,
+                    help="MODEL[/PRECISION[/ROUTING[/SETTING]]], e.g. DSv4-Pro/w8a8/skewed/L")
+    ad.add_argument("--leads", default=None,
+                    help="comma-separated leads D to try (default 1, D_knee/2, D_knee, 2 and 4 x D_knee)")
+    ad.add_argument("--slots", default="1,2", help="comma-separated staging depths to try (default 1,2)")
+    ad.add_argument("--num-sms", default=None, help="programs (default: the platform's SMs, rounded down to even)")
+    ad.add_argument("--l2-cache-MiB", default=None, help="L2 cache for the locality penalty (default per platform)")
+    ad.add_argument("--json", action="store_true")
+    ad.set_defaults(func=run_advise)
+
+    rp = sub.add_parser("replay", help="replay one fused kernel and print its summary",
+                        description="Replay one MoE configuration with one schedule, or one FlashAttention shape, "
+                        "on the shared X-Stage; optionally write the per-tile records.")
+    rsub = rp.add_subparsers(dest="replay_kind", metavar="{moe,fa}", required=True)
+    rm = rsub.add_parser("moe", help="one MoE configuration and schedule")
+    _platform(rm)
+    rm.add_argument("--config", required=True, help="MODEL[/PRECISION[/ROUTING[/SETTING]]]")
+    rm.add_argument("--schedule", default="interleaved", help="expert_wave | interleaved (default)")
+    rm.add_argument("--lead", default=None, help="interleaved lead D in rows (default max(1, D_knee))")
+    rm.add_argument("--slots", default="2", help="staging slots (default 2; 0 = epilogue in series)")
+    rm.add_argument("--coupled", action="store_true", help="completion-coupled counterfactual")
+    rm.add_argument("--l1-us", default=None, help="override the Linear-1 tile mainloop time (us)")
+    rm.add_argument("--l2-us", default=None, help="override the Linear-2 tile mainloop time (us)")
+    rm.add_argument("--num-sms", default=None, help="programs (default: platform SMs, rounded down to even)")
+    rm.add_argument("--engine", default="fast", help="fast (default) | simpy (reference, slower)")
+    rm.add_argument("--out", default=None, help="write the tile records (.parquet or .csv)")
+    rm.add_argument("--overwrite", action="store_true")
+    rm.add_argument("--json", action="store_true")
+    rm.set_defaults(func=run_replay_moe)
+    rf = rsub.add_parser("fa", help="one FlashAttention shape and sequence length")
+    _platform(rf)
+    rf.add_argument("--shape", default="fa4", help="fa3 | fa4 (default)")
+    rf.add_argument("--seq-len", "-M", required=True, help="sequence length M")
+    rf.add_argument("--heads", default=None, help="heads per rank (default from the catalog)")
+    rf.add_argument("--json", action="store_true")
+    rf.set_defaults(func=run_replay_fa)
+
+    rr = sub.add_parser("reproduce", help="reproduce the paper's Table 2 (per-tile span and stall) on a platform",
+                        description="Replay the paper's Table 2 setting (W8A8, skewed, 55,808 tokens) for the seven "
+                        "models with the paper's own L2/L1 mainloop medians; print spans, Eq. 15 stall predictions "
+                        "and the replay's MMA-side stalls beside the paper's numbers (docs/reproduction.md).")
+    rr.add_argument("what", choices=("table2",), help="which result")
+    _platform(rr)
+    rr.add_argument("--slots", default="2", help="staging slots (default 2)")
+    rr.add_argument("--json", action="store_true")
+    rr.set_defaults(func=run_reproduce)
+
+    sc = sub.add_parser("schedule", help="export schedule arrays for the GPU kernels",
+                        description="Write a schedule's int32 arrays (tiles [T, 8], sm_offsets [num_sms + 1]) "
+                        "to an .npz file that the hardware kernels walk.")
+    ssub = sc.add_subparsers(dest="schedule_cmd", metavar="{export}", required=True)
+    ex = ssub.add_parser("export", help="write tiles + sm_offsets to .npz",
+                         description="MoE: from a catalog --config, or from an explicit shape "
+                         "(--tokens-per-expert, --hidden, --intermediate). FA: --schedule fa_qloop with --heads and "
+                         "--seq-len.")
+    ex.add_argument("--schedule", required=True, help="expert_wave | interleaved | fa_qloop")
+    ex.add_argument("--config", default=None, help="catalog configuration (platform SMs from --platform)")
+    _platform(ex)
+    ex.add_argument("--tokens-per-expert", default=None, help="comma-separated tokens of each local expert")
+    ex.add_argument("--hidden", default=None)
+    ex.add_argument("--intermediate", default=None)
+    ex.add_argument("--block-m", default="128")
+    ex.add_argument("--block-n", default="128")
+    ex.add_argument("--heads", default=None, help="fa_qloop: heads")
+    ex.add_argument("--seq-len", default=None, help="fa_qloop: sequence length")
+    ex.add_argument("--lead", default=None, help="interleaved lead D (default max(1, D_knee) or 1)")
+    ex.add_argument("--wave-experts", default=None, help="expert_wave: experts per wave (default heuristic)")
+    ex.add_argument("--num-sms", default=None, help="programs (default: platform SMs, rounded down to even)")
+    ex.add_argument("--out", required=True, help="output .npz")
+    ex.add_argument("--overwrite", action="store_true")
+    ex.add_argument("--json", action="store_true")
+    ex.set_defaults(func=run_export)
+
+
+def _platform(p):
+    p.add_argument("--platform", "-p", default="paper-b200",
+                   help=f"bundled platform ({', '.join(bundled_platforms())}) or .json file (default paper-b200)")
+
+
+def _ints(field, text):
+    if text is None:
+        return None
+    parts = [x for x in str(text).split(",") if x.strip()]
+    if not parts:
+        raise InputError(field, text, "must be a comma-separated list of integers")
+    return [require_int(field, x.strip(), minimum=0) for x in parts]
+
+
+def _float(field, text):
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(field, text, "must be a number") from None
+
+
+def _sms(args, platform, *, even=True):
+    n = require_int("num_sms", args.num_sms) if args.num_sms else platform.sm_count
+    if n > platform.sm_count:
+        raise InputError("num_sms", n, f"must be <= the platform's {platform.sm_count} SMs")
+    return n - (n % 2) if even else n
+
+
+def _progress(enabled, total_hint):
+    if not enabled:
+        return None, None
+    from tqdm import tqdm
+    bar = tqdm(total=total_hint, file=sys.stderr, unit="cfg", dynamic_ncols=True)
+
+    def tick(done, total):
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+    return bar, tick
+
+
+def run_sweep(args) -> int:
+    from xstage.cli import print_json, print_table
+    from xstage.provenance import provenance
+    from xstage.records import save_records
+    from xstage.sim.sweep import summarize_fa, summarize_moe, sweep
+    from xstage.sim.workloads.catalog import parse_config
+    from pathlib import Path
+    platform = load_platform(args.platform)
+    jobs = require_int("jobs", args.jobs)
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        raise InputError("output", str(out), "already exists (pass --overwrite to replace it)")
+    if out.suffix not in (".parquet", ".csv"):
+        raise InputError("output", str(out), "must end in .parquet or .csv")
+    configs = None
+    if args.configs is not None:
+        if args.kind != "moe":
+            raise InputError("--configs", args.configs, "only applies to sweep moe")
+        configs = [parse_config(c).name for c in args.configs]
+        if not configs:
+            raise InputError("--configs", args.configs, "must name at least one configuration")
+    bar, tick = _progress(not args.no_progress, 84 if args.kind == "moe" else 10)
+    try:
+        frame = sweep(args.kind, platform, jobs=jobs, scheduler=args.scheduler, configs=configs, progress=tick)
+    finally:
+        if bar is not None:
+            bar.close()
+    summary = summarize_moe(frame) if args.kind == "moe" else summarize_fa(frame)
+    meta = {"config": {"kind": args.kind, "platform": platform.name, "configs": configs, "jobs": jobs,
+                       "scheduler": args.scheduler},
+            "platform_hash": platform.content_hash, "platform": platform.to_dict(),
+            "provenance": provenance(with_gpu=False), "summary": summary}
+    save_records(out, "summary", frame, meta, overwrite=args.overwrite)
+    if args.json:
+        print_json(summary)
+    else:
+        flat = {k: v for k, v in summary.items() if not isinstance(v, dict)}
+        print_table({**flat, "out": str(out)})
+    return 0
+
+
+def run_advise(args) -> int:
+    from xstage.cli import print_json, print_table
+    from xstage.sim.advisor import advise
+    platform = load_platform(args.platform)
+    leads = _ints("--leads", args.leads)
+    slots = _ints("--slots", args.slots)
+    res = advise(platform, args.config, leads=leads, slots=slots, num_sms=_sms(args, platform),
+                 l2_cache_MiB=_float("--l2-cache-MiB", args.l2_cache_MiB))
+    if args.json:
+        print_json(res)
+        return 0
+    best = res["recommendation"]
+    print_table({"config": res["config"], "platform": res["platform"],
+                 "recommend": f"{best['schedule']}" + (f" D={best['lead_rows']}" if best["lead_rows"] else "")
+                 + f" slots={best['staging_slots']}",
+                 "predicted makespan (us)": best["adjusted_us"],
+                 "speedup vs expert-wave": res["speedup_vs_expert_wave"],
+                 "Eq.10 rate bound (wave)": "holds" if res["design"]["eq10_rate_ok_wave"] else "violated",
+                 "Eq.10 capacity bound": "holds" if res["design"]["eq10_capacity_ok"] else "violated",
+                 "Eq.14 interleaving sufficient": "yes" if res["design"]["eq14_interleaving_sufficient"] else "no",
+                 "D_knee (rows)": res["design"]["D_knee"]})
+    print()
+    print(f"{'schedule':<12} {'D':>3} {'slots':>5} {'makespan(us)':>13} {'WS(MiB)':>8} {'penalty':>8} "
+          f"{'adjusted(us)':>13}")
+    for c in res["candidates"]:
+        print(f"{c['schedule']:<12} {c['lead_rows'] if c['lead_rows'] else '-':>3} {c['staging_slots']:>5} "
+              f"{c['makespan_us']:>13.1f} {c['working_set_MiB']:>8.0f} {c['locality_penalty']:>8.3f} "
+              f"{c['adjusted_us']:>13.1f}")
+    print()
+    print(res["reason"])
+    return 0
+
+
+def run_replay_moe(args) -> int:
+    from xstage.cli import print_json, print_table
+    from xstage.provenance import provenance
+    from xstage.records import save_records
+    from xstage.sim.replay import replay
+    from xstage.sim.sweep import moe_replay_config
+    from xstage.sim.workloads.catalog import moe_workload, parse_config
+    platform = load_platform(args.platform)
+    cfg = parse_config(args.config)
+    sms = _sms(args, platform)
+    over = {k: v for k, v in (("L1", _float("--l1-us", args.l1_us)), ("L2", _float("--l2-us", args.l2_us)))
+            if v is not None}
+    w = moe_workload(cfg, platform, num_sms=sms, mainloop_override_us=over or None)
+    lead = require_int("--lead", args.lead, minimum=0) if args.lead is not None else None
+    s = w.schedule(args.schedule, sms, lead_rows=lead)
+    rc = moe_replay_config(w, staging_slots=require_int("--slots", args.slots, minimum=0), coupled=args.coupled,
+                           engine=args.engine)
+    r = replay(s, w.mainloop_us(s), w.remote_bytes(s), platform, rc)
+    summary = {"config": cfg.name, "platform": platform.name, **r.summary(), "params": s.params,
+               "l1_us": w.l1_us, "l2_us": w.l2_us, "wall_s": r.wall_s}
+    if args.out:
+        meta = {"config": {"moe": cfg.name, "schedule": s.name, "params": s.params, "replay": vars(rc)},
+                "platform_hash": platform.content_hash, "provenance": provenance(with_gpu=False),
+                "summary": summary}
+        save_records(args.out, "tile", r.tiles(experiment="moe_replay", config=cfg.name), meta,
+                     overwrite=args.overwrite)
+    if args.json:
+        print_json(summary)
+    else:
+        print_table({k: v for k, v in summary.items() if not isinstance(v, dict)})
+    return 0
+
+
+def run_replay_fa(args) -> int:
+    from xstage.cli import print_json, print_table
+    from xstage.sim.sweep import run_fa_config
+    platform = load_platform(args.platform)
+    row = run_fa_config(args.shape, require_int("--seq-len", args.seq_len), platform,
+                        heads=require_int("--heads", args.heads) if args.heads else None)
+    if args.json:
+        print_json(row)
+    else:
+        print_table(row)
+    return 0
+
+
+def run_reproduce(args) -> int:
+    from xstage.cli import print_json
+    from xstage.sim.reproduce import table2
+    frame = table2(load_platform(args.platform), slots=require_int("--slots", args.slots, minimum=0))
+    if args.json:
+        print_json(frame.to_dict(orient="records"))
+        return 0
+    print(f"{'model':<11} {'span wave/int (us)':>19} {'paper':>12} {'dt wave pred/meas':>18} {'paper':>12} "
+          f"{'dt int':>10} {'speedup':>8}")
+    for r in frame.to_dict(orient="records"):
+        print(f"{r['model']:<11} {r['span_wave_us']:>9.2f} /{r['span_int_us']:>6.2f}   {r['paper_span_wave_us']:>5.2f}/"
+              f"{r['paper_span_int_us']:<5.2f} {r['pred_wave_us']:>9.2f} /{r['meas_wave_us']:>5.2f}  "
+              f"{r['paper_pred_wave_us']:>5.2f}/{r['paper_meas_wave_us']:<5.2f} "
+              f"{r['pred_int_us']:>4.2f}/{r['meas_int_us']:<4.2f}"
+              f" {r['speedup']:>8.3f}")
+    return 0
+
+
+def run_export(args) -> int:
+    from pathlib import Path
+    from xstage.cli import print_json, print_table
+    from xstage.sim import model
+    from xstage.sim.schedule_fa import fa_qloop
+    from xstage.sim.schedules import make_moe_schedule, moe_grid
+    from xstage.sim.workloads.catalog import moe_workload, parse_config
+    platform = load_platform(args.platform)
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        raise InputError("output", str(out), "already exists (pass --overwrite to replace it)")
+    lead = require_int("--lead", args.lead, minimum=0) if args.lead is not None else None
+    if args.schedule == "fa_qloop":
+        if args.heads is None or args.seq_len is None:
+            raise InputError("--heads/--seq-len", (args.heads, args.seq_len), "are required for fa_qloop")
+        s = fa_qloop(require_int("--heads", args.heads), require_int("--seq-len", args.seq_len),
+                     _sms(args, platform, even=False), block_m=require_int("--block-m", args.block_m))
+    elif args.schedule not in ("expert_wave", "interleaved"):
+        raise InputError("--schedule", args.schedule, "must be expert_wave, interleaved or fa_qloop")
+    elif args.config:
+        w = moe_workload(parse_config(args.config), platform, num_sms=_sms(args, platform))
+        waves = require_int("--wave-experts", args.wave_experts) if args.wave_experts else None
+        s = w.schedule(args.schedule, _sms(args, platform), lead_rows=lead, wave_experts=waves)
+    else:
+        if args.tokens_per_expert is None or args.hidden is None or args.intermediate is None:
+            raise InputError("shape", None, "needs --config, or --tokens-per-expert with --hidden and --intermediate")
+        grid = moe_grid(_ints("--tokens-per-expert", args.tokens_per_expert),
+                        hidden=require_int("--hidden", args.hidden),
+                        intermediate=require_int("--intermediate", args.intermediate),
+                        block_m=require_int("--block-m", args.block_m), block_n=require_int("--block-n", args.block_n))
+        sms = _sms(args, platform)
+        if lead is None:
+            lead = max(1, model.lead_knee_rows(require_int("--block-n", args.block_n), sms,
+                                               require_int("--intermediate", args.intermediate)))
+        waves = require_int("--wave-experts", args.wave_experts) if args.wave_experts else None
+        s = make_moe_schedule(args.schedule, grid, sms, lead_rows=lead, wave_experts=waves)
+    s.save(out)
+    info = {"out": str(out), "schedule": s.name, "tiles": int(len(s.tiles)), "num_sms": s.num_sms,
+            **{k: v for k, v in s.params.items() if not isinstance(v, list)}}
+    print_json(info) if args.json else print_table(info)
+    return 0
