@@ -1,0 +1,134 @@
+"""Predict a FlashAttention kernel's All-to-All exposure from the outside: its FA-only time and tile shape.
+
+A user who has a FlashAttention kernel (FA4, cuDNN, the project's Triton kernel, anything that writes
+b_m x d output tiles from a grid of CTAs) knows its FA-only time and its tile shape, not its per-SM
+tensor rate. ``FaKernel`` holds exactly that; ``predict_fa`` derives the per-tile Q-loop from the
+measured time and replays the fused kernel on a platform's X-Stage:
+
+    tiles      H * M / b_m output tiles, dealt to the programs in order (``sim.schedule_fa.fa_qloop``:
+               a static or hardware tile order, one tile per program at a time)
+    Q-loop     fa_us / ceil(tiles / programs) when ``fa_us`` is given (uniform tiles: the FA-only
+               makespan is waves x Q-loop), else the platform's tensor rate (``fa_timing``)
+    bytes      b_m * d * out_bytes per tile that crosses the X-Stage: with the Ulysses layout the rows
+               of sequence chunk j go to rank j, so the tiles of this rank's own chunk stay local and
+               the other (W - 1) / W of the tiles are remote (``remote_fraction`` = None, the default);
+               a number instead scales every tile's bytes uniformly
+    send       ``tile_end``: each tile's bytes are issued when its Q-loop ends (FA4 writing straight into
+               the receive layout); ``stagger``: the project's staggered send (``staggered_mainloops``)
+    cover      one K/V step of the next Q-loop may run before the previous tile's issue ends (Eq. 17)
+
+The fused time is the later of the last issue end and the last byte drained (a kernel is not done
+while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
+1 - E_res / (remote bytes / R), the share of a serial transfer at the drain rate that the fusion hides.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from xstage.errors import InputError, require_int, require_positive
+from xstage.sim.platform import Platform
+from xstage.sim.replay import ReplayConfig, replay
+from xstage.sim.schedule_fa import fa_qloop, staggered_mainloops
+from xstage.sim.schedules import TILE_COLUMNS
+
+SENDS = ("tile_end", "stagger")
+
+
+@dataclass(frozen=True)
+class FaKernel:
+    seq_len: int
+    heads: int = 3
+    head_dim: int = 128
+    block_m: int = 128
+    block_n: int = 128
+    out_bytes: int = 2
+    world_size: int = 8
+    rank: int = 0
+    remote_fraction: float | None = None   # None: the Ulysses layout (own chunk local)
+    fa_us: float | None = None             # measured FA-only time; None: the platform's tensor rate
+    send: str = "tile_end"
+    num_sms: int | None = None             # programs; default the platform's SMs
+    efficiency: float = 0.70               # share of the per-SM bf16 rate, used only without fa_us
+    qloop_fixed_us: float = 1.0            # per-tile fixed cost, used only without fa_us
+
+    def __post_init__(self):
+        for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
+            require_int(name, getattr(self, name))
+        require_int("rank", self.rank, minimum=0)
+        if self.rank >= self.world_size:
+            raise InputError("rank", self.rank, f"must be < world_size={self.world_size}")
+        if self.seq_len % self.block_m or self.seq_len % self.block_n:
+            raise InputError("seq_len", self.seq_len,
+                             f"must be a multiple of block_m={self.block_m} and block_n={self.block_n}")
+        if self.seq_len % (self.world_size * self.block_m):
+            raise InputError("seq_len", self.seq_len,
+                             f"must split into world_size={self.world_size} chunks of whole {self.block_m}-row tiles")
+        if self.remote_fraction is not None and not 0.0 <= float(self.remote_fraction) <= 1.0:
+            raise InputError("remote_fraction", self.remote_fraction, "must be in [0, 1]")
+        if self.fa_us is not None:
+            require_positive("fa_us", self.fa_us)
+        if self.send not in SENDS:
+            raise InputError("send", self.send, f"must be one of {', '.join(SENDS)}")
+        if self.num_sms is not None:
+            require_int("num_sms", self.num_sms)
+        require_positive("efficiency", self.efficiency)
+        require_positive("qloop_fixed_us", self.qloop_fixed_us, allow_zero=True)
+
+    @property
+    def tile_bytes(self) -> int:
+        return self.block_m * self.head_dim * self.out_bytes
+
+    @property
+    def kv_steps(self) -> int:
+        return self.seq_len // self.block_n
+
+
+def _tile_remote_bytes(k: FaKernel, schedule) -> np.ndarray:
+    """Remote bytes per tile, in schedule order."""
+    T = len(schedule.tiles)
+    if k.remote_fraction is not None:
+        return np.full(T, k.tile_bytes * float(k.remote_fraction))
+    m_block = schedule.tiles[:, TILE_COLUMNS.index("m_block")].astype(np.int64)
+    chunk = m_block * k.block_m // (k.seq_len // k.world_size)
+    return np.where(chunk == k.rank, 0.0, float(k.tile_bytes))
+
+
+def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int) -> float:
+    if k.fa_us is not None:
+        return float(k.fa_us) / math.ceil(tiles / programs)
+    rate = platform.tensor_rate_per_sm_TFLOPs("bf16") * 1e6 * k.efficiency   # FLOP per us
+    return k.qloop_fixed_us + k.kv_steps * 4.0 * k.block_m * k.block_n * k.head_dim / rate
+
+
+def predict_fa(k: FaKernel, platform: Platform) -> dict:
+    """FA-only and fused replays of ``k`` on ``platform``: times, residual exposure and hiding ratio."""
+    programs = k.num_sms or platform.sm_count
+    schedule = fa_qloop(k.heads, k.seq_len, programs, block_m=k.block_m)
+    T = len(schedule.tiles)
+    qloop = _qloop_us(k, platform, T, programs)
+    nbytes = _tile_remote_bytes(k, schedule)
+    K = min(programs, T)
+    cfg = ReplayConfig(staging_slots=0, cover_us=qloop / k.kv_steps, remote_epilogue_us=0.0,
+                       local_epilogue_us=0.0, record_occupancy=False, producers=K)
+    ml = np.full(T, qloop)
+    only = replay(schedule, ml, np.zeros(T), platform, cfg)
+    if k.send == "stagger":
+        ml = staggered_mainloops(schedule, qloop, k.kv_steps)
+    fused = replay(schedule, ml, nbytes, platform, cfg)
+    fa_us = only.makespan_us
+    fused_us = max(fused.makespan_us, fused.drain_end_us)
+    a2a_us = float(nbytes.sum()) / platform.drain_rate_Bpus
+    e_res = fused_us - fa_us
+    return {
+        "M": k.seq_len, "heads": k.heads, "head_dim": k.head_dim, "block_m": k.block_m, "block_n": k.block_n,
+        "world_size": k.world_size, "send": k.send, "tiles": T, "programs": programs,
+        "waves": math.ceil(T / programs), "qloop_us": qloop, "tile_bytes": k.tile_bytes,
+        "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
+        "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
+        "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),
+        "speedup_vs_serial": (fa_us + a2a_us) / fused_us,
+        "fused_peak_queue_MiB": fused.peak_queue_bytes / 2**20, "platform": platform.name,
+        "fa_us_source": "measured" if k.fa_us is not None else "platform tensor rate",
+    }
