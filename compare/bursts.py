@@ -142,8 +142,6 @@ def burst_error_summary(frame: pd.DataFrame) -> dict:
 
 # --- calibration points (points.parquet): aggregate figures per measured configuration -------------
 
-POINT_COLUMNS = {"phase", "mode", "producers", "bytes_per_producer", "gap_us", "gap_measured_us", "T_iss_us",
-                 "period_us"}
 # measured mode -> simulator mode: lockstep ("periodic"), barrier-aligned and free-running bursts are all
 # the simulator's periodic mode (its producers start together and stay aligned); isolated is isolated
 SIM_MODE = {"periodic": "periodic", "aligned": "periodic", "free": "periodic", "isolated": "isolated",
@@ -151,22 +149,15 @@ SIM_MODE = {"periodic": "periodic", "aligned": "periodic", "free": "periodic", "
 POINT_BURSTS = {"periodic": 60, "isolated": 6, "local": 4}
 
 
-def is_points(frame: pd.DataFrame) -> bool:
-    """Whether ``frame`` is a calibration points frame (``hw.calibrate``'s points.parquet)."""
-    return POINT_COLUMNS <= set(frame.columns)
-
-
 def load_calibration_points(path) -> pd.DataFrame:
-    """points.parquet (summary records) with a ``platform`` column: the meta's platform name, else the
+    """points.parquet (point records) with a ``platform`` column: the meta's platform name, else the
     name of the folder holding the file."""
     from pathlib import Path
 
     from xstage.records import load_records
 
     path = Path(path)
-    frame, meta = load_records(path, "summary")
-    if not is_points(frame):
-        raise InputError("points records", str(path), f"must hold the columns {sorted(POINT_COLUMNS)}")
+    frame, meta = load_records(path, "point")      # checks the point columns
     name = meta.get("platform") or (meta.get("config") or {}).get("name") or path.parent.name
     return frame.assign(platform=str(name)) if "platform" not in frame.columns else frame
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from xstage.compare import attention as att
 from xstage.compare import moe as moe_cmp
-from xstage.compare.bursts import MODE_ORDER, burst_error_summary, find_platform, is_points, load_calibration_points
+from xstage.compare.bursts import MODE_ORDER, burst_error_summary, find_platform, load_calibration_points
 from xstage.compare.calibration import calibration_frames
 from xstage.compare.frames import load_kind
 from xstage.compare.metrics import error_summary
@@ -63,15 +63,15 @@ def _calibration_points(data_dir: Path, platform: str) -> pd.DataFrame | None:
         frame = load_calibration_points(path)
     except InputError:
         return None
-    return frame if is_points(frame) and len(frame) else None
+    return frame if len(frame) else None
 
 
 def _moe_sweep_records(data_dir: Path, platform: str) -> pd.DataFrame:
-    """``xstage sweep moe --out`` files (summary records) of ``platform`` (named in their meta config)."""
-    need = {"config", "wave_us", "int_us", "speedup", "model", "precision", "routing"}
+    """``xstage sweep moe --out`` files (summary records, table moe_sweep) of ``platform`` (named in their
+    meta config). Version 1 sweep files named no table and are not read."""
 
     def mine(frame, meta):
-        if not need <= set(frame.columns):
+        if meta.get("table") != "moe_sweep":
             return False
         plat = meta.get("platform")        # a name (calibration points) or a platform dict
         named = (meta.get("config") or {}).get("platform") or (plat.get("name") if isinstance(plat, dict) else plat)

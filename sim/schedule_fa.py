@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from xstage.errors import InputError, require_int
-from xstage.sim.schedules import KIND_FA, TILE_COLUMNS, Schedule
+from xstage.sim.schedules import (KIND_FA, TILE_EXPERT, TILE_FIELDS, TILE_KIND, TILE_M_BLOCK, TILE_ROW, TILE_SEQ,
+                                  TILE_SM, Schedule)
 
 
 def fa_qloop(heads: int, seq_len: int, num_sms: int, *, block_m: int = 128) -> Schedule:
@@ -32,13 +33,13 @@ def fa_qloop(heads: int, seq_len: int, num_sms: int, *, block_m: int = 128) -> S
     counts = np.bincount(sm, minlength=num_sms)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     seq = np.arange(total) - np.repeat(offsets[:-1], counts)
-    tiles = np.zeros((total, len(TILE_COLUMNS)), dtype=np.int32)
-    tiles[:, 0] = KIND_FA
-    tiles[:, 1] = t // m_blocks
-    tiles[:, 2] = t % m_blocks
-    tiles[:, 4] = sm
-    tiles[:, 5] = seq
-    tiles[:, 6] = t
+    tiles = np.zeros((total, len(TILE_FIELDS)), dtype=np.int32)
+    tiles[:, TILE_KIND] = KIND_FA
+    tiles[:, TILE_EXPERT] = t // m_blocks
+    tiles[:, TILE_M_BLOCK] = t % m_blocks
+    tiles[:, TILE_SM] = sm
+    tiles[:, TILE_SEQ] = seq
+    tiles[:, TILE_ROW] = t
     return Schedule("fa_qloop", tiles, offsets, {"heads": heads, "seq_len": seq_len, "block_m": block_m,
                                                   "num_sms": num_sms})
 
@@ -79,7 +80,7 @@ def staggered_mainloops(schedule: Schedule, qloop_us, n_steps: int, slots: int =
     q = np.broadcast_to(np.asarray(qloop_us, dtype=float), (T,)).astype(float)
     if T and (not np.all(np.isfinite(q)) or q.min() < 0):
         raise InputError("qloop_us", float(q.min()), "must be finite and >= 0")
-    sm = schedule.tiles[:, 4].astype(np.int64)
+    sm = schedule.tiles[:, TILE_SM].astype(np.int64)
     delta = send_due_steps(sm, n_steps, slots) * q / n_steps
     first = np.ones(T, dtype=bool)
     first[1:] = sm[1:] != sm[:-1]          # schedule order is program-major (fa_qloop)

@@ -3,7 +3,7 @@
 A schedule tells each persistent program (one per SM) which tiles it runs, in which order. The
 arrays exported by ``Schedule.to_arrays()`` are the contract with the GPU kernels:
 
-``tiles``  int32 [T, 8], columns ``TILE_COLUMNS``:
+``tiles``  int32 [T, 8], fields ``TILE_FIELDS`` (index constants ``TILE_KIND`` ... ``TILE_L2_NEED``):
     kind     0 = L1 (Linear-1, gate+up), 1 = L2 (Linear-2), 2 = FA output tile
     expert   local expert id (FA: head)
     m_block  row block inside that expert, in BLOCK_M tokens (FA: query block)
@@ -31,7 +31,10 @@ from xstage.errors import InputError, require_int
 
 KIND_L1, KIND_L2, KIND_FA = 0, 1, 2
 KIND_NAMES = {KIND_L1: "L1", KIND_L2: "L2", KIND_FA: "FA"}
-TILE_COLUMNS = ("kind", "expert", "m_block", "n_block", "sm", "seq", "row", "l2_need")
+# the int32 tiles[T, 8] contract, field by field (the kernels read the same order)
+TILE_FIELDS = ("kind", "expert", "m_block", "n_block", "sm", "seq", "row", "l2_need")
+TILE_KIND, TILE_EXPERT, TILE_M_BLOCK, TILE_N_BLOCK, TILE_SM, TILE_SEQ, TILE_ROW, TILE_L2_NEED = range(len(TILE_FIELDS))
+TILE_COLUMNS = TILE_FIELDS     # the earlier name, kept for its callers
 _INF = 1 << 62
 
 
@@ -109,7 +112,7 @@ class Schedule:
         return len(self.sm_offsets) - 1
 
     def column(self, name: str) -> np.ndarray:
-        return self.tiles[:, TILE_COLUMNS.index(name)]
+        return self.tiles[:, TILE_FIELDS.index(name)]
 
     def sm_tiles(self, sm: int) -> np.ndarray:
         return self.tiles[self.sm_offsets[sm]:self.sm_offsets[sm + 1]]
@@ -150,29 +153,30 @@ class Schedule:
 
 def check_arrays(tiles: np.ndarray, sm_offsets: np.ndarray) -> None:
     """Structural checks of the exported arrays (shape, CSR, sm/seq columns, kinds, no duplicates)."""
-    if tiles.ndim != 2 or tiles.shape[1] != len(TILE_COLUMNS):
-        raise InputError("tiles", tiles.shape, f"must have shape [T, {len(TILE_COLUMNS)}]")
+    if tiles.ndim != 2 or tiles.shape[1] != len(TILE_FIELDS):
+        raise InputError("tiles", tiles.shape, f"must have shape [T, {len(TILE_FIELDS)}]")
     if sm_offsets.ndim != 1 or len(sm_offsets) < 2:
         raise InputError("sm_offsets", sm_offsets.shape, "must have shape [num_sms + 1] with num_sms >= 1")
     if sm_offsets[0] != 0 or sm_offsets[-1] != len(tiles) or np.any(np.diff(sm_offsets) < 0):
         raise InputError("sm_offsets", sm_offsets[:8].tolist(), f"must rise from 0 to T={len(tiles)}")
     counts = np.diff(sm_offsets)
     sm = np.repeat(np.arange(len(counts)), counts)
-    if not np.array_equal(tiles[:, 4], sm):
+    if not np.array_equal(tiles[:, TILE_SM], sm):
         raise InputError("tiles sm column", "", "must match sm_offsets")
     seq = np.arange(len(tiles)) - np.repeat(sm_offsets[:-1], counts)
-    if not np.array_equal(tiles[:, 5], seq):
+    if not np.array_equal(tiles[:, TILE_SEQ], seq):
         raise InputError("tiles seq column", "", "must count 0, 1, ... within each program")
-    if len(tiles) and (tiles[:, 0].min() < 0 or tiles[:, 0].max() > KIND_FA):
-        raise InputError("tiles kind", sorted(set(tiles[:, 0].tolist())), "must be 0 (L1), 1 (L2) or 2 (FA)")
+    if len(tiles) and (tiles[:, TILE_KIND].min() < 0 or tiles[:, TILE_KIND].max() > KIND_FA):
+        raise InputError("tiles kind", sorted(set(tiles[:, TILE_KIND].tolist())), "must be 0 (L1), 1 (L2) or 2 (FA)")
     t64 = tiles.astype(np.int64)
-    if len(tiles) and (t64[:, 1:4].min() < 0 or t64[:, 1:4].max() >= 1 << 20):
+    if len(tiles) and (t64[:, TILE_EXPERT:TILE_N_BLOCK + 1].min() < 0 or t64[:, TILE_EXPERT:TILE_N_BLOCK + 1].max() >= 1 << 20):
         raise InputError("tiles expert/m_block/n_block", "", "must lie in [0, 2**20)")
-    key = np.sort((t64[:, 0] << 60) | (t64[:, 1] << 40) | (t64[:, 2] << 20) | t64[:, 3])
+    key = np.sort((t64[:, TILE_KIND] << 60) | (t64[:, TILE_EXPERT] << 40) | (t64[:, TILE_M_BLOCK] << 20)
+                  | t64[:, TILE_N_BLOCK])
     if np.any(key[1:] == key[:-1]):
         raise InputError("tiles", "", "must not repeat a (kind, expert, m_block, n_block) tile")
-    l2 = tiles[:, 0] == KIND_L2
-    if np.any(tiles[l2, 7] <= 0) or np.any(tiles[~l2, 7] != 0):
+    l2 = tiles[:, TILE_KIND] == KIND_L2
+    if np.any(tiles[l2, TILE_L2_NEED] <= 0) or np.any(tiles[~l2, TILE_L2_NEED] != 0):
         raise InputError("tiles l2_need", "", "must be > 0 on L2 tiles and 0 elsewhere")
 
 
@@ -184,10 +188,10 @@ def check_covers(tiles: np.ndarray, grid: MoeGrid) -> None:
             p = first[e] + m
             want += [(KIND_L1, e, m, n, p) for n in range(grid.l1_tiles_per_row)]
             want += [(KIND_L2, e, m, n, p) for n in range(grid.l2_tiles_per_row)]
-    got = sorted(map(tuple, tiles[:, [0, 1, 2, 3, 6]].tolist()))
+    got = sorted(map(tuple, tiles[:, [TILE_KIND, TILE_EXPERT, TILE_M_BLOCK, TILE_N_BLOCK, TILE_ROW]].tolist()))
     if got != sorted(want):
         raise InputError("schedule", f"{len(got)} tiles", f"must cover the grid's {len(want)} tiles exactly once")
-    if np.any(tiles[tiles[:, 0] == KIND_L2, 7] != grid.l1_tiles_per_row):
+    if np.any(tiles[tiles[:, TILE_KIND] == KIND_L2, TILE_L2_NEED] != grid.l1_tiles_per_row):
         raise InputError("tiles l2_need", "", f"must equal the {grid.l1_tiles_per_row} L1 tiles of a row")
 
 
@@ -221,7 +225,7 @@ def _merge_literal(grid: MoeGrid, pairs: int, take_l2) -> tuple[np.ndarray, np.n
                     k1 += pairs
                 seq += 1
             offsets.append(len(out))
-    tiles = np.array(out, dtype=np.int32).reshape(-1, len(TILE_COLUMNS))
+    tiles = np.array(out, dtype=np.int32).reshape(-1, len(TILE_FIELDS))
     return tiles, np.array(offsets, dtype=np.int32)
 
 
@@ -252,18 +256,18 @@ def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray) -> tuple[np.ndarray
         rowcol[~is_l2], kcol[~is_l2] = p1, k1 % P1
         e = expert[rowcol]
         for r in (0, 1):
-            t = np.empty((n, len(TILE_COLUMNS)), dtype=np.int32)
-            t[:, 0] = np.where(is_l2, KIND_L2, KIND_L1)
-            t[:, 1] = e
-            t[:, 2] = rowcol - first[e]
-            t[:, 3] = 2 * kcol + r
-            t[:, 4] = 2 * g + r
-            t[:, 5] = np.arange(n)
-            t[:, 6] = rowcol
-            t[:, 7] = np.where(is_l2, need, 0)
+            t = np.empty((n, len(TILE_FIELDS)), dtype=np.int32)
+            t[:, TILE_KIND] = np.where(is_l2, KIND_L2, KIND_L1)
+            t[:, TILE_EXPERT] = e
+            t[:, TILE_M_BLOCK] = rowcol - first[e]
+            t[:, TILE_N_BLOCK] = 2 * kcol + r
+            t[:, TILE_SM] = 2 * g + r
+            t[:, TILE_SEQ] = np.arange(n)
+            t[:, TILE_ROW] = rowcol
+            t[:, TILE_L2_NEED] = np.where(is_l2, need, 0)
             blocks.append(t)
             offsets.append(offsets[-1] + n)
-    tiles = np.concatenate(blocks) if blocks else np.zeros((0, len(TILE_COLUMNS)), dtype=np.int32)
+    tiles = np.concatenate(blocks) if blocks else np.zeros((0, len(TILE_FIELDS)), dtype=np.int32)
     return tiles, np.array(offsets, dtype=np.int32)
 
 
@@ -347,13 +351,13 @@ def deadlock_free(schedule: Schedule) -> bool:
     t = schedule.tiles
     off = schedule.sm_offsets
     pos = off[:-1].astype(np.int64).copy()
-    done = np.zeros(int(t[:, 6].max()) + 1 if len(t) else 1, dtype=np.int64)
+    done = np.zeros(int(t[:, TILE_ROW].max()) + 1 if len(t) else 1, dtype=np.int64)
     waiting: dict[int, list[int]] = {}
     stack = list(range(schedule.num_sms))
     while stack:
         s = stack.pop()
         while pos[s] < off[s + 1]:
-            kind, row, need = t[pos[s], 0], t[pos[s], 6], t[pos[s], 7]
+            kind, row, need = t[pos[s], TILE_KIND], t[pos[s], TILE_ROW], t[pos[s], TILE_L2_NEED]
             if kind == KIND_L2 and done[row] < need:
                 waiting.setdefault(int(row), []).append(s)
                 break

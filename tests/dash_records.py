@@ -52,7 +52,7 @@ def write_measured_like(folder: Path, *, points: bool = False) -> Path:
     save_records(folder / "calibration" / "paper-b200" / "bursts.parquet", "burst",
                  pd.concat(frames, ignore_index=True), meta)
     if points:
-        save_records(folder / "calibration" / "paper-b200" / "points.parquet", "summary",
+        save_records(folder / "calibration" / "paper-b200" / "points.parquet", "point",
                      simulated_points(p, scale=1.03), {**meta, "platform": "paper-b200"})
 
     tiles, _ = simulate_moe_tiles(MOE_CONFIG, p)

@@ -443,8 +443,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool)
     out.mkdir(parents=True, exist_ok=True)
     bursts = bursts.assign(platform=platform.name)
     save_records(out / "bursts.parquet", "burst", bursts, meta, overwrite=overwrite)
-    save_records(out / "points.parquet", "summary", points, meta, overwrite=overwrite)
-    save_records(out / "check.parquet", "summary", check, meta, overwrite=overwrite)
+    save_records(out / "points.parquet", "point", points, meta, overwrite=overwrite)
+    save_records(out / "check.parquet", "summary", check, meta, table="calibration_check", overwrite=overwrite)
     if len(copy):
         save_records(out / "copy.parquet", "kernel", copy, meta, overwrite=overwrite)
     platform.save(out / "platform.json", overwrite=overwrite)
@@ -458,7 +458,7 @@ def refit(out_dir, *, name: str | None = None) -> dict:
     from xstage.records import load_records
 
     out = Path(out_dir)
-    points, meta = load_records(out / "points.parquet", "summary")
+    points, meta = load_records(out / "points.parquet", "point")
     bursts, _ = load_records(out / "bursts.parquet", "burst")
     copy = load_records(out / "copy.parquet", "kernel")[0] if (out / "copy.parquet").exists() else pd.DataFrame()
     return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit", overwrite=True)
@@ -479,7 +479,7 @@ def summarize_results(data_dir, platform: str | None = None):
     rows = []
     for name in ([platform] if platform else found):
         plat = Platform.load(root / name / "platform.json")
-        points, _ = load_records(root / name / "points.parquet", "summary")
+        points, _ = load_records(root / name / "points.parquet", "point")
         check, summary = check_and_summarize(points, plat)
         if (root / name / "copy.parquet").exists():
             copy, _ = load_records(root / name / "copy.parquet", "kernel")

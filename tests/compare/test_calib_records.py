@@ -40,7 +40,7 @@ def test_files_round_trip(outdir):
     assert meta["link"]["pcie_limit_GBps"] == pytest.approx(63.015, rel=1e-4)
     assert set(bursts["producer"][bursts["producers"] == 132]) == {0, 66, 131}      # keep_producers=3
     assert (bursts["platform"] == "tiny-host").all() and (bursts["source"] == "sim").all()
-    points, _ = load_records(out / "points.parquet", "summary")
+    points, _ = load_records(out / "points.parquet", "point")
     again = pd.read_parquet(out / "points.parquet")
     pd.testing.assert_frame_equal(points, again)
     plat = Platform.load(out / "platform.json")

@@ -153,7 +153,7 @@ def test_a_calibration_folder_compares_its_points_not_its_burst_sample(b200, sim
     from xstage.records import save_records
 
     folder = tmp_path / "paper-b200"
-    save_records(folder / "points.parquet", "summary", sim_points.drop(columns="platform"), {"config": {}})
+    save_records(folder / "points.parquet", "point", sim_points.drop(columns="platform"), {"config": {}})
     bursts = simulate_bursts(b200, BurstConfig(148, 32768, 0.0, bursts=10)).bursts.assign(source="hw")
     save_records(folder / "bursts.parquet", "burst", bursts, {"config": {}})
     assert load_calibration_points(folder / "points.parquet")["platform"].eq("paper-b200").all()  # folder name

@@ -293,7 +293,7 @@ def test_calibrate_all_pattern_records_say_so(fake_gpu, monkeypatch, tmp_path, c
                "--iso-sizes", "1KiB,2KiB,4KiB", "--ring", "64KiB", "--json"])
     assert rc == 0
     assert json.loads(capsys.readouterr().out)["peer_pattern"] == "all"
-    points, meta = load_records(out / "points.parquet", "summary")
+    points, meta = load_records(out / "points.parquet", "point")
     bursts, _ = load_records(out / "bursts.parquet", "burst")
     assert set(points["peer_pattern"]) == {"all"} and set(bursts["peer_pattern"]) == {"all"}
     assert meta["config"]["peer_pattern"] == "all" and meta["runner"]["target_info"]["peer_pattern"] == "all"
@@ -316,8 +316,8 @@ def test_next_pattern_is_the_default_and_host_records_have_no_pattern(tmp_path):
     host = calibrate.run_calibration(calibrate.CalibConfig(target="host", **cfg), SimRunner(plat), tmp_path / "h",
                                      progress=False, provenance_block={})
     assert peer["peer_pattern"] == "next" and "peer_pattern" not in host
-    assert set(load_records(tmp_path / "p" / "points.parquet", "summary")[0]["peer_pattern"]) == {"next"}
-    assert "peer_pattern" not in load_records(tmp_path / "h" / "points.parquet", "summary")[0]
+    assert set(load_records(tmp_path / "p" / "points.parquet", "point")[0]["peer_pattern"]) == {"next"}
+    assert "peer_pattern" not in load_records(tmp_path / "h" / "points.parquet", "point")[0]
     assert peer["platform"] == "gpu-peer"
 
 

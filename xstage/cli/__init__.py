@@ -23,6 +23,7 @@ _PLUGINS = (
     "xstage.cli.results",
     "xstage.cli.compare",
     "xstage.cli.dash",
+    "xstage.cli.trace",
 )
 
 

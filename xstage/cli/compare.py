@@ -111,20 +111,21 @@ def load_arguments(paths) -> dict:
     """{kind: frame} from RECORDS: files, or folders. A calibration folder (or a ``points.parquet`` named
     directly) gives its calibration points, under ``points``, and not its sampled burst records; any
     other folder gives every record file under it."""
-    from xstage.compare.bursts import is_points, load_calibration_points
-    from xstage.compare.frames import load_files, record_kind, scan_records
+    from xstage.compare.bursts import load_calibration_points
+    from xstage.compare.frames import load_files, scan_records
+    from xstage.records import declares
 
     files, points = [], []
     for path in paths:
         if path.is_dir():
-            if (path / "points.parquet").is_file() and record_kind(path / "points.parquet") == "summary":
+            if (path / "points.parquet").is_file() and declares(path / "points.parquet", "point"):
                 points.append(load_calibration_points(path / "points.parquet"))
                 files += [Path(p) for p in scan_records(path)["path"]
                           if Path(p).parent == path and Path(p).name not in ("points.parquet", "bursts.parquet",
                                                                              "check.parquet", "copy.parquet")]
             else:
                 files += [Path(p) for p in scan_records(path)["path"]]
-        elif path.name == "points.parquet" and record_kind(path) == "summary":
+        elif path.name == "points.parquet" and declares(path, "point"):
             points.append(load_calibration_points(path))
         else:
             files.append(path)
@@ -132,9 +133,7 @@ def load_arguments(paths) -> dict:
         raise InputError("RECORDS", [str(p) for p in paths], "hold no record files")
     grouped = load_files(files) if files else {}
     if points:
-        frame = pd.concat(points, ignore_index=True)
-        if is_points(frame):
-            grouped["points"] = frame
+        grouped["points"] = pd.concat(points, ignore_index=True)
     return grouped
 
 

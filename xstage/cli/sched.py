@@ -178,7 +178,7 @@ def run_sweep(args) -> int:
                        "scheduler": args.scheduler},
             "platform_hash": platform.content_hash, "platform": platform.to_dict(),
             "provenance": provenance(with_gpu=False), "summary": summary}
-    save_records(out, "summary", frame, meta, overwrite=args.overwrite)
+    save_records(out, "summary", frame, meta, table=f"{args.kind}_sweep", overwrite=args.overwrite)
     if args.json:
         print_json(summary)
     else:
