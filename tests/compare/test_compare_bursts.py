@@ -149,7 +149,7 @@ def test_calibration_frames_prefer_points_to_per_producer_medians(b200, sim_poin
 
 
 def test_a_calibration_folder_compares_its_points_not_its_burst_sample(b200, sim_points, tmp_path):
-    from xstage.cli.compare import compare_records, load_arguments
+    from xstage.compare.experiments import compare_records, load_arguments
     from xstage.records import save_records
 
     folder = tmp_path / "paper-b200"
