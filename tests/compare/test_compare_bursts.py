@@ -12,12 +12,7 @@ from xstage.compare.calibration import calibration_frames, fit_drain_rate_GBps
 from xstage.errors import InputError
 from xstage.records import COLUMNS
 from xstage.sim.bursts import BurstConfig, simulate_bursts
-from xstage.sim.platform import load_platform
 
-
-@pytest.fixture(scope="module")
-def b200():
-    return load_platform("paper-b200")
 
 
 def _hand_frame(mode="periodic", issues=(9.0, 9.0, 1.0, 3.0), trial=None):
