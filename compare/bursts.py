@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from xstage.compare.metrics import add_relative_errors, frame_error_summary
+from xstage.compare.platforms import find_platform
 from xstage.errors import InputError
 from xstage.sim.bursts import MODES, BurstConfig, simulate_bursts
-from xstage.sim.platform import Platform, load_platform
+from xstage.sim.platform import Platform
 
 KEYS = ["platform", "target", "mode", "producers", "bytes_per_producer", "gap(us)"]
 QUANTITIES = ["issue(us)", "period(us)"]
@@ -45,22 +46,6 @@ def summarize_bursts(frame: pd.DataFrame) -> pd.DataFrame:
     counts = frame.groupby(keys, sort=True, dropna=False)["burst"].max().rename("bursts") + 1
     out = out.merge(counts.reset_index(), on=keys, how="left")
     return out[[*keys, "bursts", *QUANTITIES]]
-
-
-def find_platform(name: str, data_dir=None) -> Platform:
-    """A platform by name: bundled, else the fitted ``calibration/<name>/platform.json`` under ``data_dir``."""
-    from pathlib import Path
-
-    from xstage.paths import data_dir as default_data_dir
-    from xstage.sim.platform import bundled_platforms
-
-    if name in bundled_platforms() or str(name).endswith(".json") or "/" in str(name):
-        return load_platform(name)
-    fitted = Path(data_dir or default_data_dir()) / "calibration" / str(name) / "platform.json"
-    if fitted.is_file():
-        return load_platform(fitted)
-    raise InputError("platform", name, "is neither bundled nor calibrated under data/calibration/ "
-                     "(pass --platform NAME or FILE.json)")
 
 
 def platform_for(measured: pd.DataFrame, platform: Platform | str | None = None, data_dir=None) -> Platform:
@@ -104,7 +89,9 @@ def compare_bursts(measured: pd.DataFrame, platform: Platform | str | None = Non
     items = summary.to_dict("records")
     for r in (progress(items) if progress else items):
         K, B, G = int(r["producers"]), int(r["bytes_per_producer"]), float(r["gap(us)"])
-        sim = simulate_experiment(plat, r["mode"], K, B, G, min(int(r["bursts"]), max_bursts))
+        # measured modes the simulator has no barrier for (free-running, barrier-aligned) run periodic
+        sim = simulate_experiment(plat, SIM_MODE.get(r["mode"], r["mode"]), K, B, G,
+                                  min(int(r["bursts"]), max_bursts))
         rows.append({"platform": r["platform"], "simulated_platform": plat.name, "target": r["target"],
                      "mode": r["mode"], "gap_kind": r.get("gap_kind", "spin"), "producers": K, "bytes_per_producer": B, "gap(us)": G,
                      "bursts": int(r["bursts"]),

@@ -14,20 +14,24 @@ from xstage.records import META_KEY, load_records
 
 
 def record_kind(path: Path) -> str | None:
-    """The record kind stored in ``path``'s metadata, or None for a file that is not an xstage record."""
+    """The record kind stored in ``path``'s metadata, or None for a file that is not an xstage record
+    (a Parquet file without the xstage block, a CSV without ``.meta.json``). A file that cannot be read
+    (truncated, corrupt) is an ``InputError`` naming it: skipping it would pass for "no data yet"."""
     path = Path(path)
     try:
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
             raw = (pq.read_schema(path).metadata or {}).get(META_KEY)
-            return json.loads(raw).get("kind") if raw else None
-        if path.suffix == ".csv":
+            kind = json.loads(raw).get("kind") if raw else None
+        elif path.suffix == ".csv":
             meta = path.with_suffix(".meta.json")
-            return json.loads(meta.read_text()).get("kind") if meta.exists() else None
-    except (OSError, ValueError):
-        return None
-    return None
+            kind = json.loads(meta.read_text()).get("kind") if meta.exists() else None
+        else:
+            return None
+    except (OSError, ValueError, AttributeError) as err:
+        raise InputError("records", str(path), f"is not a readable record file ({type(err).__name__})") from None
+    return kind if isinstance(kind, str) else None
 
 
 def scan_records(folder) -> pd.DataFrame:

@@ -85,23 +85,15 @@ def tile_timings(frame: pd.DataFrame) -> dict:
 
 
 # --- the simulator's prediction -----------------------------------------------------------------
-def find_platform(out_dir: Path | None = None, name: str = PLATFORM):
-    """(Platform, how it was found): ``name`` (default h200-pcie-host) bundled, committed, or calibrated in
-    this run (``out_dir``'s sibling calib* folders); else (None, "none")."""
-    from xstage.paths import data_dir
-    from xstage.sim.platform import Platform, bundled_platforms, load_platform
+def simulator_platform(out_dir: Path | None = None, name: str = PLATFORM):
+    """(Platform, where it was found) to predict a MoE run with: ``name`` (default h200-pcie-host) bundled,
+    committed, or calibrated by this run (``out_dir``'s sibling calib* folders); else (None, "none")."""
+    from xstage.compare.platforms import locate_platform
 
-    if name in bundled_platforms():
-        return load_platform(name), f"bundled {name}"
-    candidates = [data_dir() / "calibration" / name / "platform.json"]
-    if out_dir is not None:
-        candidates += sorted(Path(out_dir).parent.glob("calib*/**/platform.json"))
-    for path in candidates:
-        if path.is_file():
-            p = Platform.load(path)
-            if p.name == name:
-                return p, str(path)
-    return None, "none"
+    try:
+        return locate_platform(name, search=[Path(out_dir).parent] if out_dir is not None else ())
+    except InputError:
+        return None, "none"
 
 
 def scaled_b200(sm_count: int, drain_rate_GBps: float):
@@ -344,7 +336,7 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
                             platform)
     have_sim = "sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()
     if not have_sim:  # predicted at run time only when simpy and a platform were there: predict now
-        plat, src = find_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
+        plat, src = simulator_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
         if plat is not None:
             k = resimulate(k, plat, src)
     c = per_config(k)

@@ -1,20 +1,26 @@
-"""Build every dashboard page into one folder (offline: plotly.min.js is written beside the pages).
+"""Draw every dashboard page into one folder (offline: plotly.min.js is written beside the pages).
 
+    from xstage.compare.collect import collect
     from xstage.dashboards.build import build_dashboards
-    index = build_dashboards(Path("out/dash"))          # data/ of the checkout, every platform
+    index = build_dashboards(Path("out/dash"), collect())     # data/ of the checkout, every platform
 
 Pages: index, calibration-<platform> and whatif-<platform> for each platform, timeline, spans, moe,
-attention, compare. Each page draws frames from ``xstage.compare.collect.collect``; a page whose
-records don't exist shows a "No data yet: run ..." note instead of failing.
+attention, compare. The frames (``xstage.compare.collect``) are written once into ``frames/`` of the
+folder as records (``xstage.compare.store``) and every page is drawn from what was saved: this
+package draws, it neither simulates nor compares. A page whose records don't exist shows a "No data
+yet: run ..." note instead of failing. The folder is built beside its final path and renamed into
+place; an existing one is replaced (stale pages and all) only with ``overwrite``.
 """
 
 import html
 from pathlib import Path
 
-from xstage.compare.collect import collect
+from xstage.compare.store import load_frames, save_frames, write_folder
 from xstage.dashboards import (page_attention, page_calibration, page_compare, page_moe, page_spans, page_timeline,
                                page_whatif)
 from xstage.dashboards.html import Page, write_page, write_plotly_js
+
+FRAMES = "frames"
 
 DESCRIPTIONS = {
     "calibration": "Fig. 3 a-d: issue time and period vs gap, the isolated-burst knee, the drain-rate fit",
@@ -63,16 +69,27 @@ def index_page(collected: dict, pages: list[Page]) -> Page:
     return index
 
 
-def build_dashboards(out_dir: Path, data_dir: Path | None = None, platforms: list[str] | None = None, *,
-                     quick: bool = False, progress=None, collected: dict | None = None) -> Path:
-    """Write every page into ``out_dir``; returns the index page's path."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    collected = collected or collect(data_dir, platforms, quick=quick, progress=progress)
+def draw_pages(out_dir: Path, collected: dict, *, probe: bool = False) -> Path:
+    """Write plotly.min.js and every page of ``collected`` into the existing folder ``out_dir``; the index's
+    path. ``probe``: pages carry the browser test's probe (``xstage.dashboards.html``)."""
     pages = make_pages(collected)
     index = index_page(collected, pages)
     nav = [("index.html", "index")] + [(f"{p.name}.html", p.name) for p in pages]
     write_plotly_js(out_dir)
     for p in pages:
-        write_page(p, out_dir, nav)
-    return write_page(index, out_dir, nav)
+        write_page(p, out_dir, nav, probe=probe)
+    return write_page(index, out_dir, nav, probe=probe)
+
+
+def build_dashboards(out_dir: Path, collected: dict, *, inputs: str = "", overwrite: bool = False,
+                     probe: bool = False) -> Path:
+    """Replace ``out_dir`` by ``frames/`` (``collected`` saved as records, fingerprint ``inputs``) and the
+    pages drawn from those saved frames; returns the index page's path."""
+    out_dir = Path(out_dir)
+
+    def build(tmp: Path):
+        save_frames(tmp / FRAMES, collected, inputs=inputs)
+        draw_pages(tmp, load_frames(tmp / FRAMES), probe=probe)
+
+    write_folder(out_dir, build, overwrite=overwrite)
+    return out_dir / "index.html"

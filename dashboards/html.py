@@ -3,15 +3,20 @@
 Every page of a dashboard folder references one ``plotly.min.js`` written beside it (the copy that
 ships inside the plotly Python package), so the folder works offline and each page stays small.
 
-Each page carries a probe for tests and for curious readers: a first script records every
-JavaScript error (``error`` and ``unhandledrejection`` events, ``console.error``) before plotly
-loads; a last script, once the page has loaded, exercises the page (moves every range slider to its
-maximum and back, pans every large plot -- WebGL or heatmap -- by a tenth of its x range and back),
-then counts the traces and points each plot holds and writes the result as JSON into
-``<body data-xstage-probe="...">``. A browser driver (``tests/dashboards/test_browser.py``) reads it back.
+A page built with ``probe=True`` (the browser test asks for it; pages a user builds never carry it)
+holds two more scripts: a first one records every JavaScript error (``error`` and
+``unhandledrejection`` events, ``console.error``) before plotly loads; a last one, once the page has
+loaded, exercises the page (moves every range slider to its maximum and back, pans every large plot
+-- WebGL or heatmap -- by a tenth of its x range and back), then counts the traces and points each
+plot holds and writes the result as JSON into ``<body data-xstage-probe="...">``. A browser driver
+(``tests/dashboards/test_browser.py``) reads it back.
+
+Every file is written to a temporary name beside its final one and renamed (``write_text``).
 """
 
 import html
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,6 +149,21 @@ class Page:
                            f"{body}{more}</details>")
 
 
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to a temporary file beside ``path``, then rename it to ``path``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def write_plotly_js(out_dir: Path) -> Path:
     """Write plotly.min.js (from the installed plotly package) once into ``out_dir``."""
     from plotly.offline import get_plotlyjs
@@ -151,24 +171,23 @@ def write_plotly_js(out_dir: Path) -> Path:
     path = Path(out_dir) / PLOTLY_JS
     text = get_plotlyjs()
     if not path.exists() or path.stat().st_size != len(text.encode()):
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     return path
 
 
-def render(page: Page, nav: list[tuple[str, str]]) -> str:
-    """The full HTML text of ``page``; ``nav`` lists (file name, label) of every page of the folder."""
+def render(page: Page, nav: list[tuple[str, str]], *, probe: bool = False) -> str:
+    """The full HTML text of ``page``; ``nav`` lists (file name, label) of every page of the folder;
+    ``probe``: with the test probe's scripts."""
     links = " ".join(f'<a href="{html.escape(href)}"{" class=here" if href == page.name + ".html" else ""}>'
                      f"{html.escape(label)}</a>" for href, label in nav)
     lead = f'<p class="lead">{html.escape(page.lead)}</p>' if page.lead else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>xstage: {html.escape(page.title)}</title>{_ERROR_PROBE}"
+            f"<title>xstage: {html.escape(page.title)}</title>{_ERROR_PROBE if probe else ''}"
             f'<script src="{PLOTLY_JS}"></script><style>{_STYLE}</style></head>\n'
             f"<body><nav>{links}</nav><h1>{html.escape(page.title)}</h1>{lead}\n"
-            + "\n".join(page.blocks) + f"\n{_PAGE_PROBE}</body></html>\n")
+            + "\n".join(page.blocks) + f"\n{_PAGE_PROBE if probe else ''}</body></html>\n")
 
 
-def write_page(page: Page, out_dir: Path, nav: list[tuple[str, str]]) -> Path:
-    path = Path(out_dir) / f"{page.name}.html"
-    path.write_text(render(page, nav), encoding="utf-8")
-    return path
+def write_page(page: Page, out_dir: Path, nav: list[tuple[str, str]], *, probe: bool = False) -> Path:
+    return write_text(Path(out_dir) / f"{page.name}.html", render(page, nav, probe=probe))

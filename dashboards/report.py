@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from xstage.dashboards import page_attention, page_calibration, page_compare, page_moe, page_spans, page_timeline
+from xstage.dashboards.html import write_text
+from xstage.errors import InputError
 
 MAX_ROWS = 60
 
@@ -84,9 +86,13 @@ def report_markdown(collected: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(out_dir: Path, collected: dict) -> Path:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "report.md"
-    path.write_text(report_markdown(collected), encoding="utf-8")
-    return path
+def write_report(out_dir: Path, collected: dict, *, overwrite: bool = False) -> Path:
+    """Write ``out_dir/report.md`` (to a temporary name, then renamed); an existing one only with ``overwrite``."""
+    path = Path(out_dir) / "report.md"
+    if path.exists() and not overwrite:
+        raise InputError("--out", str(path), "already exists (pass --overwrite to replace it)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError("--out", str(path.parent), f"cannot be written ({err.strerror or err})") from None
+    return write_text(path, report_markdown(collected))

@@ -1,6 +1,6 @@
 import pytest
 
-from xstage.sim.platform import Platform
+from xstage.sim.platform import Platform, load_platform
 
 
 @pytest.fixture
@@ -8,3 +8,10 @@ def toy_platform():
     """R = 1 B/us, per-producer issue 4 B/us, no fixed cost, Q(2) = 6 bytes: numbers one can work by hand."""
     return Platform(name="toy", sm_count=8, drain_rate_GBps=0.001, t_fixed_us=0.0, producer_issue_GBps=0.004,
                     capacity_points=((2, 6.0),), target="peer")
+
+
+@pytest.fixture(scope="session")
+def b200():
+    """The bundled paper-b200 platform (the paper's B200 figures)."""
+    return load_platform("paper-b200")
+

@@ -90,9 +90,10 @@ def run_demo(args) -> int:
         print(f"[demo] {name}: sim vs Eq. 3/7 max rel err {err:.2e}; MoE {REFERENCE_MOE} interleaved speedup "
               f"{moe['speedup']:.3f}x; FA M_ub* {fa['M_ub_star_tokens']} tokens", file=sys.stderr)
     if not args.no_dashboards:
+        from xstage.compare.collect import collect
         from xstage.dashboards.build import build_dashboards
         print("[demo] dashboards", file=sys.stderr)
-        index = build_dashboards(out / "dashboards")
+        index = build_dashboards(out / "dashboards", collect())
         summary["dashboards"] = str(index)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print_table({"out": str(out), "summary": str(out / "summary.json"),

@@ -540,7 +540,7 @@ def main(argv=None) -> int:
                 tune_med.update({(prec, *c): t for c, t in med.items()})
             except Exception:  # noqa: BLE001 - keep the defaults
                 traceback.print_exc()
-    platform, platform_src = (None, "") if dry else R.find_platform(out_dir)
+    platform, platform_src = (None, "") if dry else R.simulator_platform(out_dir)
     print(f"  kernel {kw}; simulator platform: {platform_src} ({time.time() - t_start:.0f}s)", file=sys.stderr)
     rows, tiles = [], []
     sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[4])]

@@ -348,7 +348,7 @@ def main(argv=None) -> int:
     sms = B.num_sms(False)
     kw = {**KERNEL_KW, "tma": bool(args.tma)}
     kw8 = dict(B.W8A8_KW)
-    platform, platform_src = R.find_platform(out_dir, PLATFORM)
+    platform, platform_src = R.simulator_platform(out_dir, PLATFORM)
     log = lambda msg: print(f"[{time.time() - t_start:5.0f}s] {msg}", file=sys.stderr)  # noqa: E731
     log(f"rank {rank}/{world}: kernel {kw}, w8a8 {kw8}, dispatch {args.dispatch}, platform {platform_src}")
 

@@ -12,12 +12,7 @@ from xstage.compare.calibration import calibration_frames, fit_drain_rate_GBps
 from xstage.errors import InputError
 from xstage.records import COLUMNS
 from xstage.sim.bursts import BurstConfig, simulate_bursts
-from xstage.sim.platform import load_platform
 
-
-@pytest.fixture(scope="module")
-def b200():
-    return load_platform("paper-b200")
 
 
 def _hand_frame(mode="periodic", issues=(9.0, 9.0, 1.0, 3.0), trial=None):
@@ -149,7 +144,7 @@ def test_calibration_frames_prefer_points_to_per_producer_medians(b200, sim_poin
 
 
 def test_a_calibration_folder_compares_its_points_not_its_burst_sample(b200, sim_points, tmp_path):
-    from xstage.cli.compare import compare_records, load_arguments
+    from xstage.compare.experiments import compare_records, load_arguments
     from xstage.records import save_records
 
     folder = tmp_path / "paper-b200"

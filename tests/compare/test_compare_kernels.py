@@ -8,13 +8,8 @@ import pytest
 from xstage.compare.attention import attention_error_summary, compare_attention, simulate_like
 from xstage.compare.moe import compare_moe, measured_speedups, moe_error_summary, speedup_groups
 from xstage.errors import InputError
-from xstage.sim.platform import load_platform
 from xstage.sim.sweep import run_moe_config
 
-
-@pytest.fixture(scope="module")
-def b200():
-    return load_platform("paper-b200")
 
 
 def _attention_kernel(M=8192, fa=100.0, serial=130.0, fused=101.0):

@@ -5,13 +5,8 @@ import pytest
 from xstage.compare.replays import simulate_fa_tiles, simulate_moe_tiles
 from xstage.compare.tiles import span_summary
 from xstage.records import COLUMNS
-from xstage.sim.platform import load_platform
 from xstage.sim.sweep import run_fa_config, run_moe_config
 
-
-@pytest.fixture(scope="module")
-def b200():
-    return load_platform("paper-b200")
 
 
 def test_moe_tiles_reproduce_the_sweep_row(b200):

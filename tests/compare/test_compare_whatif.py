@@ -7,12 +7,7 @@ import pytest
 from xstage.compare.whatif import WhatIfGrid, simulate_symmetric, whatif_frames
 from xstage.errors import InputError
 from xstage.sim.bursts import BurstConfig, simulate_bursts
-from xstage.sim.platform import load_platform
 
-
-@pytest.fixture(scope="module")
-def b200():
-    return load_platform("paper-b200")
 
 
 @pytest.mark.parametrize("mode,K,B,G", [("periodic", 148, 32768, 2.0), ("periodic", 37, 65536, 0.5),

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from xstage.compare.collect import collect
 from xstage.dashboards.build import build_dashboards
 
 pytestmark = pytest.mark.browser
@@ -138,7 +139,7 @@ def _dash_records():
 
 def test_every_page_loads_without_errors_and_draws(browser, tmp_path):
     data = _dash_records().write_measured_like(tmp_path / "data")  # every measured branch of every page
-    index = build_dashboards(tmp_path / "dash", data, ["paper-b200"], quick=True)
+    index = build_dashboards(tmp_path / "dash", collect(data, ["paper-b200"], quick=True), probe=True)
     pages = sorted(index.parent.glob("*.html"))
     assert {p.stem for p in pages} >= {"index", "calibration-paper-b200", "whatif-paper-b200", "timeline", "spans",
                                        "moe", "attention", "compare"}
@@ -173,7 +174,8 @@ def test_a_132_sm_by_20000_tile_timeline_opens_and_pans(browser, tmp_path):
     page = timeline_page({"config": "synthetic 132 x 20,000", "platform": "synthetic", "sim": {"interleaved": frames},
                           "hw": {}})
     write_plotly_js(tmp_path)
-    probe = browser.probe(write_page(page, tmp_path, [("timeline.html", "timeline")]), tmp_path / "big.png")
+    probe = browser.probe(write_page(page, tmp_path, [("timeline.html", "timeline")], probe=True),
+                          tmp_path / "big.png")
     assert probe["errors"] == [] and probe["exceptions"] == []
     assert len(probe["plots"]) == 2 and all(p["rendered"] and p["points"] > 0 for p in probe["plots"])
     assert any(p["webgl_trace"] and p["gl_canvas"] for p in probe["plots"])
@@ -189,7 +191,8 @@ def test_probe_catches_errors_and_empty_plots(browser, tmp_path):
     page.figure(go.Figure(go.Scatter(x=[], y=[])))
     page.raw("<script>window.addEventListener('load', function () { undefinedFunction(); });</script>")
     write_plotly_js(tmp_path)
-    probe = browser.probe(write_page(page, tmp_path, [("broken.html", "broken")]), tmp_path / "broken.png")
+    probe = browser.probe(write_page(page, tmp_path, [("broken.html", "broken")], probe=True),
+                          tmp_path / "broken.png")
     assert any("undefinedFunction" in e for e in probe["errors"])
     assert any("undefinedFunction" in e for e in probe["exceptions"])
     assert probe["plots"][0]["points"] == 0

@@ -26,7 +26,7 @@ def collected(tmp_path_factory):
 @pytest.fixture(scope="module")
 def built(collected, tmp_path_factory):
     out = tmp_path_factory.mktemp("dash")
-    return build_dashboards(out, collected=collected)
+    return build_dashboards(out, collected)
 
 
 def test_every_page_is_written_offline_with_one_plotly(built):
@@ -38,7 +38,27 @@ def test_every_page_is_written_offline_with_one_plotly(built):
         text = page.read_text()
         assert f'<script src="{PLOTLY_JS}"></script>' in text
         assert not re.search(r'src="https?://', text), f"{page.name} loads something from the network"
-        assert "data-xstage-probe" in text and page.stat().st_size < 3_000_000
+        assert page.stat().st_size < 3_000_000
+
+
+def test_user_pages_carry_no_test_probe_and_test_pages_do(built, collected, tmp_path):
+    """The probe moves sliders and pans plots on load: only in pages a test asks for."""
+    for page in built.parent.glob("*.html"):
+        text = page.read_text()
+        assert "data-xstage-probe" not in text and "__xstage" not in text, page.name
+    probed = build_dashboards(tmp_path / "probed", collected, probe=True)
+    for page in probed.parent.glob("*.html"):
+        assert "data-xstage-probe" in page.read_text() and "window.__xstage" in page.read_text(), page.name
+
+
+def test_pages_are_drawn_from_the_frames_saved_beside_them(built, collected):
+    from xstage.compare.store import load_frames
+
+    saved = load_frames(built.parent / "frames")
+    assert saved["platforms"] == collected["platforms"] and set(saved["timeline"]["sim"]) == set(
+        collected["timeline"]["sim"])
+    pd.testing.assert_frame_equal(saved["spans"]["table2"], collected["spans"]["table2"])
+    assert not list(built.parent.glob(".*"))   # no temporary file or folder left behind
 
 
 def test_pages_without_records_say_what_to_run(built):
@@ -74,7 +94,7 @@ def test_measured_records_fill_every_page_and_the_error_table(tmp_path):
     speed = c["errors"][c["errors"]["quantity"].str.startswith("speedup")]
     assert speed["speedup_sign_agreement"].notna().all()
     assert len(c["attention"]["tiles"]) == 1 and set(c["timeline"]["hw"]) == {"expert_wave", "interleaved"}
-    index = build_dashboards(tmp_path / "dash", collected=c)
+    index = build_dashboards(tmp_path / "dash", c)
     for name in ("timeline", "spans", "moe", "attention", "compare", "calibration-paper-b200"):
         assert 'data-xstage-nodata="1"' not in index.parent.joinpath(f"{name}.html").read_text(), name
     assert "measured + simulated" in index.read_text()
@@ -119,17 +139,65 @@ def test_dashboard_and_report_commands(collected, tmp_path, monkeypatch, capsys)
     from xstage.cli import main
     from xstage.compare import collect as collect_module
 
-    seen = {}
+    seen = []
 
     def fake_collect(data, platforms, quick=False, progress=None):
-        seen.update(data=data, platforms=platforms, quick=quick)
+        seen.append({"data": data, "platforms": platforms, "quick": quick})
         return collected
 
     monkeypatch.setattr(collect_module, "collect", fake_collect)
-    assert main(["dashboard", "--out", str(tmp_path / "d"), "--platform", "paper-b200", "--quick"]) == 0
-    assert capsys.readouterr().out.strip() == str(tmp_path / "d" / "index.html")
-    assert seen == {"data": None, "platforms": ["paper-b200"], "quick": True}
+    out = tmp_path / "d"
+    assert main(["dashboard", "--out", str(out), "--platform", "paper-b200", "--quick"]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "index.html")
+    assert seen == [{"data": None, "platforms": ["paper-b200"], "quick": True}]
     assert main(["report", "--out", str(tmp_path / "r"), "--data", str(tmp_path)]) == 0
     assert (tmp_path / "r" / "report.md").read_text().startswith("# xstage report")
-    assert main(["report", "--out", str(tmp_path / "r"), "--data", str(tmp_path / "missing")]) == 2
+    assert main(["report", "--out", str(tmp_path / "r2"), "--data", str(tmp_path / "missing")]) == 2
     assert "--data" in capsys.readouterr().err
+
+
+def test_dashboard_out_is_never_overwritten_unasked_and_replaced_whole(collected, tmp_path, monkeypatch, capsys):
+    from xstage.cli import main
+    from xstage.compare import collect as collect_module
+
+    calls = []
+    monkeypatch.setattr(collect_module, "collect", lambda *a, **k: calls.append(a) or collected)
+    out = tmp_path / "d"
+    args = ["dashboard", "--out", str(out), "--platform", "paper-b200", "--quick", "--data", str(tmp_path / "data")]
+    (tmp_path / "data").mkdir()
+    assert main(args) == 0 and len(calls) == 1
+    (out / "stale.html").write_text("a page of an older build")
+    before = (out / "index.html").read_text()
+    capsys.readouterr()
+    assert main(args) == 2 and len(calls) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--overwrite" in err and str(out) in err
+    assert (out / "stale.html").exists() and (out / "index.html").read_text() == before
+    # a rebuild over the same inputs draws the saved frames: nothing is simulated again; stale pages go
+    assert main(args + ["--overwrite"]) == 0 and len(calls) == 1
+    assert not (out / "stale.html").exists() and (out / "index.html").read_text() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]   # no temporary folder left
+    # new records: the frames are computed again
+    (tmp_path / "data" / "new.txt").write_text("x")
+    assert main(args + ["--overwrite"]) == 0 and len(calls) == 2
+    # --frames: draw a saved frames folder into another output, no collect at all
+    assert main(["dashboard", "--out", str(tmp_path / "e"), "--frames", str(out / "frames")]) == 0
+    assert len(calls) == 2 and (tmp_path / "e" / "index.html").read_text() == before
+    assert main(["report", "--out", str(tmp_path / "e"), "--frames", str(out / "frames")]) == 0
+    assert main(["report", "--out", str(tmp_path / "e"), "--frames", str(out / "frames")]) == 2
+    assert "report.md" in capsys.readouterr().err and len(calls) == 2
+    assert main(["dashboard", "--out", str(tmp_path / "f"), "--frames", str(tmp_path)]) == 2
+    assert "manifest.json" in capsys.readouterr().err and not (tmp_path / "f").exists()
+
+
+def test_a_corrupt_record_file_is_named_not_shown_as_no_data(tmp_path, capsys):
+    from xstage.cli import main
+
+    data = tmp_path / "data"
+    (data / "moe").mkdir(parents=True)
+    (data / "moe" / "moe-kernel.parquet").write_bytes(b"PAR1 truncated")
+    assert main(["dashboard", "--out", str(tmp_path / "d"), "--data", str(data), "--platform", "paper-b200",
+                 "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "moe-kernel.parquet" in err and "Traceback" not in err
+    assert not (tmp_path / "d").exists()

@@ -1,15 +1,16 @@
-"""``xstage compare RECORDS... [--platform ...] [--out FILE]``: measured records beside the simulator.
+"""``xstage compare RECORDS... [--platform ...] [--out FILE|DIR]``: measured records beside the simulator.
 
-Calibration folders (``data/calibration/<platform>``) or their points.parquet: every measured
-configuration re-simulated from its aggregate figures (T_iss, period, measured gap).
-Burst records: every (mode, K, B, G) experiment re-simulated with the calibrated platform.
-Kernel records: attention (per M: fused time, E_res, speedup) and MoE (per configuration: expert-wave
-and interleaved times, speedup and its sign). Tile records: MoE tiles re-simulated per configuration
-(span / stall / makespan summaries), FlashAttention tiles beside their Q-loop replay (issue spans).
-Other records (summaries, copy-engine rows) are skipped. Prints the table and the error metrics; ``--out``
-writes the side-by-side rows as CSV or Parquet.
+What is compared with what: ``xstage.compare.experiments``. Prints the table and the error metrics;
+``--out FILE.csv`` / ``FILE.parquet`` writes the side-by-side rows in one file, ``--out DIR`` (no
+suffix) writes them as records, one file per experiment (``bursts.parquet``, ``moe.parquet``, ...:
+kind ``summary``, their metrics in the metadata) and ``metrics.json``. Every output is written to a
+temporary path and renamed; an existing one is replaced only with ``--overwrite``.
 """
 
+import contextlib
+import io
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,151 +28,86 @@ def register(sub):
     p.add_argument("--platform", default=None,
                    help="platform name or .json (default: the records' own platform, bundled or calibrated)")
     p.add_argument("--data", default=None, help="records folder holding calibration/<platform>/platform.json")
-    p.add_argument("--out", default=None, help="write the side-by-side rows to FILE.csv or FILE.parquet")
+    p.add_argument("--out", default=None, help="write the side-by-side rows to FILE.csv or FILE.parquet, or as "
+                                               "records (one per experiment) into the folder DIR")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.add_argument("--json", action="store_true", help="print the error metrics as JSON")
     p.set_defaults(func=run)
 
 
-def compare_records(grouped: dict, platform=None, data_dir=None, progress=None) -> tuple[pd.DataFrame, dict]:
-    """{kind: frame} of measured records -> (side-by-side rows with an ``experiment`` column, metrics)."""
-    from xstage.compare import attention as att
-    from xstage.compare import moe as moe_cmp
-    from xstage.compare.bursts import burst_error_summary, compare_bursts, compare_points, platform_for
-    from xstage.compare.metrics import error_summary
-    from xstage.compare.replays import simulate_moe_tiles
-    from xstage.compare.tiles import compare_tile_summaries
-    from xstage.compare.moe_records import replay_hw_tiles
-
-    parts, metrics = [], {}
-
-    def plat_of(frame):
-        if platform is not None or "platform" not in frame.columns:
-            return platform_for(frame, platform or "paper-b200", data_dir)
-        return platform_for(frame, None, data_dir)
-
-    if "points" in grouped:   # calibration folders: aggregate figures per configuration (points.parquet)
-        pts = grouped["points"]
-        rows = pd.concat([compare_points(grp, platform_for(grp, platform, data_dir), progress=progress)
-                          for _, grp in pts.groupby("platform", sort=True)], ignore_index=True)
-        metrics["calibration points"] = burst_error_summary(rows)
-        parts.append(rows.assign(experiment="calibration points"))
-    if "burst" in grouped:
-        b = grouped["burst"]
-        rows = compare_bursts(b, plat_of(b), progress=progress)
-        metrics["bursts"] = burst_error_summary(rows)
-        parts.append(rows.assign(experiment="bursts"))
-    if "kernel" in grouped:
-        k = grouped["kernel"]
-        if (k["experiment"] == "attention").any():
-            a = k[k["experiment"] == "attention"]
-            rows = att.compare_attention(a, plat_of(a))
-            metrics["attention"] = att.attention_error_summary(rows)
-            parts.append(rows.assign(experiment="attention"))
-        if (k["experiment"] == "moe").any():
-            m = k[k["experiment"] == "moe"]
-            rows = moe_cmp.compare_moe(m, plat_of(m), progress=progress)
-            metrics["moe"] = moe_cmp.moe_error_summary(rows)
-            parts.append(rows.assign(experiment="moe"))
-        others = sorted(set(k["experiment"].astype(str)) - {"attention", "moe"})
-        if others:
-            metrics["skipped"] = {"kernel experiments without a simulated counterpart": others}
-    if "tile" in grouped:
-        t = grouped["tile"]
-        moe_tiles = t[(t["experiment"] == "moe") & (t["source"] != "sim")]
-        att_tiles = t[(t["experiment"] == "attention") & (t["source"] != "sim")]
-        if len(att_tiles) and "M" in att_tiles:
-            kern = grouped.get("kernel")
-            rows = att.compare_attention_tiles(att_tiles, plat_of(att_tiles),
-                                               kern[kern["experiment"] == "attention"] if kern is not None else None)
-            if len(rows):
-                metrics["attention_tiles"] = error_summary(rows["measured_span_median(us)"],
-                                                           rows["simulated_span_median(us)"], name="span_median")
-                parts.append(rows.assign(experiment="attention tiles"))
-        if len(moe_tiles):
-            plat = plat_of(moe_tiles)
-            configs = sorted(set(moe_tiles["config"]))
-            hw = [c for c in configs if "/" not in c]  # hardware runs: MoeProblem labels; catalog names have "/"
-            sims = [simulate_moe_tiles(c, plat)[0] for c in configs if c not in hw]
-            if hw:
-                kern = grouped.get("kernel")
-                sims.append(replay_hw_tiles(moe_tiles[moe_tiles["config"].isin(hw)], kern if kern is not None and
-                                            (kern["experiment"] == "moe").any() else None, plat))
-            rows = compare_tile_summaries(moe_tiles, pd.concat(sims, ignore_index=True))
-            metrics["tiles"] = error_summary(rows["measured_span_median(us)"], rows["simulated_span_median(us)"],
-                                             name="span_median")
-            parts.append(rows.assign(experiment="tiles"))
-    if not parts:
-        raise InputError("RECORDS", sorted(grouped), "hold no burst, attention / moe kernel or moe tile records "
-                         "to compare")
-    return pd.concat(parts, ignore_index=True, sort=False), metrics
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.suffix not in (".csv", ".parquet", ""):
+        raise InputError("--out", str(out), "must end in .csv or .parquet, or name a folder (no suffix)")
+    if out.suffix == "" and out.exists() and not out.is_dir():
+        raise InputError("--out", str(out), "exists and is not a folder")
+    taken = (out.is_dir() and any(out.iterdir())) if out.suffix == "" else out.exists()
+    if taken and not overwrite:
+        raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
 
 
-def load_arguments(paths) -> dict:
-    """{kind: frame} from RECORDS: files, or folders. A calibration folder (or a ``points.parquet`` named
-    directly) gives its calibration points, under ``points``, and not its sampled burst records; any
-    other folder gives every record file under it."""
-    from xstage.compare.bursts import load_calibration_points
-    from xstage.compare.frames import load_files, scan_records
-    from xstage.records import declares
+def _write(out: Path, parts: dict, metrics: dict, rows: pd.DataFrame, meta: dict) -> None:
+    from xstage.cli import _clean
+    from xstage.compare.experiments import METRICS
+    from xstage.compare.store import write_folder
+    from xstage.records import atomic_write_text, save_records
 
-    files, points = [], []
-    for path in paths:
-        if path.is_dir():
-            if (path / "points.parquet").is_file() and declares(path / "points.parquet", "point"):
-                points.append(load_calibration_points(path / "points.parquet"))
-                files += [Path(p) for p in scan_records(path)["path"]
-                          if Path(p).parent == path and Path(p).name not in ("points.parquet", "bursts.parquet",
-                                                                             "check.parquet", "copy.parquet")]
-            else:
-                files += [Path(p) for p in scan_records(path)["path"]]
-        elif path.name == "points.parquet" and declares(path, "point"):
-            points.append(load_calibration_points(path))
-        else:
-            files.append(path)
-    if not files and not points:
-        raise InputError("RECORDS", [str(p) for p in paths], "hold no record files")
-    grouped = load_files(files) if files else {}
-    if points:
-        grouped["points"] = pd.concat(points, ignore_index=True)
-    return grouped
+    if out.suffix == ".csv":
+        atomic_write_text(out, rows.to_csv(index=False), overwrite=True)
+    elif out.suffix == ".parquet":
+        save_records(out, "summary", rows, {"compare": meta, "metrics": _clean(metrics)}, table="compare",
+                     overwrite=True)
+    else:
+        def build(tmp: Path):
+            for name, frame in parts.items():
+                save_records(tmp / f"{name.replace(' ', '-')}.parquet", "summary", frame,
+                             {"compare": {**meta, "experiment": name},
+                              "metrics": _clean(metrics.get(METRICS.get(name, name), {}))}, table="compare")
+            (tmp / "metrics.json").write_text(json.dumps(_clean(metrics), indent=2) + "\n")
+        write_folder(out, build, overwrite=True)
 
 
 def run(args) -> int:
     from tqdm import tqdm
 
-    from xstage.cli import print_json
-    from xstage.records import atomic_write_text
+    from xstage.cli import print_json, print_table
+    from xstage.compare.experiments import compare_parts, load_arguments
 
     out = Path(args.out) if args.out else None
     if out is not None:
-        if out.suffix not in (".csv", ".parquet"):
-            raise InputError("--out", str(out), "must end in .csv or .parquet")
-        if out.exists() and not args.overwrite:
-            raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
+        _check_out(out, args.overwrite)
     grouped = load_arguments([Path(p) for p in args.records])
+    quiet = args.json or not sys.stderr.isatty()
     progress = lambda items: tqdm(items, desc="simulate", unit="exp", file=sys.stderr,  # noqa: E731
-                                  disable=len(items) < 4, dynamic_ncols=True)
-    rows, metrics = compare_records(grouped, args.platform, args.data, progress=progress)
+                                  disable=quiet or len(items) < 4, dynamic_ncols=True)
+    parts, metrics = compare_parts(grouped, args.platform, args.data, progress=progress)
+    rows = pd.concat([r.assign(experiment=name) for name, r in parts.items()], ignore_index=True, sort=False)
     if out is not None:
-        if out.suffix == ".csv":
-            atomic_write_text(out, rows.to_csv(index=False), overwrite=True)
+        _write(out, parts, metrics, rows, {"records": list(args.records), "platform": args.platform,
+                                           "data": args.data})
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        if args.json:
+            print_json(metrics)
         else:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            rows.to_parquet(out, index=False)
-    if args.json:
-        print_json(metrics)
-        return 0
-    with pd.option_context("display.max_rows", 200, "display.max_columns", 40, "display.width", 200,
-                           "display.float_format", "{:.4g}".format):
-        for experiment, frame in rows.groupby("experiment", sort=False):
-            print(f"== {experiment}")
-            print(frame.dropna(axis=1, how="all").drop(columns="experiment").to_string(index=False))
-            print()
-    for name, m in metrics.items():
-        print(f"== {name} error metrics")
-        from xstage.cli import print_table
-        print_table(m)
-    if out is not None:
-        print(f"wrote {out}")
+            with pd.option_context("display.max_rows", 200, "display.max_columns", 40, "display.width", 200,
+                                   "display.float_format", "{:.4g}".format):
+                for experiment, frame in rows.groupby("experiment", sort=False):
+                    print(f"== {experiment}")
+                    print(frame.dropna(axis=1, how="all").drop(columns="experiment").to_string(index=False))
+                    print()
+            for name, m in metrics.items():
+                print(f"== {name} error metrics")
+                print_table(m)
+            if out is not None:
+                print(f"wrote {out}")
+    _emit(text.getvalue())
     return 0
+
+
+def _emit(text: str) -> None:
+    """Write ``text`` to stdout; a reader that stops early (``| head -2``) is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing more reaches the pipe

@@ -8,6 +8,10 @@ columns:
                        interleaved replays (makespans, spans, stalls) and the design tests.
 ``fa_sweep``           ``xstage sweep fa --out``: per shape and sequence length, FA-only, fused and
                        completion-coupled replays and the model's residuals.
+``frame``              a dashboard page's frame saved by the compare layer (``compare/store.py``): its
+                       columns are the page's; none are required.
+``compare``            ``xstage compare --out``: measured and simulated rows side by side, per experiment;
+                       its columns are the experiment's; none are required.
 
 Schema version 1 summaries named no table (and calibration points were summaries too): a reader
 asking for a table gets it checked against that table's columns.
@@ -34,4 +38,9 @@ TABLES = {
         ("fa_us", "us"), ("fused_us", "us"), ("coupled_us", "us"), ("serial_us", "us"),
         ("E_res_us", "us"), ("E_cc_us", "us"), ("hiding_ratio", "ratio"),
     ),
+    "frame": (),
+    "compare": (),
 }
+
+# tables whose columns are their producer's (a page's frame, one experiment's comparison): nothing required
+FREE_FORM = ("frame", "compare")
