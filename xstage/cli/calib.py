@@ -121,11 +121,12 @@ def run(args) -> int:
     from xstage.hw.calib import calibrate
 
     if args.refit:
-        summary = calibrate.refit(args.out, name=args.name or None)
+        summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite)
     else:
         if args.target is None:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
         cfg = build_config(args)
+        calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
         if args.sim:
             from xstage.hw.calib.runners import SimRunner
             from xstage.sim.platform import load_platform
