@@ -39,8 +39,8 @@ import triton.language as tl
 from xstage.errors import InputError
 from xstage.hw.moe.buffers import SPIN_LIMIT, TILE_LOG_FIELDS, Combine, DeviceLayout, check_logs  # noqa: F401
 from xstage.hw.moe.refs import compare, dispatch, pack_w1, random_weights, reference_moe  # noqa: F401 - re-exported
-from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _program_span, _release_row,
-                                 _stamp, _tile_fields, _tile_wait)
+from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _no_stamps, _program_span,
+                                 _release_row, _stamp, _tile_fields, _tile_wait)
 
 
 @triton.jit(do_not_specialize=["combine_rows", "spin_limit"])
@@ -60,13 +60,9 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_f
     l2_tiles = hidden // BLOCK_N
     out_ty = act_ptr.dtype.element_ty
     for i in range(t_first, t_last):
-        kind, expert32, n_block, row, need, offs_m = _tile_fields(tiles_ptr, i, BLOCK_M)
-        expert = expert32.to(tl.int64)
-        run, t_wait = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
-        t_ml1 = tl.full([], 0, tl.int64)
-        t_is0 = tl.full([], 0, tl.int64)
-        t_is1 = tl.full([], 0, tl.int64)
-        t_ml0 = _stamp(INSTRUMENT)
+        kind, expert32, expert, n_block, row, need, offs_m = _tile_fields(tiles_ptr, i, BLOCK_M)
+        run, t_wait, t_ml0 = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
+        t_ml1, t_is0, t_is1 = _no_stamps()
         if (run == 1) & (kind == 0):
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             if TMA:

@@ -26,6 +26,14 @@ def dispatch(tokens, layout: DispatchLayout, out=None):
     return out
 
 
+def expert_rows(layout: DispatchLayout):
+    """(local expert, slice of its receive rows) for every expert that received tokens."""
+    p = layout.problem
+    for e, (c, first) in enumerate(zip(layout.tokens_per_expert, layout.grid.first_row)):
+        if c:
+            yield e, slice(int(first) * p.block_m, int(first) * p.block_m + int(c))
+
+
 def reference_moe(x_recv, w1, w2, layout: DispatchLayout):
     """float32 reference of the kernel's Combine rows, in receive order ``[rows*BM, H]`` (padding 0)."""
     import torch
@@ -33,10 +41,7 @@ def reference_moe(x_recv, w1, w2, layout: DispatchLayout):
     p = layout.problem
     out = torch.zeros((layout.recv_rows, p.hidden), dtype=torch.float32, device=x_recv.device)
     weight = torch.as_tensor(layout.weight, device=x_recv.device)
-    for e, (c, first) in enumerate(zip(layout.tokens_per_expert, layout.grid.first_row)):
-        if not c:
-            continue
-        s = slice(int(first) * p.block_m, int(first) * p.block_m + int(c))
+    for e, s in expert_rows(layout):
         h = x_recv[s].float() @ w1[e].float().T
         act = torch.nn.functional.silu(h[:, :p.intermediate]) * h[:, p.intermediate:]
         out[s] = (act @ w2[e].float().T) * weight[s, None]
@@ -103,10 +108,7 @@ def reference_w8a8(x_q, sx, weights: W8A8Weights, layout):
     half = p.block_n // 2
     out = torch.zeros((layout.recv_rows, p.hidden), dtype=torch.float32, device=x_q.device)
     weight = torch.as_tensor(layout.weight, device=x_q.device)
-    for e, (c, first) in enumerate(zip(layout.tokens_per_expert, layout.grid.first_row)):
-        if not c:
-            continue
-        s = slice(int(first) * p.block_m, int(first) * p.block_m + int(c))
+    for e, s in expert_rows(layout):
         x = x_q[s].float() * sx[s, None]
         h = x @ (weights.w1_q[e].float() * weights.sw1[e, :, None]).T       # packed: gate 2j, up 2j + 1
         act = torch.nn.functional.silu(h[:, 0::2]) * h[:, 1::2]

@@ -36,8 +36,8 @@ def _program_span(offsets_ptr):
 
 @triton.jit
 def _tile_fields(tiles_ptr, i, BLOCK_M: tl.constexpr):
-    """(kind, expert (int32), n_block, row, need, offs_m) of tile ``i``: columns 0, 1, 3, 6, 7 of the
-    schedule's [T, 8] tile array, and the BLOCK_M token rows of its row block."""
+    """(kind, expert (int32 and int64), n_block, row, need, offs_m) of tile ``i``: columns 0, 1, 3, 6, 7 of
+    the schedule's [T, 8] tile array, and the BLOCK_M token rows of its row block."""
     tile = tiles_ptr + i * 8
     kind = tl.load(tile + 0)
     expert32 = tl.load(tile + 1)
@@ -45,7 +45,7 @@ def _tile_fields(tiles_ptr, i, BLOCK_M: tl.constexpr):
     row = tl.load(tile + 6)
     need = tl.load(tile + 7)
     offs_m = row.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    return kind, expert32, n_block, row, need, offs_m
+    return kind, expert32, expert32.to(tl.int64), n_block, row, need, offs_m
 
 
 @triton.jit
@@ -70,13 +70,19 @@ def _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr):
 
 @triton.jit
 def _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT: tl.constexpr):
-    """(run, wait start): 1 for a Linear-1 tile; a Linear-2 tile waits for every Linear-1 tile of its row
-    (bounded spin, acquire) and gets 0 when the wait timed out."""
+    """(run, wait start, mainloop start): run is 1 for a Linear-1 tile; a Linear-2 tile waits for every
+    Linear-1 tile of its row (bounded spin, acquire) and gets 0 when the wait timed out."""
     t_wait = _stamp(INSTRUMENT)
     run = 1
     if kind == 1:
         run = _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr)
-    return run, t_wait
+    return run, t_wait, _stamp(INSTRUMENT)
+
+
+@triton.jit
+def _no_stamps():
+    """Mainloop end, issue start and issue end before they are taken (0: a skipped or uninstrumented tile)."""
+    return tl.full([], 0, tl.int64), tl.full([], 0, tl.int64), tl.full([], 0, tl.int64)
 
 
 @triton.jit

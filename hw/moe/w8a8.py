@@ -26,8 +26,8 @@ from xstage.hw.moe.buffers import SPIN_LIMIT, DeviceLayout, check_logs
 from xstage.hw.moe.kernel import interpreting
 from xstage.hw.moe.refs import (FP8_MAX, W8A8Weights, quantize_activations, quantize_rows,  # noqa: F401 - re-exported
                                 reference_w8a8)
-from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _program_span, _release_row,
-                                 _stamp, _tile_fields, _tile_wait)
+from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _no_stamps, _program_span,
+                                 _release_row, _stamp, _tile_fields, _tile_wait)
 
 
 @triton.jit
@@ -55,13 +55,9 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
     offs_n = tl.arange(0, BLOCK_N)
     act_blocks = inter // HALF
     for i in range(t_first, t_last):
-        kind, expert32, n_block, row, need, offs_m = _tile_fields(tiles_ptr, i, BLOCK_M)
-        expert = expert32.to(tl.int64)
-        run, t_wait = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
-        t_ml1 = tl.full([], 0, tl.int64)
-        t_is0 = tl.full([], 0, tl.int64)
-        t_is1 = tl.full([], 0, tl.int64)
-        t_ml0 = _stamp(INSTRUMENT)
+        kind, expert32, expert, n_block, row, need, offs_m = _tile_fields(tiles_ptr, i, BLOCK_M)
+        run, t_wait, t_ml0 = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
+        t_ml1, t_is0, t_is1 = _no_stamps()
         if (run == 1) & (kind == 0):
             a_ptrs = x_ptr + offs_m[:, None] * hidden + offs_k[None, :]
             cols = n_block * BLOCK_N + offs_n

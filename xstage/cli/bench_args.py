@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from xstage.errors import InputError
+from xstage.errors import InputError, require_int, require_positive
 
 
 class BenchParser(argparse.ArgumentParser):
@@ -24,6 +24,20 @@ class BenchParser(argparse.ArgumentParser):
         field, must = (m.group(1).split("/")[0], m.group(2)) if m else ("arguments", message)
         value = re.search(r"(?:value|choice): '([^']*)'", must)
         raise InputError(field, value.group(1) if value else None, must)
+
+
+def add_sweep_flags(ap: argparse.ArgumentParser, budget_s: float) -> None:
+    """--trials, --budget-s and --max-configs of the MoE sweeps (checked by ``check_sweep_flags``)."""
+    ap.add_argument("--trials", type=int, default=25, help="timed trials per variant")
+    ap.add_argument("--budget-s", type=float, default=budget_s, help="start no configuration after this")
+    ap.add_argument("--max-configs", type=int, default=None)
+
+
+def check_sweep_flags(args) -> None:
+    require_int("--trials", args.trials)
+    require_positive("--budget-s", args.budget_s)
+    if args.max_configs is not None:
+        require_int("--max-configs", args.max_configs)
 
 
 def guard(name: str, body, argv=None) -> int:

@@ -11,8 +11,7 @@ which replays the simulator on the measured medians). Exit status 1 if a check f
 import json
 import sys
 
-from xstage.cli.bench_args import BenchParser, guard, out_folder
-from xstage.errors import require_int, require_positive
+from xstage.cli.bench_args import BenchParser, add_sweep_flags, check_sweep_flags, guard, out_folder
 
 NAME = "moe_bench"
 TABLE_COLUMNS = ("config", "expert_wave(us)", "interleaved(us)", "speedup_interleaved", "expert_wave_local(us)",
@@ -22,11 +21,9 @@ TABLE_COLUMNS = ("config", "expert_wave(us)", "interleaved(us)", "speedup_interl
 def parser() -> BenchParser:
     ap = BenchParser(prog="python -m xstage.hw.moe.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder for the records")
-    ap.add_argument("--trials", type=int, default=25)
-    ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new configurations after this")
+    add_sweep_flags(ap, budget_s=200.0)
     ap.add_argument("--no-tune", action="store_true")
     ap.add_argument("--no-checks", action="store_true")
-    ap.add_argument("--max-configs", type=int, default=None)
     ap.add_argument("--precision", choices=("bf16", "w8a8"), default=None,
                     help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
     ap.add_argument("--overwrite", action="store_true")
@@ -37,10 +34,7 @@ def parser() -> BenchParser:
 def parse_args(argv=None):
     """The checked flags; bad input → ``InputError``."""
     args = parser().parse_args(argv)
-    require_int("--trials", args.trials)
-    require_positive("--budget-s", args.budget_s)
-    if args.max_configs is not None:
-        require_int("--max-configs", args.max_configs)
+    check_sweep_flags(args)
     out_folder(args.out, overwrite=args.overwrite, holds=("moe-kernel.parquet",))
     return args
 

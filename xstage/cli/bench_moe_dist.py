@@ -11,8 +11,8 @@ simulator on the measured medians). Exit status 1 if a check failed on any rank,
 import json
 import sys
 
-from xstage.cli.bench_args import BenchParser, guard, out_folder
-from xstage.errors import require_int, require_positive
+from xstage.cli.bench_args import BenchParser, add_sweep_flags, check_sweep_flags, guard, out_folder
+from xstage.errors import require_int
 
 NAME = "moe_dist"
 TABLE_COLUMNS = ("config", "expert_wave(us)", "interleaved(us)", "speedup_interleaved", "expert_wave_local(us)",
@@ -23,9 +23,7 @@ def parser() -> BenchParser:
     ap = BenchParser(prog="torchrun ... -m xstage.hw.moe.dist", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder (rank 0 writes the records)")
     ap.add_argument("--sweep", choices=("full", "small"), default="full")
-    ap.add_argument("--trials", type=int, default=25)
-    ap.add_argument("--budget-s", type=float, default=330.0, help="start no configuration after this")
-    ap.add_argument("--max-configs", type=int, default=None)
+    add_sweep_flags(ap, budget_s=330.0)
     ap.add_argument("--dispatch", choices=("a2a", "regen"), default="a2a")
     ap.add_argument("--lead", type=int, default=None, help="interleaved lead D (default: tuned as moe_bench)")
     ap.add_argument("--tma", type=int, choices=(0, 1), default=1, help="bf16 kernel: TMA loads of x/W1/W2")
@@ -37,10 +35,7 @@ def parse_args(argv=None):
     """The checked flags; bad input → ``InputError``. (The records are rewritten after every configuration,
     as before: the script passes a fresh folder.)"""
     args = parser().parse_args(argv)
-    require_int("--trials", args.trials)
-    require_positive("--budget-s", args.budget_s)
-    if args.max_configs is not None:
-        require_int("--max-configs", args.max_configs)
+    check_sweep_flags(args)
     if args.lead is not None:
         require_int("--lead", args.lead)
     out_folder(args.out)
