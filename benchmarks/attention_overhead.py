@@ -20,7 +20,8 @@ import numpy as np
 
 from xstage.errors import InputError, exit_with
 from xstage.hw.attention import kernel as A
-from xstage.hw.attention import bench as B
+from xstage.hw.attention import variants as B
+from xstage.hw.common import timing as T
 from xstage.provenance import provenance
 from xstage.records import atomic_write_text
 
@@ -42,8 +43,8 @@ def measure(M: int, heads: int, pairs: int) -> list:
         out = torch.empty_like(q)
         fa = lambda c=fa_cfg: A.launch_fa(q, k, v, c, out=out)  # noqa: E731
         fa()
-        B._sync()
-        fa_times, _ = B.time_variants({"fa": fa}, trials=15, warmup=3, rounds=3)
+        T.sync()
+        fa_times, _ = T.time_variants({"fa": fa}, trials=15, warmup=3, rounds=3)
         fa_us = float(np.median(fa_times["fa"]))
         print(f"  M={M} FA-only {fa_cfg.label()}: {fa_us:.1f} us", file=sys.stderr)
         opts = {n: o for n, o in OPTIONS.items() if o[2::2] == split}
@@ -54,8 +55,8 @@ def measure(M: int, heads: int, pairs: int) -> list:
             fns = {n: (lambda c=c: A.launch_fa(q, k, v, c, dest_table=dests.table)) for n, c in cfgs.items()}
             for fn in fns.values():
                 fn()
-            B._sync()
-            diffs = B.paired_differences(fa, fns, pairs=pairs)
+            T.sync()
+            diffs = T.paired_differences(fa, fns, pairs=pairs)
             for name, d in diffs.items():
                 stats = A.COMPILE_STATS.get((cfgs[name].label(), True), {})
                 rows.append({"M": M, "option": name, "destinations": where, "paired_minus_fa(us)": float(np.median(d)),

@@ -1,4 +1,4 @@
-"""Records of the fused MoE runs (issue 6): kernel rows, tile rows, the simulator's prediction, summary.
+"""Summaries of the fused MoE records (issue 6): kernel rows, the simulator's prediction, summary.
 
 Kernel rows (``experiment == "moe"``): one per (configuration, variant). Variants:
 ``expert_wave`` / ``interleaved`` (remote stores: W-1 ranks host-mapped), ``expert_wave_local`` /
@@ -12,11 +12,8 @@ same configuration are the columns ``sim_wave(us)``, ``sim_int(us)`` of the two 
 W-rank records (``xstage.hw.moe.dist``, ``layout == "ep"``, platform h200-nvlink) hold one row per
 (configuration, variant, rank); summaries take the slowest rank (``collapse_ranks``).
 
-Tile rows: the "tile" schema (times in us from the launch's first timestamp) plus ``row``,
-``dep_wait(us)``, ``span(us)`` (= issue_end - issue_start: T_RS for L2 tiles),
-``gap_to_next(us)`` (this tile's mainloop end to the program's next mainloop start). ``mma_stall``:
-the kernel has no separate epilogue role, so the MMA role waits for the whole epilogue: the time
-from the previous tile's mainloop end to this tile's wait start.
+Kernel and tile rows are built by ``xstage.records.moe``; the bench stores the measured medians
+(``measured_*``) and this module replays the simulator on them (``resimulate``).
 """
 
 import math
@@ -26,62 +23,8 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError
-from xstage.records import COLUMNS, load_records
-
-EXPERIMENT = "moe"
-PLATFORM = "h200-pcie-host"
-SCHEDULES = ("expert_wave", "interleaved")
-
-
-def kernel_row(problem, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
-    times = np.asarray(times_us, dtype=float)
-    if times.size == 0:
-        raise InputError("times_us", [], "must hold at least one trial")
-    median = float(np.median(times))
-    row = {"source": "hw", "experiment": EXPERIMENT, "config": problem.label(), "variant": variant,
-           "time(us)": median, "trials": int(times.size), "platform": platform,
-           **{k: v for k, v in problem.to_dict().items()}, "flops": problem.flops,
-           "TFLOPs": problem.flops / median / 1e6,
-           "time_min(us)": float(times.min()), "time_p25(us)": float(np.percentile(times, 25)),
-           "time_p75(us)": float(np.percentile(times, 75)), "time_max(us)": float(times.max())}
-    row.update(extra)
-    return row
-
-
-def tile_frame(layout, tiles: np.ndarray, log: np.ndarray, *, schedule: str, remote: bool,
-               platform: str = PLATFORM) -> pd.DataFrame:
-    """Tile records from an int64 [T, 8] log (``xstage.hw.moe.kernel.TILE_LOG_FIELDS``) of ``tiles``."""
-    log = np.asarray(log, dtype=np.int64)
-    tiles = np.asarray(tiles)
-    if log.shape != (len(tiles), 8):
-        raise InputError("tile log shape", log.shape, f"must be ({len(tiles)}, 8)")
-    t0 = log[:, 3].min()
-    us = lambda col: (log[:, col] - t0) / 1e3  # noqa: E731 - ns -> us
-    kind = np.where(tiles[:, 0] == 1, "L2", "L1")
-    frame = pd.DataFrame({
-        "source": "hw", "platform": platform, "experiment": EXPERIMENT, "config": layout.problem.label(),
-        "schedule": schedule if remote else f"{schedule}_local", "sm": tiles[:, 4], "seq": tiles[:, 5],
-        "kind": kind, "expert": tiles[:, 1], "m": tiles[:, 2], "n": tiles[:, 3],
-        "bytes_remote": layout.tile_remote_bytes(tiles) if remote else 0,
-        "mainloop_start(us)": us(4), "mainloop_end(us)": us(5), "issue_start(us)": us(6), "issue_end(us)": us(7),
-        "row": tiles[:, 6], "dep_wait(us)": us(4) - us(3), "hw_sm": log[:, 1], "wait_start(us)": us(3)})
-    frame["span(us)"] = frame["issue_end(us)"] - frame["issue_start(us)"]
-    frame = frame.sort_values(["sm", "seq"], kind="stable").reset_index(drop=True)
-    nxt = frame.groupby("sm")["mainloop_start(us)"].shift(-1)
-    frame["gap_to_next(us)"] = nxt - frame["mainloop_end(us)"]
-    prev_end = frame.groupby("sm")["mainloop_end(us)"].shift(1)
-    frame["mma_stall(us)"] = (frame["wait_start(us)"] - prev_end).fillna(0.0)
-    return frame[COLUMNS["tile"] + [c for c in frame.columns if c not in COLUMNS["tile"]]]
-
-
-def tile_timings(frame: pd.DataFrame) -> dict:
-    """Medians from a local-store tile frame: mainloop times and epilogue spans per kind (us)."""
-    out = {}
-    for kind in ("L1", "L2"):
-        k = frame[frame["kind"] == kind]
-        out[f"{kind.lower()}_us"] = float((k["mainloop_end(us)"] - k["mainloop_start(us)"]).median())
-        out[f"{kind.lower()}_epilogue_us"] = float(k["span(us)"].median())
-    return out
+from xstage.records import load_records
+from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, same_order, tile_timings
 
 
 # --- the simulator's prediction -----------------------------------------------------------------
@@ -253,12 +196,6 @@ def schedules_identical(problem, num_sms: int, lead_rows: int) -> bool:
     grid = dispatch_layout(problem).grid
     return same_order(make_moe_schedule("expert_wave", grid, int(num_sms)),
                       make_moe_schedule("interleaved", grid, int(num_sms), lead_rows=int(lead_rows)))
-
-
-def same_order(a, b) -> bool:
-    """True when two schedules walk the same tiles in the same order on the same programs."""
-    a, b = a.to_arrays(), b.to_arrays()
-    return all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
 def problem_fields(row) -> dict:

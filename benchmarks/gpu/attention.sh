@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # FlashAttention–A2A on one H200 (issue 5): correctness checks, then the §5.3 timing sweep.
 # Run from the repo root with $OUT set; writes $OUT/attention/ (records, checks, log). ~3-5 min.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-: "${OUT:?set OUT to the output folder}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 mkdir -p "$OUT/attention"
-PY=${PYTHON:-python3}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
-  | tee "$OUT/attention/clocks-start.txt"
+gpu_state "$OUT/attention/clocks-start.txt"
 # SM clock, power and throttle reasons every 250 ms through the run (DVFS shows up in the long-M times)
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
   -lms 250 > "$OUT/attention/smi-trace.csv" 2>/dev/null &
@@ -17,6 +13,6 @@ timeout 300 "$PY" -m xstage.hw.attention.bench --out "$OUT/attention" --overwrit
 rc=${PIPESTATUS[0]}
 kill "$SMI" 2>/dev/null
 # (the W-rank symmetric-memory path: benchmarks/gpu/attention_dist.sh; W=1 SMALL=1 for one GPU)
-nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/attention/clocks-end.txt"
+gpu_state "$OUT/attention/clocks-end.txt" clocks.sm,temperature.gpu,power.draw
 echo "attention.sh: bench exit status $rc"
 exit "$rc"

@@ -6,22 +6,15 @@
 #   W=1 SMALL=1 bash benchmarks/gpu/attention_dist.sh   # smoke test on one GPU: M = 4K, 8K; hard limit 2.5 min
 # Extra arguments go to xstage.hw.attention.dist, e.g. --config '{"block_n": 128, "num_stages": 3, "tma": true}'
 # (skips the tuning) or --eager (no CUDA graphs). Exit status: 1 if a check failed, 124 if the limit was hit.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1
-: "${OUT:?set OUT to the output folder}"
 W=${W:-8}
 DIR="$OUT/attention-dist"
 mkdir -p "$DIR"
-PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$DIR/clocks-start.txt"
 nvidia-smi topo -m >"$DIR/nvidia-smi-topo.txt" 2>&1 || true
-ngpu=$(nvidia-smi -L | wc -l)
-if [ "$ngpu" -lt "$W" ]; then
-  echo "attention_dist.sh: W=$W ranks need $W GPUs; this machine has $ngpu"
-  exit 1
-fi
+need_gpus "$W" attention_dist.sh
 if [ -n "${SMALL:-}" ]; then
   # M = 4K and 8K, tuning and store pick at 8K, no separate check phase (every M is still checked before it is timed)
   args=(--seq-lens 4096,8192 --tune-seq-len 8192 --check-seq-lens none --trials 20)

@@ -16,15 +16,12 @@
 # torchrun, the 2-GPU peer sweep itself took 8 s). A last, optional memcheck
 # (MEMCHECK=0 skips it) takes at most 90 s of what is left.
 # NVLink multicast is never used.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export TQDM_MININTERVAL=${TQDM_MININTERVAL:-5}
-: "${OUT:?set OUT to the output folder}"
 W=${W:-8}
 NAME=${NAME:-$([ "$W" -eq 1 ] && echo h200-self-peer || echo h200-nvlink)}
 D="$OUT/calib-nvlink"
 mkdir -p "$D"
-PY=${PYTHON:-python3}
 T0=$(date +%s)
 DEADLINE=${DEADLINE_S:-330}
 status=0

@@ -4,13 +4,10 @@
 # Run from the repo root with $OUT set; writes $OUT/calib/ (records, platform files, logs).
 # CALIB_EXTRA adds options to both `xstage calibrate` calls (e.g. CALIB_EXTRA=--aligned).
 # Budget: <= 5 min wall on one H200 (each step has its own timeout; measurements ~1 min each).
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export TQDM_MININTERVAL=${TQDM_MININTERVAL:-3}
-: "${OUT:?set OUT to the output folder}"
 D="$OUT/calib"
 mkdir -p "$D"
-PY=${PYTHON:-python3}
 T0=$(date +%s)
 status=0
 step() { echo "== [$(( $(date +%s) - T0 ))s] $*" >&2; }

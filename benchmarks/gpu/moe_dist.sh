@@ -9,19 +9,12 @@
 #   OUT=... bash benchmarks/gpu/moe_dist.sh                  # W = 8 GPUs, the full sweep, <= 8 min
 #   OUT=... W=1 SMALL=1 bash benchmarks/gpu/moe_dist.sh      # the one-GPU smoke test, <= 2 min
 # Extra arguments go to xstage.hw.moe.dist (e.g. --dispatch regen, --lead 20, --max-configs 4).
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-: "${OUT:?set OUT to the output folder}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1
 W=${W:-8}
 DIR=${MOE_DIST_DIR:-$OUT/moe-dist}
-PY=${PYTHON:-python3}
 mkdir -p "$DIR"
-ngpu=$(nvidia-smi -L | wc -l)
-if [ "$ngpu" -lt "$W" ]; then
-  echo "moe_dist.sh: W=$W ranks need $W GPUs; this machine has $ngpu"
-  exit 1
-fi
+need_gpus "$W" moe_dist.sh
 if [ -n "${SMALL:-}" ]; then
   ARGS=(--sweep small --trials 20 --budget-s "${MOE_DIST_BUDGET_S:-60}"); LIMIT=${MOE_DIST_TIMEOUT:-110}
 else

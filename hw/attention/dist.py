@@ -19,28 +19,30 @@ all GPUs read on rank 0 before and after). Rank 0 gathers every rank's rows and 
 records (one row per variant, M and rank), rank 0's tile records and the checks to ``--out``; the
 summary takes the maximum over ranks (``attention_records.summary_rows``).
 
+Flags: ``xstage.cli.bench_attention_dist`` (checked before any GPU work).
+
 Serial-best: torch SDPA (each backend; the alias ``serial_best`` is the fastest SDPA backend), then
 NCCL ``all_to_all_single`` of the output rows and the local permute into D_j (``nccl_all_to_all``).
 """
 
-import argparse
 import dataclasses
-import json
-import os
 import statistics
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from xstage.errors import InputError, require_int
-from xstage.hw.common.a2a_nccl import nccl_all_to_all, permute_received, send_rows  # noqa: F401 - Serial-best's transfer
+from xstage.errors import InputError
 from xstage.hw.attention.config import FUSED_FIELDS, AttentionConfig
+from xstage.hw.attention.refs import compare
+from xstage.hw.attention.tune import pick_fused, tune
+from xstage.hw.attention.variants import kernel_variants, reference, sdpa_backends
+from xstage.hw.common.a2a_nccl import nccl_all_to_all, permute_received, send_rows  # noqa: F401 - Serial-best's transfer
 from xstage.hw.common.symm import init_distributed, symmetric_buffer
 from xstage.hw.common.targets import apply_launch_env
+from xstage.hw.common.timing import capture, gpu_clocks, paired_differences, sync, time_variants
+from xstage.records.attention import alias_best_backend, kernel_row, save_run, tile_frame
 
-SEQ_LENS = "8192,16384,32768,49152,65536"
-SHAPE_FIELDS = ("seq_len", "world_size", "rank")  # set by the run, not by --config
 NCCL_ALIASES = ("sdpa", "serial_best", "nccl")  # rows copied under the fastest SDPA backend's name
 
 
@@ -82,8 +84,6 @@ def reference_dest(cfg, device, seed: int):
     from the per-sender seeds."""
     import torch
 
-    from xstage.hw.attention.bench import reference
-
     lay = cfg.layout
     rows = slice(cfg.rank * lay.chunk_rows, (cfg.rank + 1) * lay.chunk_rows)
     ref = torch.empty(lay.dest_shape, dtype=torch.float32, device=device)
@@ -96,8 +96,6 @@ def reference_dest(cfg, device, seed: int):
 def check_buffer(buf, ref) -> dict:
     """``buf`` against the float32 reference: relative error and unwritten (NaN) elements."""
     import torch
-
-    from xstage.hw.attention.kernel import compare
 
     unwritten = int(torch.isnan(buf).sum())
     res = compare(torch.nan_to_num(buf.float()), ref)
@@ -112,8 +110,6 @@ def gather_rows(per_rank: list, backends=("cudnn", "flash"), **extra) -> list:
     ranks = sorted({r["rank"] for r in rows})
     if ranks != list(range(len(per_rank))):
         raise InputError("ranks", ranks, f"must be 0..{len(per_rank) - 1}, each once per list")
-    from xstage.compare.attention_records import alias_best_backend
-
     return rows + alias_best_backend(rows, backends, NCCL_ALIASES)
 
 
@@ -123,87 +119,12 @@ def slowest_rank(per_rank: list) -> list:
             for rows in zip(*per_rank)]
 
 
-# --- arguments -------------------------------------------------------------------------------------
-def parse_seq_lens(text: str) -> list:
-    from xstage.units import parse_size
-
-    try:
-        lens = [parse_size(x.strip(), "--seq-lens") for x in str(text).split(",") if x.strip()]
-    except InputError:
-        raise InputError("--seq-lens", text, "must be sequence lengths such as 8192,16K,64K") from None
-    if not lens:
-        raise InputError("--seq-lens", text, "must name at least one sequence length")
-    return lens
-
-
-def config_from_json(text: str, base: AttentionConfig) -> tuple:
-    """(``base`` with the fields of a JSON object, the field names); the object inline or in a file,
-    e.g. '{"block_n": 128, "num_stages": 3, "tma": true}'."""
-    path = Path(text)
-    raw = path.read_text() if not text.lstrip().startswith("{") and path.is_file() else text
-    try:
-        fields = json.loads(raw)
-    except json.JSONDecodeError:
-        raise InputError("--config", text, "must be a JSON object or a file holding one") from None
-    if not isinstance(fields, dict):
-        raise InputError("--config", text, "must be a JSON object")
-    allowed = {f.name for f in dataclasses.fields(AttentionConfig)} - set(SHAPE_FIELDS)
-    bad = sorted(set(fields) - allowed)
-    if bad:
-        raise InputError("--config", bad, f"are not kernel fields (allowed: {', '.join(sorted(allowed))})")
-    return replace(base, **fields), sorted(fields)
-
-
-def parse_args(argv=None, world: int | None = None) -> tuple:
-    """(args, seq_lens, base config) for a run of ``world`` ranks ($WORLD_SIZE); bad input → InputError."""
-    p = argparse.ArgumentParser(prog="torchrun ... -m xstage.hw.attention.dist", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=None, help="output folder for the records (rank 0 writes); none: print only")
-    p.add_argument("--seq-lens", default=SEQ_LENS, help="comma-separated M (8192 or 8K)")
-    p.add_argument("--seq-len", default=None, help="one M (same as --seq-lens M)")
-    p.add_argument("--heads", type=int, default=3, help="heads per rank (H)")
-    p.add_argument("--head-dim", type=int, default=128, help="d: 64 or 128")
-    p.add_argument("--trials", type=int, default=25, help="timed trials per variant (5 rounds)")
-    p.add_argument("--tune-seq-len", default="16384", help="M of the tuning and the store-option pick")
-    p.add_argument("--check-seq-lens", default="2048", help="M checked (not timed) with the untuned configuration "
-                                                             "before the tuning ('none': skip)")
-    p.add_argument("--config", default=None, help="kernel configuration, JSON object or file (skips tuning)")
-    p.add_argument("--no-tune", action="store_true", help="default kernel configuration, no store-option pick")
-    p.add_argument("--platform", default=None, help="platform named in the records (default: h200-nvlink, "
-                                                     "or h200-local at world size 1)")
-    p.add_argument("--eager", action="store_true", help="no CUDA graphs")
-    p.add_argument("--overwrite", action="store_true", help="replace records in --out")
-    p.add_argument("--dry-run", action="store_true", help="world size 1 on the CPU with TRITON_INTERPRET=1, tiny "
-                                                          "blocks, no tuning, one round (tests this module)")
-    args = p.parse_args(argv)
-    world = require_int("WORLD_SIZE", world if world is not None else os.environ.get("WORLD_SIZE", "1"))
-    require_int("--trials", args.trials)
-    seq_lens = parse_seq_lens(args.seq_len if args.seq_len is not None else args.seq_lens)
-    args.tune_seq_len = parse_seq_lens(args.tune_seq_len)[0]
-    args.check_seq_lens = [] if args.check_seq_lens == "none" else parse_seq_lens(args.check_seq_lens)
-    if args.dry_run and world != 1:
-        raise InputError("--dry-run", f"world size {world}", "runs one process (world size 1)")
-    base, args.config_fields = AttentionConfig(args.tune_seq_len, args.heads, args.head_dim, world), []
-    if args.dry_run:
-        base, args.no_tune = replace(base, block_m=16, block_n=16, num_warps=4, num_stages=2), True
-    if args.config is not None:
-        base, args.config_fields = config_from_json(args.config, base)
-    for M in seq_lens + args.check_seq_lens:  # every shape validated before any GPU work
-        replace(base, seq_len=M)
-    if args.platform is None:
-        args.platform = "h200-nvlink" if world > 1 else "h200-local"
-    if args.out and not args.overwrite and (Path(args.out) / "attention-kernel.parquet").exists():
-        raise InputError("--out", args.out, "already holds attention records (pass --overwrite to replace them)")
-    return args, seq_lens, base
-
-
 # --- the run (one process per GPU) -----------------------------------------------------------------
 class Ranks:
     """The process group's helpers: rank, world, barrier, gather, CUDA-graph capture agreed by all ranks."""
 
     def __init__(self, device, eager: bool = False):
         import torch.distributed as dist
-
-        from xstage.hw.attention.bench import sdpa_backends
 
         self.dist, self.device, self.eager = dist, device, eager
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -226,8 +147,6 @@ class Ranks:
 
     def capture(self, fn):
         """A CUDA graph of ``fn`` on every rank, or eager ``fn`` on every rank if any capture failed."""
-        from xstage.hw.attention.bench import capture
-
         if self.eager:
             return fn, "eager"
         replay, mode = capture(fn, capture_error_mode="thread_local")  # NCCL's watchdog thread calls CUDA
@@ -244,19 +163,17 @@ class Ranks:
 def kernel_config(args, base, ranks, table) -> tuple:
     """The tuned configuration, identical on every rank, and the tuning rows (rank 0's FA-only tune,
     the store-option pick by the slowest rank)."""
-    from xstage.hw.attention import bench as B
-
     rows = []
     cfg = base
     if args.config is None and not args.no_tune:
         choice = [None]
         if ranks.rank == 0:
-            tuned, rows = B.tune(M=args.tune_seq_len, heads=base.heads, head_dim=base.head_dim, world=ranks.world)
+            tuned, rows = tune(M=args.tune_seq_len, heads=base.heads, head_dim=base.head_dim, world=ranks.world)
             choice = [dataclasses.asdict(tuned)]
         ranks.dist.broadcast_object_list(choice, src=0)
         cfg = replace(AttentionConfig(**choice[0]), world_size=ranks.world)
     if not args.no_tune and not set(FUSED_FIELDS) & set(args.config_fields):
-        picked, pick_rows = B.pick_fused(replace(cfg, seq_len=args.tune_seq_len, rank=ranks.rank), table=table,
+        picked, pick_rows = pick_fused(replace(cfg, seq_len=args.tune_seq_len, rank=ranks.rank), table=table,
                                          reduce_rows=lambda r: slowest_rank(ranks.gather(r)),
                                          verbose=ranks.rank == 0, **ranks.timing())
         cfg = replace(cfg, **{f: getattr(picked, f) for f in FUSED_FIELDS})
@@ -271,20 +188,18 @@ def measure_rank(cfg, ranks, big, table, args, timed: bool = True) -> tuple:
     import torch
 
     from xstage.hw.attention import kernel as A
-    from xstage.hw.attention import bench as B
-    from xstage.compare.attention_records import kernel_row, tile_frame
 
     dev, M, lay = ranks.device, cfg.seq_len, cfg.layout
     buf = buffer_view(big, cfg)
     q, k, v = _qkv(cfg, cfg.rank, dev, seed=M)
     ref = reference_dest(cfg, dev, seed=M)
     out = torch.empty_like(q)
-    fns, variant_cfg = B.kernel_variants(cfg, q, k, v, out, table)
+    fns, variant_cfg = kernel_variants(cfg, q, k, v, out, table)
     sdpa_out = {}
     for backend in ranks.backends:
         try:
             o = A.sdpa(q, k, v, backend)
-            B._sync()
+            sync()
         except RuntimeError as err:
             o = None
             print(f"  rank {cfg.rank}: sdpa {backend} unavailable: {str(err)[:120]}", file=sys.stderr)
@@ -306,17 +221,17 @@ def measure_rank(cfg, ranks, big, table, args, timed: bool = True) -> tuple:
     fused = None
     for name in [n for n in variant_cfg if n.startswith(("fused", "serial"))]:  # the Triton variants that store
         buf.fill_(float("nan"))  # poison, and let every rank finish poisoning before anyone stores
-        B._sync()
+        sync()
         ranks.barrier()
         fns[name]()
-        B._sync()
+        sync()
         ranks.barrier()  # every sender's stores have landed
         checks.append({"config": label(name), "variant": name, "rank": cfg.rank, **check_buffer(buf, ref)})
         fused = buf.clone() if name == "fused" else fused
     for backend in sdpa_out:
         dest.fill_(float("nan"))
         fns[f"serial_best_{backend}"]()
-        B._sync()
+        sync()
         res, same = check_buffer(dest, ref), A.compare(torch.nan_to_num(dest.float()), fused)
         checks.append({"config": cfg.label(), "variant": f"serial_best_{backend}", "rank": cfg.rank, **res,
                        "rel_err_vs_fused": same["rel_err"], "ok": res["ok"] and same["ok"]})
@@ -325,15 +240,15 @@ def measure_rank(cfg, ranks, big, table, args, timed: bool = True) -> tuple:
     if not timed:
         return [], checks, {}, []
     ranks.barrier()
-    clocks_before = B.gpu_clocks() if ranks.rank == 0 else None
+    clocks_before = gpu_clocks() if ranks.rank == 0 else None
     ranks.barrier()
-    times, modes = B.time_variants(fns, trials=args.trials, **ranks.timing(),
+    times, modes = time_variants(fns, trials=args.trials, **ranks.timing(),
                                    **({"warmup": 0, "rounds": 1} if args.dry_run else {}))
     ranks.barrier()  # matched pairs (E_res and H without clock drift), each rank its own sender side
-    paired = B.paired_differences(fns["fa"], {name: fns[name] for name in ("fused", "serial")},
+    paired = paired_differences(fns["fa"], {name: fns[name] for name in ("fused", "serial")},
                                   pairs=max(args.trials, 10), capture_fn=ranks.capture)
     ranks.barrier()
-    clocks_after = B.gpu_clocks() if ranks.rank == 0 else None
+    clocks_after = gpu_clocks() if ranks.rank == 0 else None
     pairs = {name: {"paired_minus_fa(us)": float(statistics.median(d)), "pairs": len(d)} for name, d in paired.items()}
     rows = [kernel_row(variant_cfg.get(name, cfg), name, t, platform=args.platform, timing=modes[name],
                        **{f: getattr(variant_cfg.get(name, cfg), f) for f in FUSED_FIELDS}, **pairs.get(name, {}))
@@ -344,19 +259,17 @@ def measure_rank(cfg, ranks, big, table, args, timed: bool = True) -> tuple:
         log.zero_()
         ranks.barrier()
         A.launch_fa(q, k, v, cfg, tile_log=log, **kwargs)
-        B._sync()
+        sync()
         if cfg.rank == 0:  # one rank's tiles: the compare layer replays one sender
             tiles.append(tile_frame(cfg, log.cpu().numpy(), schedule=schedule, platform=args.platform).assign(rank=0))
     return rows, checks, {"clocks_before": clocks_before, "clocks_after": clocks_after}, tiles
 
 
-def run(args, seq_lens, base) -> int:
-    """One rank's whole run under torchrun; returns the exit status (the same on every rank)."""
+def run(args, seq_lens, base) -> dict:
+    """One rank's whole run under torchrun (``xstage.cli.bench_attention_dist`` parses and checks the
+    arguments): {"rank", "rows", "checks", "failed", "wall_s"} (every rank's checks; rank 0's rows)."""
     import torch
     import torch.distributed as dist
-
-    from xstage.hw.attention import bench as B
-    from xstage.compare.attention_records import save_run, summary_table
 
     apply_launch_env()
     t_start = time.time()
@@ -372,7 +285,7 @@ def run(args, seq_lens, base) -> int:
         ranks = Ranks(device, eager=args.eager)
         if ranks.rank == 0:
             ranks.say(f"attention_dist: world size {ranks.world}, platform {args.platform}; clocks (sm, mem, temp, "
-                      f"power, reasons):\n{B.gpu_clocks()}")
+                      f"power, reasons):\n{gpu_clocks()}")
         sizes = seq_lens + args.check_seq_lens + ([] if args.no_tune else [args.tune_seq_len])
         big_cfg = replace(base, seq_len=max(sizes), rank=ranks.rank)
         big, _handle, table = (local_destination(big_cfg) if args.dry_run
@@ -396,26 +309,14 @@ def run(args, seq_lens, base) -> int:
             ranks.say(f"  M={M}{'' if timed else ' (check only)'}: checks {'FAILED ' + str(bad) if bad else 'ok'}"
                       f" ({time.time() - t_start:.0f}s)")
         failed = [x for x in checks if x.get("ok") is False]
-        if ranks.rank == 0:
-            print(summary_table(rows, extra=("ranks",)))
-            print(f"records: {args.out or '(none: no --out)'}")
-            print(f"checks: {len(checks)} rows, {len(failed)} failed" + (f": {failed}" if failed else ""))
-            print(f"wall: {time.time() - t_start:.0f}s")
         ranks.barrier()
-        return 1 if failed else 0
+        return {"rank": ranks.rank, "rows": rows, "checks": checks, "failed": failed, "wall_s": time.time() - t_start}
     finally:
         dist.destroy_process_group()
 
 
-def main(argv=None) -> int:
-    """Validate the arguments (before any GPU work), then run; bad input → one line, exit 2."""
-    try:
-        args, seq_lens, base = parse_args(argv)
-        return run(args, seq_lens, base)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+if __name__ == "__main__":  # the flags: xstage.cli.bench_attention_dist
+    from xstage.cli.bench_attention_dist import NAME, main
+    from xstage.errors import exit_with
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, NAME)

@@ -12,7 +12,8 @@ Phases, each a list of microbenchmark configurations (medians of trials; see ``m
 plus a copy-engine transfer of the same bytes (torch copy device -> pinned host) and the PCIe
 link's nominal limit, side by side. The sweep runs on any *runner* with ``run(spec) -> (frame,
 info)`` and ``sm_count``: `GpuRunner` (the CUDA kernel) or `SimRunner` (the simulator; tests).
-Output folder: platform.json, bursts.parquet (burst records, a subset of producers), points.parquet
+The fit itself is pure (``xstage.sim.platform_fit``); summaries of committed records are
+``xstage.compare.calibration_records``. Output folder: platform.json, bursts.parquet (burst records, a subset of producers), points.parquet
 (one row per configuration), check.parquet (model vs measurement), copy.parquet, summary.json.
 Peer records carry the pattern (``next`` or ``all``) in a ``peer_pattern`` column, in the meta's
 config and target info, in the platform's notes and in the summary; records without the column ran
@@ -30,8 +31,9 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int, require_positive
-from xstage.sim import fit as calib_fit
-from xstage.hw.microbench.runner import BurstSpec, summarize_run
+from xstage.hw.microbench.spec import BurstSpec
+from xstage.hw.microbench.summary import summarize_run
+from xstage.sim.platform_fit import check_and_summarize, fit_platform
 from xstage.units import KiB, MiB
 
 PHASES = ("rate", "plateau", "gap", "fma", "isolated", "free-rate", "free-gap", "aligned-rate", "aligned-gap")
@@ -226,142 +228,28 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True):
     return pd.DataFrame(points), pd.concat(bursts, ignore_index=True)
 
 
-# --- fit -------------------------------------------------------------------------------------------
-
-def _capacity_of(caps: dict, K):
-    """Q(K) from fitted points with the Platform's rule (proportional below, linear, flat above)."""
-    from xstage.sim.platform import Platform
-    if not caps:
-        return np.full(np.shape(K), np.inf)
-    probe = Platform(name="probe", sm_count=max(caps), drain_rate_GBps=1.0, t_fixed_us=0.0, producer_issue_GBps=1.0,
-                     capacity_points=tuple((k, max(q, 1.0)) for k, q in caps.items()))
-    return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
-
-
-def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int, tensor_TFLOPs=None,
-                 notes=None, iterations: int = 6):
-    """Fit M_X from a points frame. Returns (Platform, fit dict).
-
-    Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
-    T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
-    (it predicts at least 15 % less than measured), R to the drain-dominated zero-gap points, Q(K)
-    to the isolated and plateau points of each isolated K; the three fits alternate until stable.
-    The first T_iss0 fit, before any Q is known, trims points measured > 1.3x its prediction.
-    """
-    from xstage.sim.platform import Platform
-
-    points = points.dropna(subset=["T_iss_us"])
-    points = points[points["T_iss_us"] > 0]
-    free = points[points["phase"].isin(("plateau", "isolated"))]
-    if len(free[free["phase"] == "plateau"]) < 3:
-        raise InputError("points", len(free), "must hold >= 3 plateau points to fit T_iss0")
-    iso = points[points["phase"] == "isolated"]
-    if iso.empty:
-        raise InputError("points", "isolated", "must hold isolated points to fit Q(K)")
-    rate = points[(points["phase"] == "rate") & (points["period_us"] > 0)]
-    K, B, V, T = (free[c].to_numpy(float) for c in ("producers", "bytes_per_producer", "volume_bytes", "T_iss_us"))
-
-    def t0_fn(fit):
-        inv_i = 0.0 if fit["injection_GBps"] is None else 1.0 / (fit["injection_GBps"] * 1e3)
-        inv_p = 1.0 / (fit["producer_issue_GBps"] * 1e3)
-        return lambda k, b: calib_fit._t0_model(np.asarray(k, float), np.asarray(b, float), fit["t_fixed_us"],
-                                                inv_p, inv_i)
-
-    use = np.ones(len(T), dtype=bool)
-    for _ in range(4):                                  # one-sided trimming, before Q is known
-        t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use])
-        keep = T <= 1.3 * t0_fn(t0)(K, B)
-        if (keep == use).all() or keep.sum() < 3:
-            break
-        use = keep
-    R = calib_fit.fit_drain_rate(rate["volume_bytes"], rate["period_us"])["R_Bpus"]
-    caps, history = {}, []
-    for _ in range(iterations):
-        t0_of = t0_fn(t0)
-        r = calib_fit.fit_drain_rate(rate["volume_bytes"], rate["period_us"], rate["T_iss_us"],
-                                     t0_of(rate["producers"], rate["bytes_per_producer"]))
-        R = r["R_Bpus"]
-        fits = {}
-        for k in sorted(set(iso["producers"])):
-            grp = free[free["producers"] == k]
-            fits[int(k)] = calib_fit.fit_capacity(grp["volume_bytes"], grp["T_iss_us"],
-                                                  t0_of(grp["producers"], grp["bytes_per_producer"]), R)
-        caps = {k: f["Q_bytes"] for k, f in fits.items()}
-        explained = (V - _capacity_of(caps, K)) / R > T / calib_fit.KNEE_MARGIN
-        use = ~explained
-        if use.sum() >= 3:
-            t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use])
-        state = (R, t0["t_fixed_us"], t0["producer_issue_GBps"], tuple(sorted(caps.items())))
-        if history and np.allclose(np.array(state[:3], float), np.array(history[-1][:3], float), rtol=1e-6) \
-                and state[3] == history[-1][3]:
-            break
-        history.append(state)
-    t0["n_capacity_limited_excluded"] = int((~use).sum())
-    fence = {}
-    if "fence_us" in iso and iso["fence_us"].notna().any():   # drain seen by the sender: V / (start -> fence)
-        for k, grp in iso.dropna(subset=["fence_us"]).groupby("producers"):
-            big = grp.loc[grp["volume_bytes"].idxmax()]
-            fence[int(k)] = float(big["volume_bytes"] / big["fence_us"] / 1e3)
-    fit = {"T_iss0": t0, "R": r, "Q": fits, "iterations": len(history) + 1, "fence_rate_GBps": fence}
-    notes = dict(notes or {})
-    notes.update(fit_notes(fit))
-    platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
-                        producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
-                        capacity_points=tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items())),
-                        target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
-                        description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes)
-    return platform, fit
-
-
-def fit_notes(fit: dict) -> dict:
-    t0, r, caps = fit["T_iss0"], fit["R"], fit["Q"]
-    q_parts = []
-    for k, c in sorted(caps.items()):
-        text = (f"K={k}: Q={c['Q_bytes'] / MiB:.3f} MiB ({c['bound']}; {c['n_above_knee']}/{c['n_points']} points "
-                f"above the knee; median |rel residual| {c['median_abs_rel_residual']:.1%}")
-        if c.get("R_iso_Bpus") and c.get("Q_iso_bytes") is not None:
-            text += (f"; free line fit above the knee: R_iso={c['R_iso_Bpus'] / 1e3:.1f} GB/s, "
-                     f"Q_iso={c['Q_iso_bytes'] / MiB:.3f} MiB")
-        q_parts.append(text + ")")
-    used = ("whose issue time exceeds 1.2 T_iss0 (drain-dominated)" if r["drain_limited"] else
-            "with the fastest rates: NO point was drain-dominated, so R is only a lower bound")
-    ceiling = "none binds" if t0["injection_GBps"] is None else f"{t0['injection_GBps']:.1f} GB/s"
-    return {
-        "drain_rate_GBps": (f"R fitted to T_period = V/R on {r['n_used']} zero-gap periodic points {used}; "
-                            f"median |rel residual| {r['median_abs_rel_residual']:.2%}; fastest measured rate "
-                            f"{r['max_rate_Bpus'] / 1e3:.1f} GB/s."),
-        "t_fixed_us + producer_issue_GBps": (
-            f"T_iss0 = t_fixed + max(B/P, K B/I) fitted to {t0['n_points']} large-gap plateau and isolated points "
-            f"that capacity does not explain ({t0.get('n_capacity_limited_excluded', 0)} capacity-limited points "
-            f"left out); median "
-            f"|rel residual| {t0['median_abs_rel_residual']:.2%}, max {t0['max_abs_rel_residual']:.2%}; "
-            f"aggregate injection ceiling I: {ceiling}."),
-        "capacity_points": "Q(K) fitted to isolated bursts with R fixed (Eq. 7): " + "; ".join(q_parts) + ".",
-        "fence_rate_GBps": ("Isolated mode, largest burst per K: V / (burst start -> __threadfence_system done), "
-                            "a sender-side view of the drain: "
-                            + (", ".join(f"K={k}: {v:.1f} GB/s" for k, v in sorted(fit["fence_rate_GBps"].items()))
-                               or "not measured") + "."),
-    }
-
-
-def check_and_summarize(points: pd.DataFrame, platform) -> tuple[pd.DataFrame, dict]:
-    check = calib_fit.model_check(points, platform)
-    errs = calib_fit.error_summary(check)
-    kmax = max(k for k, _ in platform.capacity_points)
-    summary = {"platform": platform.name, "target": platform.target, "R_GBps": platform.drain_rate_GBps,
-               "T_iss0_us_at_32KiB": platform.issue_time0_us(kmax, 32 * KiB), "T_iss0_K": kmax,
-               "Q_MiB": platform.capacity_bytes(kmax) / MiB, "Q_K": kmax,
-               "t_fixed_us": platform.t_fixed_us, "producer_issue_GBps": platform.producer_issue_GBps,
-               "injection_GBps": platform.injection_GBps, **errs,
-               "Q_MiB_by_K": {str(k): q / MiB for k, q in platform.capacity_points}}
-    if platform.target == "peer":   # records from before the pattern option ran "next"
-        summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
-    return check, summary
-
-
 # --- the whole run and its files -------------------------------------------------------------------
 
 FILES = ("platform.json", "bursts.parquet", "points.parquet", "check.parquet", "copy.parquet", "summary.json")
+
+
+def check_out_dir(out_dir, *, overwrite: bool = False) -> Path:
+    """The output folder, checked before the sweep starts: no calibration files in it unless ``overwrite``,
+    and writable (created if missing; a probe file is written and removed)."""
+    import tempfile
+
+    out = Path(out_dir)
+    if not overwrite:
+        clash = [f for f in FILES if (out / f).exists()]
+        if clash:
+            raise InputError("--out", str(out), f"already holds {', '.join(clash)} (pass --overwrite)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise InputError("--out", str(out), f"is not a writable folder ({err.strerror or type(err).__name__})") from None
+    return out
 
 
 def _link_info(gpu: dict) -> dict:
@@ -384,11 +272,7 @@ def _link_info(gpu: dict) -> dict:
 def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = False, progress: bool = True,
                     provenance_block: dict | None = None) -> dict:
     """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict."""
-    out = Path(out_dir)
-    if not overwrite:
-        clash = [f for f in FILES if (out / f).exists()]
-        if clash:
-            raise InputError("--out", str(out), f"already holds {', '.join(clash)} (pass --overwrite)")
+    out = check_out_dir(out_dir, overwrite=overwrite)
     t = time.perf_counter()
     points, bursts = sweep(cfg, runner, progress=progress)
     volumes = sorted(set(points.loc[points["phase"] == "rate", "volume_bytes"]))
@@ -403,10 +287,15 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite)
 
 
+_RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
+
+
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool) -> dict:
-    """Fit + check + write (shared by a fresh run and ``--refit``)."""
+    """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
+    a meta block loaded from a record file loses its ``kind`` (and ``table``) first."""
     from xstage.records import atomic_write_text, save_records
 
+    meta = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
     target = meta["config"]["target"]
     tensor = H200_TENSOR_TFLOPS if "H200" in str(meta["runner"].get("gpu_name", "")) else {}
     notes = {"provenance": meta["provenance"], "timer": meta["runner"].get("timer"), "link": meta["link"],
@@ -453,36 +342,20 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool)
     return summary
 
 
-def refit(out_dir, *, name: str | None = None) -> dict:
-    """Re-fit an existing output folder from its points.parquet (no GPU needed); rewrites the fit files."""
+def refit(out_dir, *, name: str | None = None, overwrite: bool = False) -> dict:
+    """Re-fit an existing output folder from its points.parquet (no GPU needed). It rewrites every file of
+    the folder (the fit files, and the records' metadata and platform name), so only with ``overwrite``;
+    each record file keeps its kind."""
     from xstage.records import load_records
 
     out = Path(out_dir)
+    if not overwrite:
+        held = [f for f in FILES if (out / f).exists()]
+        raise InputError("--out", str(out), f"holds {', '.join(held) or 'no calibration records'}: --refit "
+                         "rewrites them (pass --overwrite)")
     points, meta = load_records(out / "points.parquet", "point")
     bursts, _ = load_records(out / "bursts.parquet", "burst")
     copy = load_records(out / "copy.parquet", "kernel")[0] if (out / "copy.parquet").exists() else pd.DataFrame()
     return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit", overwrite=True)
 
 
-def summarize_results(data_dir, platform: str | None = None):
-    """Summary of committed calibration records under ``data_dir/calibration/<platform>/``."""
-    from xstage.records import load_records
-    from xstage.sim.platform import Platform
-
-    root = Path(data_dir) / "calibration"
-    found = sorted(p.parent.name for p in root.glob("*/platform.json")) if root.is_dir() else []
-    if platform is not None and platform not in found:
-        raise InputError("--platform", platform, f"has no calibration records under {root} "
-                         f"(found: {', '.join(found) or 'none'})")
-    if not found:
-        raise InputError("data", str(root), "holds no calibration records (run `xstage calibrate`)")
-    rows = []
-    for name in ([platform] if platform else found):
-        plat = Platform.load(root / name / "platform.json")
-        points, _ = load_records(root / name / "points.parquet", "point")
-        check, summary = check_and_summarize(points, plat)
-        if (root / name / "copy.parquet").exists():
-            copy, _ = load_records(root / name / "copy.parquet", "kernel")
-            summary["copy_engine_GBps"] = float(copy["GBps"].max())
-        rows.append(summary)
-    return rows[0] if platform else rows

@@ -5,6 +5,9 @@ Run the self-test (timer tick, pattern checks, a corrupted-word check) on a GPU 
     python -m xstage.hw.microbench.runner --selftest [--target host|local] [--small]
     torchrun --standalone --nproc-per-node=8 -m xstage.hw.microbench.runner --selftest --target peer --peer-pattern all
 
+(flags: ``xstage.cli.bench_microbench``; the configuration: ``spec.py``; the expected buffer contents and
+the timer probe: ``pattern.py``; a run's aggregate figures: ``summary.py``).
+
 The kernel (``microbench.cu``, CuPy RawModule, NVRTC) runs K producer CTAs, one per SM (each CTA
 asks for more than half the SM's shared memory). Every burst a producer writes B bytes with 16-byte
 stores, then runs a producer-side gap G: a spin on %globaltimer (``spin``), a spin on clock64
@@ -50,147 +53,22 @@ clock measured over the same run (``timebase``). Each run: warm-up trials (disca
 target buffer's pattern are checked, and any failure raises `MicrobenchError`.
 """
 
-import argparse
-import os
-import sys
-import time
-from dataclasses import asdict, dataclass
+
 from importlib import resources
 
 import numpy as np
 import pandas as pd
 
-from xstage.errors import InputError, require_int, require_positive
+from xstage.errors import InputError
+from xstage.hw.microbench.pattern import (MicrobenchError, check_pattern, expected_buffer,  # noqa: F401 - re-exported
+                                          last_burst_of_slot, pattern_words, tick_from_reads)
+from xstage.hw.microbench.spec import GAP_KINDS, MODES, BurstSpec  # noqa: F401 - re-exported
+from xstage.hw.microbench.summary import summarize_run  # noqa: F401 - re-exported
 
-MODES = ("free", "isolated", "periodic", "aligned")   # index = the kernel's mode argument
-GAP_KINDS = ("spin", "clock", "fma")
 NREC = 6                      # u64 per burst, see microbench.cu
 COARSE_TICK_NS = 64.0         # above this the durations use clock64
 ERRORS = {1: "grid barrier timed out (CTAs not co-resident?)", 2: "a spin loop hit its iteration bound"}
-_PATTERN_SEED = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35, 0x27D4EB2F)
 
-
-class MicrobenchError(RuntimeError):
-    """The kernel reported an error, or the target buffer does not hold the expected pattern."""
-
-
-@dataclass(frozen=True)
-class BurstSpec:
-    """One microbenchmark configuration."""
-    producers: int
-    bytes_per_producer: int
-    gap_us: float = 0.0          # spin / clock gaps (ignored for fma)
-    mode: str = "periodic"
-    gap_kind: str = "spin"
-    fma_iters: int = 0           # fma gap: iterations of 4 FMA chains per thread
-    bursts: int = 32
-    trials: int = 3
-    warmup: int = 1
-    threads: int = 512
-    settle_us: float = 10.0      # isolated mode: wait after the drain barrier
-
-    def __post_init__(self):
-        object.__setattr__(self, "producers", require_int("producers", self.producers))
-        b = require_int("bytes_per_producer", self.bytes_per_producer, minimum=16)
-        if b % 16:
-            raise InputError("bytes_per_producer", b, "must be a multiple of 16 (16-byte stores)")
-        object.__setattr__(self, "bytes_per_producer", b)
-        require_positive("gap_us", self.gap_us, allow_zero=True)
-        if self.gap_us > 100_000:
-            raise InputError("gap_us", self.gap_us, "must be <= 100000 (0.1 s)")
-        if self.mode not in MODES:
-            raise InputError("mode", self.mode, f"must be one of {', '.join(MODES)}")
-        if self.gap_kind not in GAP_KINDS:
-            raise InputError("gap_kind", self.gap_kind, f"must be one of {', '.join(GAP_KINDS)}")
-        require_int("fma_iters", self.fma_iters, minimum=0)
-        require_int("bursts", self.bursts, minimum=2)
-        require_int("trials", self.trials, minimum=1)
-        require_int("warmup", self.warmup, minimum=0)
-        t = require_int("threads", self.threads, minimum=32)
-        if t > 1024 or t % 32:
-            raise InputError("threads", t, "must be a multiple of 32 and <= 1024")
-        require_positive("settle_us", self.settle_us, allow_zero=True)
-
-    @property
-    def volume_bytes(self) -> int:
-        return self.producers * self.bytes_per_producer
-
-    @property
-    def words_per_producer(self) -> int:
-        return self.bytes_per_producer // 16
-
-
-# --- the pattern (numpy twin of pattern_word in microbench.cu) -----------------------------------
-
-def pattern_words(producer, burst, offset) -> np.ndarray:
-    """uint32 [..., 4] words (producer, burst, offset, hash), broadcast over the inputs."""
-    p, b, i = (np.asarray(x, dtype=np.uint32) for x in (producer, burst, offset))
-    p, b, i = np.broadcast_arrays(p, b, i)
-    with np.errstate(over="ignore"):
-        h = (np.uint32(_PATTERN_SEED[0]) ^ (p * np.uint32(_PATTERN_SEED[1]))
-             ^ (b * np.uint32(_PATTERN_SEED[2])) ^ (i * np.uint32(_PATTERN_SEED[3])))
-    return np.stack([p, b, i, h.astype(np.uint32)], axis=-1)
-
-
-def last_burst_of_slot(slot: int, slots: int, bursts: int) -> int | None:
-    """The last burst that wrote ``slot`` (bursts write slot b % slots), None if none did."""
-    if slot >= bursts:
-        return None
-    return slot + ((bursts - 1 - slot) // slots) * slots
-
-
-def expected_buffer(producers: int, words_per_producer: int, slots: int, bursts: int, tags=None) -> np.ndarray:
-    """The uint32 [slots, K, W, 4] contents after a run (zeros where no burst wrote). ``tags``: the
-    pattern tag of each of the K rows (default: the row itself; `NO_PRODUCER`: a row nobody writes),
-    as in one destination region of the all-to-all peer pattern (`targets.PeerLayout.tags`)."""
-    from xstage.hw.common.targets import NO_PRODUCER
-    out = np.zeros((slots, producers, words_per_producer, 4), dtype=np.uint32)
-    rows = np.arange(producers) if tags is None else np.asarray(tags, dtype=np.uint32)
-    written = rows != NO_PRODUCER
-    p = rows[written][:, None]
-    i = np.arange(words_per_producer)[None, :]
-    for s in range(slots):
-        b = last_burst_of_slot(s, slots, bursts)
-        if b is not None:
-            out[s, written] = pattern_words(p, b, i)
-    return out
-
-
-def check_pattern(words: np.ndarray, producers: int, words_per_producer: int, slots: int, bursts: int,
-                  tags=None) -> None:
-    """Raise MicrobenchError unless ``words`` (uint32, any shape) equals the expected contents."""
-    want = expected_buffer(producers, words_per_producer, slots, bursts, tags).reshape(-1, 4)
-    got = np.asarray(words, dtype=np.uint32).reshape(-1)[: want.size].reshape(-1, 4)
-    if got.shape != want.shape:
-        raise MicrobenchError(f"pattern check: buffer holds {got.shape[0]} words, expected {want.shape[0]}")
-    bad = np.flatnonzero((got != want).any(axis=1))
-    if bad.size:
-        g = int(bad[0])
-        raise MicrobenchError(f"pattern check failed: {bad.size} of {want.shape[0]} 16-byte words wrong; "
-                              f"first at word {g}: got {got[g].tolist()}, want {want[g].tolist()}")
-
-
-# --- the timer -------------------------------------------------------------------------------------
-
-def tick_from_reads(gt_ns: np.ndarray) -> dict:
-    """%globaltimer resolution from consecutive reads in a tight loop: distinct deltas and the tick."""
-    d = np.diff(np.asarray(gt_ns, dtype=np.int64))
-    pos = d[d > 0]
-    if pos.size == 0:
-        raise MicrobenchError("%globaltimer did not advance during the probe")
-    values, counts = np.unique(pos, return_counts=True)
-    order = np.argsort(-counts)[:8]
-    return {
-        "tick_ns": float(pos.min()),
-        "median_step_ns": float(np.median(pos)),
-        "zero_delta_fraction": float((d == 0).mean()),
-        "resolved": bool((d == 0).mean() > 0.0),  # reads faster than the tick: every step is one tick
-        "distinct_deltas_ns": {int(values[k]): int(counts[k]) for k in order},
-        "reads": int(len(gt_ns)),
-    }
-
-
-# --- the runner ------------------------------------------------------------------------------------
 
 def kernel_source() -> str:
     return (resources.files("xstage.hw.microbench") / "microbench.cu").read_text()
@@ -422,152 +300,8 @@ class Microbench:
         self.target.close()
 
 
-def _aggregate_bursts(t: pd.DataFrame) -> dict:
-    """Lockstep / isolated trial: burst b's aggregate issue time is max(end) - min(start) over the
-    producers (all start after the same barrier); its period is min(start) to the next min(start).
-    Steady bursts: the second half (periodic) or all but the first (isolated)."""
-    n = int(t["burst"].max()) + 1
-    end = t["start(us)"] + t["issue(us)"]
-    g = t.assign(end=end, fenced=t["start(us)"] + t["fence(us)"]).groupby("burst")
-    start_b, end_b, fence_b = g["start(us)"].min(), g["end"].max(), g["fenced"].max()
-    issue_b = end_b - start_b
-    period_b = start_b.shift(-1) - start_b
-    keep = start_b.index >= (1 if t["mode"].iloc[0] == "isolated" else n // 2)
-    issue, period = issue_b[keep], period_b[keep].dropna()
-    return {"issue": float(issue.median()), "period": float(period.median()) if len(period) else np.nan,
-            "gap": float((period_b - issue_b)[keep].median()), "fence": float((fence_b - start_b)[keep].median()),
-            "producer_issue": float(t.loc[t["burst"].isin(start_b.index[keep]), "issue(us)"].median())}
+if __name__ == "__main__":  # the flags: xstage.cli.bench_microbench
+    from xstage.cli.bench_microbench import NAME, main
+    from xstage.errors import exit_with
 
-
-def _free_window(t: pd.DataFrame) -> dict:
-    """Free-running trial: aggregate figures over the window [T/2, T], T = the earliest time a
-    producer starts its last burst (all producers are active in it). Each producer's burst rate in
-    the window is (bursts - 1) / (last start - first start); period = K / sum of the rates
-    (= V / aggregate rate); T_iss = mean issue time of the bursts in the window."""
-    T = float(t.groupby("producer")["start(us)"].max().min())
-    w = t[(t["start(us)"] >= T / 2) & (t["start(us)"] <= T)]
-    if len(w) == 0 or T <= 0:
-        return {"issue": np.nan, "period": np.nan, "gap": np.nan, "fence": np.nan, "producer_issue": np.nan}
-    rates = []
-    for _, q in w.groupby("producer"):
-        c, span = len(q), float(q["start(us)"].max() - q["start(us)"].min())
-        rates.append((c - 1) / span if c >= 2 and span > 0 else c / (T / 2))
-    K = int(t["producer"].nunique())
-    rates += [0.0] * (K - len(rates))
-    period = K / sum(rates) if sum(rates) > 0 else np.nan
-    issue = float(w["issue(us)"].mean())
-    return {"issue": issue, "period": period, "gap": period - issue, "fence": np.nan,
-            "producer_issue": float(w["issue(us)"].median())}
-
-
-def summarize_run(frame: pd.DataFrame) -> dict:
-    """Aggregate burst figures of one configuration, per trial, then the median over trials.
-
-    T_iss_us / period_us describe the aggregate burst of V = K * B bytes (see `_aggregate_bursts`,
-    `_free_window`); T_iss_producer_us is the median single-producer issue time, for reference.
-    """
-    for col in ("fence(us)", "kernel(us)"):
-        if col not in frame:
-            frame = frame.assign(**{col: np.nan})
-    rows = []
-    for _, t in frame.groupby("trial"):
-        row = _free_window(t) if t["mode"].iloc[0] == "free" else _aggregate_bursts(t)
-        nbytes = float(t["bytes_per_producer"].iloc[0]) * len(t)   # every burst of every producer
-        row["kernel_GBps"] = nbytes / float(t["kernel(us)"].iloc[0]) / 1e3
-        rows.append(row)
-    per_trial = pd.DataFrame(rows)
-    return {"T_iss_us": float(per_trial["issue"].median()), "period_us": float(per_trial["period"].median()),
-            "gap_measured_us": float(per_trial["gap"].median()), "fence_us": float(per_trial["fence"].median()),
-            "T_iss_producer_us": float(per_trial["producer_issue"].median()),
-            "kernel_GBps": float(per_trial["kernel_GBps"].median()),   # all bytes / CUDA-event kernel time
-            "T_iss_spread": float(per_trial["issue"].max() / per_trial["issue"].min() - 1.0),
-            "trials": int(len(per_trial))}
-
-
-# --- self-test -------------------------------------------------------------------------------------
-
-def selftest(target_name: str = "host", small: bool = False, timeout_ms: float = 2000.0,
-             peer_pattern: str = "next") -> dict:
-    """Timer tick, pattern checks in both modes and all gap kinds, and a corruption check (on the
-    CPU for the host target, else on the device: a word flipped through the same mapping)."""
-    from xstage.hw.common.targets import open_target
-
-    out = {"target": target_name}
-    K = 4 if small else 16
-    target = open_target(target_name, 4 * 64 * 1024 * (132 if not small else 8), self_peer=True,
-                         peer_pattern=peer_pattern)
-    if target.name == "peer":
-        out.update(peer_pattern=target.pattern, rank=target.info["rank"], world_size=target.info["world_size"])
-    try:
-        mb = Microbench(target, timeout_ms=timeout_ms)
-        out["timer"] = mb.probe_timer(reads=1024 if small else 4096, span_us=500 if small else 2000)
-        print(f"[selftest] %globaltimer tick {out['timer']['tick_ns']:.0f} ns, distinct deltas "
-              f"{out['timer']['distinct_deltas_ns']}, SM clock {out['timer']['sm_clock_GHz']:.3f} GHz, "
-              f"timebase {out['timer']['timebase']}", file=sys.stderr)
-        runs = []
-        for spec in (BurstSpec(K, 4096, 0.0, bursts=6, trials=1),
-                     BurstSpec(K, 4096, 1.0, mode="free", bursts=6, trials=1),
-                     BurstSpec(K, 8192, 2.0, mode="isolated", bursts=5, trials=1, settle_us=2.0),
-                     BurstSpec(K, 4096, 3.0, gap_kind="clock", bursts=5, trials=1),
-                     BurstSpec(K, 4096, gap_kind="fma", fma_iters=200, bursts=5, trials=1),
-                     BurstSpec(min(mb.sm_count, 8 if small else 132), 16384, 0.0, bursts=8, trials=1)):
-            frame, info = mb.run(spec, cpu_verify=True)
-            runs.append({**{k: v for k, v in asdict(spec).items() if k in ("producers", "bytes_per_producer",
-                                                                       "mode", "gap_kind")},
-                         **summarize_run(frame), "verified_words": info["verified_words"]})
-            print(f"[selftest] ok {runs[-1]}", file=sys.stderr)
-        out["runs"] = runs
-        # the check must catch a lost store: corrupt one word after a run, then check again (on the
-        # CPU for the host target; on the device, through the same mapping, for the others)
-        spec = BurstSpec(K, 4096, 0.0, bursts=3, trials=1, warmup=0)
-        mb.run(spec)
-        try:
-            if target.host_view() is not None:
-                view = target.host_view()
-                view[4 * 5 + 2] ^= 1
-                check_pattern(view[: mb.slots_for(spec) * K * spec.words_per_producer * 4], K,
-                              spec.words_per_producer, mb.slots_for(spec), spec.bursts)
-            else:
-                mb.corrupt_word(spec, word=5, lane=2, mask=1)
-                mb.verify(spec)
-        except MicrobenchError as err:
-            out["corruption_caught"] = str(err)
-        else:
-            raise MicrobenchError("a corrupted word was NOT caught by the pattern check")
-        print(f"[selftest] corrupted word caught: {out['corruption_caught'][:80]}...", file=sys.stderr)
-    finally:
-        target.close()
-    return out
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xstage.hw.microbench.runner", description=__doc__.splitlines()[0])
-    ap.add_argument("--selftest", action="store_true", help="run the correctness self-test")
-    ap.add_argument("--target", default="host", choices=("host", "local", "peer"),
-                    help="peer: torch symmetric memory, the next rank (itself at world size 1)")
-    ap.add_argument("--peer-pattern", default="next",
-                    help="peer target: next (one sender -> the next rank) or all (all-to-all: each rank's "
-                    "producers spread over every other rank, all ranks at once)")
-    ap.add_argument("--small", action="store_true", help="tiny sizes (for compute-sanitizer)")
-    ap.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
-    args = ap.parse_args(argv)
-    if not args.selftest:
-        ap.print_help()
-        return 2
-    t = time.perf_counter()
-    try:
-        out = selftest(args.target, args.small, args.timeout_ms, args.peer_pattern)
-    except InputError as err:
-        print(f"microbench: error: {err}", file=sys.stderr)
-        return 2
-    rank = int(os.environ.get("RANK", "0"))
-    if rank == 0:                  # under torchrun every rank checks its own stores; rank 0 prints the JSON
-        from xstage.cli import print_json
-        print_json(out)
-    print(f"[selftest] rank {rank}: passed in {time.perf_counter() - t:.1f} s"
-          + (f" ({out['corruption_caught'][:60]}...)" if rank else ""), file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, NAME)

@@ -7,14 +7,16 @@ configuration: expert-wave and interleaved with remote stores (W-1 ranks host-ma
 remote stores off (all Combine buffers in HBM), the user's baseline (``torch._grouped_mm`` twice
 with SwiGLU, or a per-expert matmul loop when that is missing) and a separate Combine copy kernel;
 CUDA events around CUDA-graph replays, warm-up, median of ``--trials``. One instrumented launch per
-schedule fills the tile records (%globaltimer); the local-store medians feed the simulator, whose
-predicted winner is stored beside the measurement.
+schedule fills the tile records (%globaltimer) and the local-store medians (``measured_*`` columns);
+the simulator is replayed on them downstream (``xstage results moe``: ``compare.moe_records.resimulate``).
+The parts: ``setup.py`` (one problem on the device), ``checks.py``, ``baseline.py``; this module times.
 
     python3 -m xstage.hw.moe.bench --out $OUT/moe            # the whole GPU run (benchmarks/gpu/moe.sh)
+                                                             # (arguments: xstage.cli.bench_moe)
     TRITON_INTERPRET=1 python -m xstage.hw.moe.bench --dry-run --out /tmp/moe   # CPU dry run, tiny shapes
 """
 
-import argparse
+
 import json
 import math
 import sys
@@ -23,17 +25,14 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from xstage.errors import InputError
-from xstage.hw.moe import kernel as M
-from xstage.compare import moe_records as R
-from xstage.hw.moe import w8a8 as Q
-from xstage.sim.workloads.moe_layout import MoeProblem, check_layout, dispatch_layout, sequential_schedule
-from xstage.provenance import provenance
-from xstage.records import atomic_write_text, save_records
-from xstage.sim.model import lead_knee_rows
-from xstage.sim.schedules import make_moe_schedule
+from xstage.hw.common.timing import device, sync, time_variants
+from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn, scaled_grouped_mm_fns
+from xstage.hw.moe.checks import check_deadlock_bails, check_problem
+from xstage.hw.moe.setup import Setup, num_sms, tune_lead
+from xstage.records import atomic_write_text
+from xstage.records.moe import SCHEDULES, kernel_row, measured_columns, same_order, save_run, tile_frame, tile_timings
+from xstage.sim.workloads.moe_layout import MoeProblem
 
 # (hidden, intermediate, tokens, routing, precision, world_size): one GPU's share, 8 local experts, top-8.
 # Combine drain time ~ tokens*hidden*2*(W-1)/W / R against compute ~ 6*tokens*hidden*I / rate: the large-I
@@ -58,256 +57,10 @@ DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True}
 
 
-def device() -> str:
-    import torch
-
-    return "cpu" if M.interpreting() or not torch.cuda.is_available() else "cuda"
-
-
-def _sync() -> None:
-    import torch
-
-    if device() == "cuda":
-        torch.cuda.synchronize()
-
-
-def num_sms(dry: bool) -> int:
-    import torch
-
-    if dry or device() == "cpu":
-        return 2
-    n = torch.cuda.get_device_properties(0).multi_processor_count
-    return n - n % 2
-
-
-class Setup:
-    """Tensors, layouts and schedules of one problem on this device."""
-
-    def __init__(self, problem: MoeProblem, sms: int, seed: int, lead: int | None = None, *, layout=None,
-                 x_recv=None, weights=None, combine=None):
-        """``layout``, ``x_recv`` (Dispatch's result), ``weights`` (w1, w2) and ``combine`` (the remote
-        destinations: anything with ``table``, ``pointers``, ``buffers``, ``poison``) replace the emulated
-        ones when given (the W-rank path, ``xstage.hw.moe.dist``)."""
-        import torch
-
-        dev = device()
-        self.problem = p = problem
-        self.layout = lay = layout if layout is not None else dispatch_layout(problem)
-        check_layout(lay)
-        if x_recv is None:
-            gen = torch.Generator(device=dev).manual_seed(seed)
-            tokens = torch.randn((p.world_size * p.tokens_per_rank, p.hidden), device=dev, generator=gen)
-            x_recv = M.dispatch(tokens.to(torch.bfloat16), lay)
-        self.x = x_recv
-        self.w1, self.w2 = weights if weights is not None else M.random_weights(p, dev, seed=seed + 7)
-        self.w1_packed = M.pack_w1(self.w1)
-        self.act = torch.empty((lay.recv_rows, p.intermediate), dtype=torch.bfloat16, device=dev)
-        self.w8a8 = p.precision == "w8a8"
-        if self.w8a8:
-            self.wq = Q.W8A8Weights(self.w1, self.w2)
-            self.xq, self.sx = Q.quantize_activations(self.x)
-            self.act_q = torch.empty((lay.recv_rows, p.intermediate), dtype=torch.float8_e4m3fn, device=dev)
-            self.sact = torch.zeros((lay.recv_rows, 2 * p.intermediate // p.block_n), dtype=torch.float32, device=dev)
-        self.sms = sms
-        self.knee = max(1, lead_knee_rows(p.block_n, sms, p.intermediate))
-        self.lead = lead if lead is not None else self.knee
-        self.schedules = {"expert_wave": make_moe_schedule("expert_wave", lay.grid, sms),
-                          "interleaved": make_moe_schedule("interleaved", lay.grid, sms, lead_rows=self.lead)}
-        if dev == "cpu":  # the interpreter runs programs one by one: one program, dependencies first
-            self.schedules = {k: sequential_schedule(s) for k, s in self.schedules.items()}
-        self.dev = {k: M.DeviceLayout(lay, s.to_arrays(), dev) for k, s in self.schedules.items()}
-        self.combine = {True: combine if combine is not None else M.Combine(lay, dev, remote=True),
-                        False: M.Combine(lay, dev, remote=False)}
-        valid = np.flatnonzero(lay.valid)
-        self.valid_idx = torch.as_tensor(valid, device=dev)
-        self.packed_rank = torch.as_tensor(lay.dest_rank[valid], device=dev)
-        self.packed_row = torch.as_tensor(lay.dest_row[valid], device=dev)
-        self.packed_weight = torch.as_tensor(lay.weight[valid], device=dev)
-        self.xp = self.x.index_select(0, self.valid_idx)
-        self.offs = torch.as_tensor(np.cumsum(lay.tokens_per_expert), dtype=torch.int32, device=dev)
-
-    def run(self, schedule: str, remote: bool, kw: dict, **extra):
-        if self.w8a8:
-            Q.launch_moe_w8a8(self.xq, self.sx, self.wq, self.act_q, self.sact, self.dev[schedule],
-                              self.combine[remote], **kw, **extra)
-        else:
-            M.launch_moe(self.x, self.w1_packed, self.w2, self.act, self.dev[schedule], self.combine[remote], **kw,
-                         **extra)
-
-    def reference(self):
-        if self.w8a8:
-            return Q.reference_w8a8(self.xq, self.sx, self.wq, self.layout)
-        return M.reference_moe(self.x, self.w1, self.w2, self.layout)
-
-
-def lead_schedule(s: Setup, lead: int) -> tuple:
-    """(schedule, DeviceLayout) of the interleaved order with lead ``lead`` for ``s`` (sequential on the CPU)."""
-    sched = make_moe_schedule("interleaved", s.layout.grid, s.sms, lead_rows=lead)
-    if device() == "cpu":
-        sched = sequential_schedule(sched)
-    return sched, M.DeviceLayout(s.layout, sched.to_arrays(), device())
-
-
-def tune_lead(s: Setup, kw: dict, dry: bool, trials: int = 10, pick=None) -> dict:
-    """Pick the interleaved lead D among D_knee x {1, 2, 4, 8} (capped at the rows) by the time with
-    local stores (starvation is a compute-side effect, Eq. 16); installs it in ``s``. {D: us}.
-
-    ``pick({D: us}) -> D`` chooses (default: the fastest; the W-rank path agrees on one D over ranks)."""
-    from xstage.hw.attention.bench import time_variants
-
-    rows = s.layout.grid.rows
-    leads = sorted({min(max(1, s.knee * f), max(1, rows - 1)) for f in (1, 2, 4, 8)})
-    if dry:
-        leads = leads[:2]
-    built = {d: lead_schedule(s, d) for d in leads}
-
-    def run(d):
-        s.dev["interleaved"] = built[d][1]
-        s.run("interleaved", False, kw)
-
-    times, _ = time_variants({d: (lambda d=d: run(d)) for d in leads}, trials=trials,
-                             **({"warmup": 0, "rounds": 1} if dry else {"warmup": 2, "rounds": 2}))
-    med = {int(d): float(np.median(t)) for d, t in times.items()}
-    best = pick(med) if pick is not None else min(med, key=med.get)
-    s.lead, (s.schedules["interleaved"], s.dev["interleaved"]) = best, built.get(best) or lead_schedule(s, best)
-    print(f"  lead D (knee {s.knee}): " + ", ".join(f"{d}: {t:.0f} us" for d, t in med.items()) + f" -> {best}",
-          file=sys.stderr)
-    return med
-
-
-# --- the user's baseline: grouped GEMMs + SwiGLU, then a separate Combine -----------------------
-def grouped_mm_fn(s: Setup):
-    """(gemm(a, w) over experts, name): torch._grouped_mm when it runs here, else a matmul loop."""
-    import torch
-
-    counts = s.layout.tokens_per_expert
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-
-    def loop(a, w):  # w: [E, N, K]
-        return torch.cat([a[bounds[e]:bounds[e + 1]] @ w[e].T for e in range(len(counts))])
-
-    if device() == "cuda" and hasattr(torch, "_grouped_mm"):
-        try:
-            def gmm(a, w):
-                return torch._grouped_mm(a, w.transpose(-2, -1), offs=s.offs)
-            y = gmm(s.xp[:, :], s.w1)
-            ref = loop(s.xp, s.w1)
-            _sync()
-            if float((y.float() - ref.float()).norm() / ref.float().norm()) < 1e-2:
-                return gmm, "torch._grouped_mm"
-            print("  torch._grouped_mm disagrees with matmul; using the loop", file=sys.stderr)
-        except Exception as err:  # noqa: BLE001 - any failure: fall back and say so
-            print(f"  torch._grouped_mm unavailable ({type(err).__name__}: {str(err)[:120]})", file=sys.stderr)
-    return loop, "matmul_loop"
-
-
-def scaled_grouped_mm_fns(s: Setup):
-    """The W8A8 user's baseline, or None where it does not run: ``torch._scaled_grouped_mm`` (fp8 e4m3,
-    row-wise activation scales, per-channel weight scales — the kernel's quantization) for Linear-1,
-    SwiGLU and a row-wise fp8 quantization of the activations, then Linear-2 and the router weights.
-    Returns ({"grouped_mm": the two GEMMs on fixed fp8 inputs}, the whole FFN, name); checked against
-    the same math in float32 first."""
-    import torch
-
-    if device() != "cuda" or not hasattr(torch, "_scaled_grouped_mm"):
-        return None
-    xq = s.xq.index_select(0, s.valid_idx)
-    sx = s.sx.index_select(0, s.valid_idx).contiguous()
-    w1t, w2t = s.wq.w1_q.transpose(-2, -1), s.wq.w2_q.transpose(-2, -1)  # (E, K, N) column-major views
-
-    def gemm(a, sa, wt, sw):
-        return torch._scaled_grouped_mm(a, wt, sa, sw, offs=s.offs, out_dtype=torch.bfloat16)
-
-    def ffn():
-        h = gemm(xq, sx, w1t, s.wq.sw1)
-        act_q, sact = Q.quantize_rows(torch.nn.functional.silu(h[:, 0::2].float()) * h[:, 1::2].float())
-        return gemm(act_q, sact, w2t, s.wq.sw2) * s.packed_weight[:, None]
-
-    try:
-        h = gemm(xq, sx, w1t, s.wq.sw1)
-        ref = torch.cat([(xq[a:b].float() * sx[a:b, None]) @ (s.wq.w1_q[e].float() * s.wq.sw1[e, :, None]).T
-                         for e, (a, b) in enumerate(zip([0, *s.offs.tolist()[:-1]], s.offs.tolist()))])
-        _sync()
-        err = float((h.float() - ref).norm() / ref.norm())
-        if err > 2e-2:
-            print(f"  torch._scaled_grouped_mm disagrees with float32 (rel err {err:.3g}); no fp8 baseline",
-                  file=sys.stderr)
-            return None
-        act_q, sact = Q.quantize_rows(torch.nn.functional.silu(h[:, 0::2].float()) * h[:, 1::2].float())
-        ffn()
-        _sync()
-    except Exception as err:  # noqa: BLE001 - any failure: no fp8 baseline, and say so
-        print(f"  torch._scaled_grouped_mm unavailable ({type(err).__name__}: {str(err)[:160]})", file=sys.stderr)
-        return None
-    del ref
-    return (lambda: (gemm(xq, sx, w1t, s.wq.sw1), gemm(act_q, sact, w2t, s.wq.sw2))), ffn, "torch._scaled_grouped_mm"
-
-
-def baseline_ffn(s: Setup, gemm):
-    import torch
-
-    I = s.problem.intermediate
-    h = gemm(s.xp, s.w1)
-    a = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
-    return (gemm(a, s.w2).float() * s.packed_weight[:, None]).to(s.x.dtype)
-
-
-# --- correctness -------------------------------------------------------------------------------
-def check_problem(problem: MoeProblem, sms: int, kw: dict, seed: int) -> list:
-    import torch
-
-    s = Setup(problem, sms, seed)
-    ref = s.reference()
-    p = problem
-    rows = []
-    count = torch.zeros((p.world_size, p.combine_rows, p.hidden // p.block_n), dtype=torch.int32, device=device())
-    for sched in R.SCHEDULES:
-        for remote in (True, False):
-            comb = s.combine[remote]
-            comb.poison()
-            count.zero_()
-            s.dev[sched].error.zero_()
-            s.run(sched, remote, kw, write_count=count)
-            _sync()
-            res = comb.check(ref)
-            valid = torch.as_tensor(s.layout.valid, device=device())
-            c = count.flatten()
-            written = int((c > 0).sum())
-            once = bool((c <= 1).all()) and written == int(valid.sum()) * (p.hidden // p.block_n)
-            err = int(s.dev[sched].error.item())
-            rows.append({"config": p.label(), "variant": sched + ("" if remote else "_local"), **res,
-                         "written_once": once, "error_flag": err, "lead_rows": s.lead,
-                         "ok": res["ok"] and once and err == 0})
-    if s.w8a8:
-        return rows
-    gemm, name = grouped_mm_fn(s)
-    y = baseline_ffn(s, gemm)
-    comb = s.combine[True]
-    comb.poison()
-    M.launch_combine_copy(y, s.packed_rank, s.packed_row, comb, block_n=p.block_n)
-    _sync()
-    rows.append({"config": p.label(), "variant": f"baseline_{name}+combine_copy", **comb.check(ref)})
-    return rows
-
-
-def check_deadlock_bails(problem: MoeProblem, sms: int, kw: dict) -> dict:
-    """A D = 0 interleaved schedule deadlocks by construction: the bounded spin must set the flag."""
-    s = Setup(problem, sms, seed=3)
-    sched = make_moe_schedule("interleaved", s.layout.grid, sms, lead_rows=0)
-    dev = M.DeviceLayout(s.layout, sched.to_arrays(), device())
-    t0 = time.time()
-    M.launch_moe(s.x, s.w1_packed, s.w2, s.act, dev, s.combine[False], **kw, spin_limit=2000)
-    _sync()
-    flag = int(dev.error.item())
-    return {"config": problem.label(), "variant": "lead0_bails", "error_flag": flag, "wall_s": time.time() - t0,
-            "ok": flag == 1}
-
-
-# --- timing ------------------------------------------------------------------------------------
-def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, platform=None,
-            platform_src: str = "") -> tuple:
-    from xstage.hw.attention.bench import time_variants
-
+def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool) -> tuple:
+    """(kernel rows, tile frames, checks) of one configuration: the lead D tuned, what is timed checked,
+    every variant timed, one instrumented launch per schedule (GPU only) for the tiles and the measured
+    medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them)."""
     s = Setup(problem, sms, seed=problem.seed + 11)
     lead_us = tune_lead(s, kw, dry)
     fns, gname = variant_fns(s, kw)
@@ -315,23 +68,21 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, pla
     ref = s.reference()
     kws = {"": kw, **({f"_{'tma' if not kw['tma'] else 'ptr'}": {**kw, "tma": not kw["tma"]}} if "tma" in kw else {})}
     for tag, k in kws.items():  # what is timed is correct (poisoned Combine, fresh routing)
-        for sched in R.SCHEDULES:
+        for sched in SCHEDULES:
             s.combine[True].poison()
             s.dev[sched].error.zero_()
             s.run(sched, True, k)
-            _sync()
+            sync()
             checks.append({"config": problem.label(), "variant": f"{sched}{tag}_timed", **s.combine[True].check(ref),
                            "error_flag": int(s.dev[sched].error.item())})
             checks[-1]["ok"] = checks[-1]["ok"] and checks[-1]["error_flag"] == 0
     del ref
     opts = {"warmup": 0, "rounds": 1} if dry else {"warmup": 3, "rounds": 4}
     times, modes = time_variants(fns, trials=trials, **opts)
-    rows, copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname)
-    # instrumented launches: tile records, then the simulator on the local-store medians
-    tiles, timings = tile_records(s, kw)
-    sim = predict(s, timings, platform, platform_src, copy_GBps)
+    rows, _copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname)
+    tiles, timings = tile_records(s, kw)   # instrumented launches: tile records and the local-store medians
     for r in rows:
-        r.update(sim)
+        r.update(measured_columns(timings))
     return rows, tiles, checks
 
 
@@ -341,15 +92,17 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
     one), the grouped-GEMM baseline (bf16) and the separate Combine copy to the remote destinations."""
     import torch
 
+    from xstage.hw.moe import kernel as M
+
     problem = s.problem
     fns = {}
-    for sched in R.SCHEDULES:
+    for sched in SCHEDULES:
         fns[sched] = lambda sc=sched: s.run(sc, True, kw)
         fns[f"{sched}_local"] = lambda sc=sched: s.run(sc, False, kw)
     if alt_loads and "tma" in kw:  # the other load path too: do TMA loads keep flowing behind backpressured stores?
         alt = {**kw, "tma": not kw["tma"]}
         tag = "tma" if alt["tma"] else "ptr"
-        for sched in R.SCHEDULES:
+        for sched in SCHEDULES:
             fns[f"{sched}_{tag}"] = lambda sc=sched: s.run(sc, True, alt)
             fns[f"{sched}_local_{tag}"] = lambda sc=sched: s.run(sc, False, alt)
     gname = None
@@ -374,9 +127,9 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
 
 def same_orders(s: Setup) -> bool:
     """True when ``s``'s interleaved order is its expert-wave order, tile for tile (the same launch twice:
-    no winner to predict); from the schedules actually run (``moe_records.schedules_identical`` rebuilds
+    no winner to predict); from the schedules actually run (``xstage.compare.moe_records.schedules_identical`` rebuilds
     them for records that lack the column)."""
-    return R.same_order(*(s.schedules[k] for k in R.SCHEDULES))
+    return same_order(*(s.schedules[k] for k in SCHEDULES))
 
 
 def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **columns) -> tuple:
@@ -388,10 +141,10 @@ def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **c
              "wave_experts": s.schedules["expert_wave"].params["wave_experts"][0], "rows": s.layout.grid.rows,
              "schedules_identical": same_orders(s),
              **bytes_, **{f"kernel_{k}": v for k, v in kw.items()}, **columns}
-    rows = [R.kernel_row(s.problem, name, t, timing=modes[name], **extra) for name, t in times.items()]
+    rows = [kernel_row(s.problem, name, t, timing=modes[name], **extra) for name, t in times.items()]
     if "baseline_ffn" in times:
         total = np.asarray(times["baseline_ffn"]) + np.asarray(times["combine_copy"])
-        rows.append(R.kernel_row(s.problem, "baseline_total", total, timing="sum", **extra))
+        rows.append(kernel_row(s.problem, "baseline_total", total, timing="sum", **extra))
     copy_us = next(r["time(us)"] for r in rows if r["variant"] == "combine_copy")
     copy_GBps = bytes_["remote_bytes"] / copy_us / 1e3
     for r in rows:
@@ -408,66 +161,21 @@ def tile_records(s: Setup, kw: dict, remotes=(True, False)) -> tuple:
         return tiles, timings
     import torch
 
-    for sched in R.SCHEDULES:
+    for sched in SCHEDULES:
         for remote in remotes:
             log = torch.zeros((len(s.dev[sched].tiles_np), 8), dtype=torch.int64, device="cuda")
             s.run(sched, remote, kw, tile_log=log)
-            _sync()
-            f = R.tile_frame(s.layout, s.dev[sched].tiles_np, log.cpu().numpy(), schedule=sched, remote=remote)
+            sync()
+            f = tile_frame(s.layout, s.dev[sched].tiles_np, log.cpu().numpy(), schedule=sched, remote=remote)
             tiles.append(f)
             if not remote:
-                timings[sched] = R.tile_timings(f)
+                timings[sched] = tile_timings(f)
     return tiles, timings
-
-
-def predict(s: Setup, timings: dict, platform, platform_src: str, copy_GBps: float) -> dict:
-    """The simulator's makespans of both schedules from the measured local-store medians (``sim_*`` columns,
-    NaN without timings); ``platform`` None: paper-b200 scaled to this GPU with R = the Combine copy rate."""
-    sim = {"sim_wave(us)": math.nan, "sim_int(us)": math.nan, "sim_platform": platform_src or None}
-    if not timings:
-        return sim
-    t = {k: float(np.mean([timings[sc][k] for sc in R.SCHEDULES])) for k in timings["expert_wave"]}
-    plat = platform
-    try:
-        if plat is None:
-            plat = R.scaled_b200(s.sms, copy_GBps)
-            sim["sim_platform"] = f"paper-b200 scaled ({s.sms} SMs, R = combine copy {copy_GBps:.1f} GB/s)"
-        for tag, p, coupled in (("", plat, False), ("coupled_", plat, True)):
-            sim[f"sim_{tag}wave(us)"] = R.simulate(s.layout, s.schedules["expert_wave"], t, p, coupled=coupled)
-            sim[f"sim_{tag}int(us)"] = R.simulate(s.layout, s.schedules["interleaved"], t, p, coupled=coupled)
-        if platform is not None and copy_GBps > 0:  # the same platform with R = the measured Combine copy rate
-            from dataclasses import replace
-
-            alt = replace(plat, drain_rate_GBps=float(copy_GBps))
-            sim["sim_copyR_wave(us)"] = R.simulate(s.layout, s.schedules["expert_wave"], t, alt)
-            sim["sim_copyR_int(us)"] = R.simulate(s.layout, s.schedules["interleaved"], t, alt)
-    except Exception as err:  # noqa: BLE001 - the measurement stands without the prediction
-        print(f"  simulator failed: {type(err).__name__}: {err}", file=sys.stderr)
-    sim.update({f"measured_{k}": v for k, v in t.items()})
-    return sim
-
-
-def save(out_dir: Path, rows: list, tiles: list, checks: list, meta: dict, overwrite: bool) -> list:
-    paths = [save_records(out_dir / "moe-kernel.parquet", "kernel", pd.DataFrame(rows), meta, overwrite=overwrite)]
-    if tiles:
-        frame = pd.concat(tiles, ignore_index=True)
-        paths.append(save_records(out_dir / "moe-tile.parquet", "tile", frame, meta, overwrite=overwrite))
-        # a copy small enough to commit (< 2 MiB): the first two configurations, float32 times
-        small = frame[frame["config"].isin(frame["config"].drop_duplicates().iloc[:2])].copy()
-        for col in small.columns:
-            if small[col].dtype == "float64":
-                small[col] = small[col].astype("float32")
-        paths.append(save_records(out_dir / "moe-tile-small.parquet", "tile", small, meta, overwrite=overwrite))
-    paths.append(atomic_write_text(out_dir / "moe-checks.json", json.dumps(checks, indent=1, default=str),
-                                   overwrite=overwrite))
-    return paths
 
 
 def tune(sms: int, trials: int = 8, precision: str = "bf16") -> tuple:
     """Pick the kernel options (``TUNE_KEYS`` / ``TUNE_KEYS_W8A8``) by the interleaved local-store time on
     one mid shape of ``precision``; a candidate that does not compile (e.g. too much shared memory) is skipped."""
-    from xstage.hw.attention.bench import time_variants
-
     keys, cands = (TUNE_KEYS, TUNE) if precision == "bf16" else (TUNE_KEYS_W8A8, TUNE_W8A8)
     s = Setup(MoeProblem(7168, 2048, 8192, routing="balanced", precision=precision), sms, seed=5)
     fns = {c: (lambda c=c: s.run("interleaved", False, dict(zip(keys, c)))) for c in cands}
@@ -475,7 +183,7 @@ def tune(sms: int, trials: int = 8, precision: str = "bf16") -> tuple:
     for c, fn in fns.items():
         try:
             fn()
-            _sync()
+            sync()
             ok[c] = fn
         except Exception as err:  # noqa: BLE001 - a config that does not compile is skipped
             print(f"  tune {precision} {c}: {type(err).__name__}: {str(err)[:100]}", file=sys.stderr)
@@ -487,23 +195,13 @@ def tune(sms: int, trials: int = 8, precision: str = "bf16") -> tuple:
     return dict(zip(keys, best)), med
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xstage.hw.moe.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="output folder for the records")
-    ap.add_argument("--trials", type=int, default=25)
-    ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new configurations after this")
-    ap.add_argument("--no-tune", action="store_true")
-    ap.add_argument("--no-checks", action="store_true")
-    ap.add_argument("--max-configs", type=int, default=None)
-    ap.add_argument("--precision", choices=("bf16", "w8a8"), default=None,
-                    help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
-    ap.add_argument("--overwrite", action="store_true")
-    ap.add_argument("--dry-run", action="store_true", help="tiny shapes (with TRITON_INTERPRET=1 on a CPU)")
-    args = ap.parse_args(argv)
+def run(args) -> dict:
+    """The whole GPU run of ``args`` (``xstage.cli.bench_moe`` parses and checks them): checks, tuning,
+    the timed sweep; writes the records under ``args.out``. Returns {"rows", "checks", "failed", "paths"}."""
+    from xstage.provenance import provenance
+
     t_start = time.time()
     out_dir = Path(args.out)
-    if not args.overwrite and (out_dir / "moe-kernel.parquet").exists():
-        raise InputError("--out", str(out_dir), "already holds moe records (pass --overwrite to replace them)")
     dry = args.dry_run
     sms = num_sms(dry)
     blocks = DRY if dry else {}
@@ -540,8 +238,7 @@ def main(argv=None) -> int:
                 tune_med.update({(prec, *c): t for c, t in med.items()})
             except Exception:  # noqa: BLE001 - keep the defaults
                 traceback.print_exc()
-    platform, platform_src = (None, "") if dry else R.simulator_platform(out_dir)
-    print(f"  kernel {kw}; simulator platform: {platform_src} ({time.time() - t_start:.0f}s)", file=sys.stderr)
+    print(f"  kernel {kw} ({time.time() - t_start:.0f}s)", file=sys.stderr)
     rows, tiles = [], []
     sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[4])]
     for h, i, t, r, prec, world in sweep[:args.max_configs]:
@@ -550,7 +247,7 @@ def main(argv=None) -> int:
             continue
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, routing=r, precision=prec, world_size=world, **blocks), sms,
-                                 kw8 if prec == "w8a8" else kw, args.trials, dry, platform, platform_src)
+                                 kw8 if prec == "w8a8" else kw, args.trials, dry)
             checks += kc
             failed += [c for c in kc if not c.get("ok")]
         except Exception as err:  # noqa: BLE001 - keep the other configurations
@@ -565,30 +262,26 @@ def main(argv=None) -> int:
         gm = by["grouped_mm"]["time(us)"] if "grouped_mm" in by else math.nan
         print(f"  {kr[0]['config']}: wave {by['expert_wave']['time(us)']:.0f} int {by['interleaved']['time(us)']:.0f}"
               f" local {by['expert_wave_local']['time(us)']:.0f}/{by['interleaved_local']['time(us)']:.0f}"
-              f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us;"
-              f" sim {kr[0]['sim_wave(us)']:.0f}/{kr[0]['sim_int(us)']:.0f} ({time.time() - t_start:.0f}s)",
+              f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)",
               file=sys.stderr)
     tune_us = {str(k): v for k, v in tune_med.items()}
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "num_sms": sms, "tune_us": tune_us,
-                       "sim_platform": platform_src, "sweep": sweep},
+                       "sweep": sweep},
             "provenance": provenance(with_gpu=device() == "cuda")}
+    paths = []
     if rows:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for path in save(out_dir, rows, tiles, checks, meta, args.overwrite):
+        paths = save_run(out_dir, rows, tiles, checks, meta, args.overwrite)
+        for path in paths:
             print(f"wrote {path}", file=sys.stderr)
-        table = R.per_config(pd.DataFrame(rows))
-        cols = [c for c in ("config", "expert_wave(us)", "interleaved(us)", "speedup_interleaved",
-                            "expert_wave_local(us)", "interleaved_local(us)", "grouped_mm(us)", "gemm_vs_grouped_mm",
-                            "baseline_total(us)", "sim_speedup") if c in table]
-        with pd.option_context("display.width", 250, "display.max_columns", 20):
-            print(table[cols].round(3).to_string(index=False))
-        summary = R.summarize(out_dir)
-        print(json.dumps(summary, indent=1, default=str))
     else:
-        atomic_write_text(out_dir / "moe-checks.json", json.dumps(checks, indent=1, default=str), overwrite=True)
+        paths = [atomic_write_text(out_dir / "moe-checks.json", json.dumps(checks, indent=1, default=str),
+                                   overwrite=True)]
     print(f"moe_bench: {len(failed)} failed checks, {time.time() - t_start:.0f}s", file=sys.stderr)
-    return 1 if failed else 0
+    return {"rows": rows, "checks": checks, "failed": failed, "paths": paths}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the flags: xstage.cli.bench_moe
+    from xstage.cli.bench_moe import NAME, main
+    from xstage.errors import exit_with
+
+    exit_with(main, NAME)

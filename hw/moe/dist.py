@@ -3,7 +3,7 @@
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
     torchrun --standalone --nproc-per-node W -m xstage.hw.moe.dist --out $OUT/moe-dist   # W = 1 runs too
 
-(``benchmarks/gpu/moe_dist.sh``). Rank r owns the global experts [r*E, (r+1)*E) and T = tokens / top_k
+(``benchmarks/gpu/moe_dist.sh``; inputs regenerated from seeds: ``ep_inputs.py``). Rank r owns the global experts [r*E, (r+1)*E) and T = tokens / top_k
 source tokens; routing (``xstage.sim.workloads.ep``), tokens and weights all come from seeds, so any rank can
 regenerate any other rank's. The kernel is the one-GPU kernel (``xstage.hw.moe.kernel`` / ``moe_w8a8``)
 unchanged: only its destination table differs.
@@ -27,26 +27,29 @@ unchanged: only its destination table differs.
   remote stores, the same with local stores (W device buffers), ``torch._grouped_mm`` baseline and
   a Combine copy kernel through the symmetric pointers (``moe_bench.variant_fns``). Rank 0 gathers all
   ranks' kernel rows (schema of ``moe_records``, ``layout == "ep"``, platform h200-nvlink) into
-  ``--out``/moe-kernel.parquet, so ``xstage results moe --data OUT`` and ``xstage compare`` read them.
+  ``--out``/moe-kernel.parquet, so ``xstage results moe --data OUT`` and ``xstage compare`` read them
+(and replay the simulator on the ``measured_*`` medians). Flags: ``xstage.cli.bench_moe_dist``.
 
 The per-rank work takes its destinations (``Peers``) and its link to the other ranks (``Comm``) as
 arguments, so it runs without torch.distributed at W = 1 (and, rank by rank, under TRITON_INTERPRET=1).
 """
 
-import argparse
+
 import json
 import sys
 import time
 import traceback
 from pathlib import Path
 
-import numpy as np
-
-from xstage.hw.moe import kernel as M
-from xstage.hw.moe import bench as B
-from xstage.compare import moe_records as R
-from xstage.hw.moe import w8a8 as Q
-from xstage.sim.workloads.ep import EpProblem, a2a_plan, all_layouts, ep_layout
+from xstage.hw.common.timing import capture, device, sync, time_variants
+from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn
+from xstage.hw.moe.bench import W8A8_KW, kernel_rows, tile_records, variant_fns
+from xstage.hw.moe.ep_inputs import all_source_tokens, dispatch_a2a, expected_combine, expert_weights
+from xstage.hw.moe.refs import compare
+from xstage.hw.moe.refs import dispatch as dispatch_rows
+from xstage.hw.moe.setup import Setup, num_sms, tune_lead
+from xstage.records.moe import SCHEDULES, measured_columns
+from xstage.sim.workloads.ep import EpProblem, all_layouts, ep_layout
 
 PLATFORM = "h200-nvlink"
 _SHAPES = ((2048, 4096, 8192), (4096, 8192, 8192), (7168, 2048, 8192), (2048, 512, 4096), (4096, 1024, 8192),
@@ -60,67 +63,6 @@ SMALL_SWEEP = [(2048, 512, 4096, "balanced", "bf16"), (2048, 512, 4096, "skewed"
 CHECKS = [(2048, 512, 1000, "balanced", "bf16"), (4096, 1024, 2000, "skewed", "bf16"),
           (2048, 1024, 2000, "skewed", "w8a8")]
 KERNEL_KW = {"block_k": 64, "num_stages": 4, "num_warps": 8, "tma": True}   # the single-GPU tuner's pick (run 3)
-
-
-# --- inputs every rank can regenerate -------------------------------------------------------------
-def _seed(p: EpProblem, kind: int, rank: int) -> int:
-    return ((p.seed * 2 + kind) << 20) + rank
-
-
-def source_tokens(p: EpProblem, source: int, device):
-    """Rank ``source``'s T source tokens [T, H] bf16 (seeded)."""
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed(_seed(p, 0, source))
-    return torch.randn((p.tokens_per_rank, p.hidden), device=device, generator=gen).to(torch.bfloat16)
-
-
-def all_source_tokens(p: EpProblem, device):
-    """Every rank's tokens, flat [W*T, H] (``DispatchLayout.src_index`` order)."""
-    import torch
-
-    return torch.cat([source_tokens(p, s, device) for s in range(p.world_size)])
-
-
-def expert_weights(p: EpProblem, owner: int, device):
-    """(w1, w2) of rank ``owner``'s local experts (seeded)."""
-    return M.random_weights(p, device, seed=_seed(p, 1, owner))
-
-
-def dispatch_a2a(p: EpProblem, layouts: list, device):
-    """Dispatch over NCCL: one all_to_all_single of the routed token rows; the receive layout of ``p.rank``."""
-    import torch
-    import torch.distributed as dist
-
-    plan = a2a_plan(p, layouts)
-    own = source_tokens(p, p.rank, device)
-    send = own.index_select(0, torch.as_tensor(plan["send_rows"], device=device)).contiguous()
-    recv = torch.empty((sum(plan["recv_counts"]), p.hidden), dtype=own.dtype, device=device)
-    dist.all_to_all_single(recv, send, output_split_sizes=plan["recv_counts"], input_split_sizes=plan["send_counts"])
-    x = torch.zeros((layouts[p.rank].recv_rows, p.hidden), dtype=own.dtype, device=device)
-    x[torch.as_tensor(plan["recv_at"], device=device)] = recv
-    return x
-
-
-def expected_combine(p: EpProblem, device):
-    """float32 [T*top_k, H]: what rank ``p.rank``'s Combine buffer must hold, from every owner's reference."""
-    import torch
-
-    tokens = all_source_tokens(p, device)
-    out = torch.full((p.combine_rows, p.hidden), float("nan"), dtype=torch.float32, device=device)
-    for owner in range(p.world_size):
-        q = p.for_rank(owner)
-        lay = ep_layout(q)
-        x = M.dispatch(tokens, lay)
-        w1, w2 = expert_weights(q, owner, device)
-        if p.precision == "w8a8":
-            xq, sx = Q.quantize_activations(x)
-            ref = Q.reference_w8a8(xq, sx, Q.W8A8Weights(w1, w2), lay)
-        else:
-            ref = M.reference_moe(x, w1, w2, lay)
-        sel = np.flatnonzero(lay.dest_rank == p.rank)
-        out[torch.as_tensor(lay.dest_row[sel].astype(np.int64), device=device)] = ref[torch.as_tensor(sel, device=device)]
-    return out
 
 
 # --- destinations and the link to the other ranks --------------------------------------------------
@@ -168,9 +110,9 @@ class Comm:
 
     def sync(self) -> None:
         """Host and device: everything this rank queued is done, and so is every other rank's."""
-        B._sync()
+        sync()
         self.barrier()
-        B._sync()
+        sync()
 
     def all_reduce_(self, t) -> None:
         if self.handle is not None:
@@ -196,15 +138,15 @@ def agreed_lead(meds: list) -> int:
 
 
 # --- per-rank work --------------------------------------------------------------------------------
-def rank_setup(p: EpProblem, sms: int, dests: Peers, dispatch: str = "regen", lead: int | None = None):
-    """``moe_bench.Setup`` of rank ``p.rank``: its layout, Dispatch's result, its experts, ``dests`` as Combine."""
-    dev = B.device()
+def rank_setup(p: EpProblem, sms: int, dests: Peers, dispatch: str = "regen", lead: int | None = None) -> Setup:
+    """``setup.Setup`` of rank ``p.rank``: its layout, Dispatch's result, its experts, ``dests`` as Combine."""
+    dev = device()
     lay = ep_layout(p)
     if dispatch == "a2a":
         x = dispatch_a2a(p, all_layouts(p), dev)
     else:
-        x = M.dispatch(all_source_tokens(p, dev), lay)
-    return B.Setup(p, sms, seed=p.seed, lead=lead, layout=lay, x_recv=x, weights=expert_weights(p, p.rank, dev),
+        x = dispatch_rows(all_source_tokens(p, dev), lay)
+    return Setup(p, sms, seed=p.seed, lead=lead, layout=lay, x_recv=x, weights=expert_weights(p, p.rank, dev),
                    combine=dests)
 
 
@@ -222,7 +164,7 @@ def check_remote(s, run, dests: Peers, comm: Comm, expected, variant: str, count
     comm.sync()
     got = dests.buffer.float()
     res = {"config": s.problem.label(), "rank": s.problem.rank, "variant": variant,
-           "unwritten": int(torch.isnan(got).sum()), **M.compare(got, expected),
+           "unwritten": int(torch.isnan(got).sum()), **compare(got, expected),
            "error_flag": max(int(d.error.item()) for d in s.dev.values())}
     res["ok"] = res["ok"] and res["unwritten"] == 0 and res["error_flag"] == 0
     if count is not None:
@@ -237,24 +179,26 @@ def check_rank(p: EpProblem, sms: int, kw: dict, dests: Peers, comm: Comm, dispa
     import torch
 
     s = rank_setup(p, sms, dests, dispatch)
-    expected = expected_combine(p, B.device())
-    count = torch.zeros((p.world_size, p.combine_rows, p.hidden // p.block_n), dtype=torch.int32, device=B.device())
+    expected = expected_combine(p, device())
+    count = torch.zeros((p.world_size, p.combine_rows, p.hidden // p.block_n), dtype=torch.int32, device=device())
     rows = [check_remote(s, lambda sc=sc: s.run(sc, True, kw, write_count=count), dests, comm, expected, sc, count)
-            for sc in R.SCHEDULES]
+            for sc in SCHEDULES]
     ref = s.reference()
-    for sc in R.SCHEDULES:
+    for sc in SCHEDULES:
         s.combine[False].poison()
         s.dev[sc].error.zero_()
         s.run(sc, False, kw)
-        B._sync()
+        sync()
         res = s.combine[False].check(ref)
         rows.append({"config": p.label(), "rank": p.rank, "variant": f"{sc}_local", **res,
                      "error_flag": int(s.dev[sc].error.item())})
         rows[-1]["ok"] = res["ok"] and rows[-1]["error_flag"] == 0
     if not s.w8a8:
-        gemm, name = B.grouped_mm_fn(s)
-        y = B.baseline_ffn(s, gemm)
-        rows.append(check_remote(s, lambda: M.launch_combine_copy(y, s.packed_rank, s.packed_row, dests,
+        from xstage.hw.moe.kernel import launch_combine_copy
+
+        gemm, name = grouped_mm_fn(s)
+        y = baseline_ffn(s, gemm)
+        rows.append(check_remote(s, lambda: launch_combine_copy(y, s.packed_rank, s.packed_row, dests,
                                                                   block_n=p.block_n),
                                  dests, comm, expected, f"baseline_{name}+combine_copy"))
     return rows
@@ -262,72 +206,48 @@ def check_rank(p: EpProblem, sms: int, kw: dict, dests: Peers, comm: Comm, dispa
 
 def _capture(fn):
     """A CUDA graph of ``fn`` ("thread_local": NCCL's watchdog thread makes CUDA calls during captures)."""
-    from xstage.hw.attention.bench import capture
-
     return capture(fn, capture_error_mode="thread_local")
 
 
 def measure_rank(p: EpProblem, sms: int, kw: dict, dests: Peers, comm: Comm, *, trials: int = 25,
-                 dry: bool = False, dispatch: str = "regen", lead: int | None = None, platform=None,
-                 platform_src: str = "") -> tuple:
+                 dry: bool = False, dispatch: str = "regen", lead: int | None = None) -> tuple:
     """(kernel rows, checks) of rank ``p.rank`` for one configuration (see the module docstring)."""
-    from xstage.hw.attention.bench import time_variants
-
     s = rank_setup(p, sms, dests, dispatch, lead)
-    lead_us = {} if lead is not None else B.tune_lead(s, kw, dry, pick=lambda med: agreed_lead(comm.gather(med)))
-    fns, gname = B.variant_fns(s, kw, alt_loads=False)
+    lead_us = {} if lead is not None else tune_lead(s, kw, dry, pick=lambda med: agreed_lead(comm.gather(med)))
+    fns, gname = variant_fns(s, kw, alt_loads=False)
     timed = set.intersection(*(set(names) for names in comm.gather(list(fns))))  # a baseline may fail on a rank
     fns = {name: fn for name, fn in fns.items() if name in timed}                 # every rank: the same barriers
-    expected = expected_combine(p, B.device())
+    expected = expected_combine(p, device())
     checks = [check_remote(s, lambda sc=sc: s.run(sc, True, kw), dests, comm, expected, f"{sc}_timed")
-              for sc in R.SCHEDULES]
+              for sc in SCHEDULES]
     del expected
     times, modes = time_variants(fns, trials=trials, capture_fn=_capture, barrier=comm.sync,
                                  **({"warmup": 0, "rounds": 1} if dry else {"warmup": 3, "rounds": 4}))
-    rows, copy_GBps = B.kernel_rows(s, kw, times, modes, lead_us, baseline=gname, platform=PLATFORM, layout="ep",
-                                    dispatch=dispatch)
-    _, timings = B.tile_records(s, kw, remotes=(False,))
-    sim = B.predict(s, timings, platform, platform_src, copy_GBps)
+    rows, _copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname, platform=PLATFORM, layout="ep",
+                                     dispatch=dispatch)
+    _, timings = tile_records(s, kw, remotes=(False,))   # the local-store medians the simulator replays
     for r in rows:
-        r.update(sim)
+        r.update(measured_columns(timings))
     return rows, checks
 
 
 # --- the torchrun entry point ----------------------------------------------------------------------
 def _save(out_dir: Path, rows: list, checks: list, meta: dict) -> None:
-    import pandas as pd
+    """Rank 0's records so far (rewritten after every configuration: a run stopped by its limit keeps them)."""
+    from xstage.records import atomic_write_text
+    from xstage.records.moe import save_run
 
-    from xstage.records import atomic_write_text, save_records
-
-    out_dir.mkdir(parents=True, exist_ok=True)
     if rows:
-        save_records(out_dir / "moe-kernel.parquet", "kernel", pd.DataFrame(rows), meta, overwrite=True)
-    atomic_write_text(out_dir / "moe-checks.json", json.dumps(checks, indent=1, default=str), overwrite=True)
+        save_run(out_dir, rows, [], checks, meta, overwrite=True)
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out_dir / "moe-checks.json", json.dumps(checks, indent=1, default=str), overwrite=True)
 
 
-def _table(rows: list) -> str:
-    import pandas as pd
-
-    c = R.per_config(pd.DataFrame(rows))
-    cols = [x for x in ("config", "expert_wave(us)", "interleaved(us)", "speedup_interleaved", "expert_wave_local(us)",
-                        "interleaved_local(us)", "grouped_mm(us)", "combine_copy(us)", "gemm_vs_grouped_mm",
-                        "sim_speedup") if x in c]
-    with pd.option_context("display.width", 250, "display.max_columns", 20):
-        return c[cols].round(3).to_string(index=False)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="torchrun ... -m xstage.hw.moe.dist", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="output folder (rank 0 writes the records)")
-    ap.add_argument("--sweep", choices=("full", "small"), default="full")
-    ap.add_argument("--trials", type=int, default=25)
-    ap.add_argument("--budget-s", type=float, default=330.0, help="start no configuration after this")
-    ap.add_argument("--max-configs", type=int, default=None)
-    ap.add_argument("--dispatch", choices=("a2a", "regen"), default="a2a")
-    ap.add_argument("--lead", type=int, default=None, help="interleaved lead D (default: tuned as moe_bench)")
-    ap.add_argument("--tma", type=int, choices=(0, 1), default=1, help="bf16 kernel: TMA loads of x/W1/W2")
-    ap.add_argument("--no-checks", action="store_true")
-    args = ap.parse_args(argv)
+def run(args) -> dict:
+    """One rank's whole run under torchrun (``xstage.cli.bench_moe_dist`` parses ``args``): checks, then the
+    sweep; rank 0 writes the records. Returns {"rank", "world", "rows", "checks", "failed", "wall_s"} (rows
+    and checks of every rank on rank 0)."""
     import torch
     import torch.distributed as dist
 
@@ -335,7 +255,7 @@ def main(argv=None) -> int:
     from xstage.provenance import provenance
 
     t_start = time.time()
-    device, rank, world = init_distributed()
+    cuda, rank, world = init_distributed()
     out_dir = Path(args.out)
     if rank:  # one console: the other ranks log to files
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -343,14 +263,13 @@ def main(argv=None) -> int:
     sweep = (SMALL_SWEEP if args.sweep == "small" else SWEEP)[:args.max_configs]
     todo = ([] if args.no_checks else CHECKS) + sweep
     elems = max(t * h for h, _i, t, *_ in todo)
-    pool, handle, table = symmetric_buffer((elems,), torch.bfloat16, device, dist.group.WORLD)
+    pool, handle, table = symmetric_buffer((elems,), torch.bfloat16, cuda, dist.group.WORLD)
     comm, peers = Comm(handle), Peers(pool, table, handle.buffer_ptrs)
-    sms = B.num_sms(False)
+    sms = num_sms(False)
     kw = {**KERNEL_KW, "tma": bool(args.tma)}
-    kw8 = dict(B.W8A8_KW)
-    platform, platform_src = R.simulator_platform(out_dir, PLATFORM)
+    kw8 = dict(W8A8_KW)
     log = lambda msg: print(f"[{time.time() - t_start:5.0f}s] {msg}", file=sys.stderr)  # noqa: E731
-    log(f"rank {rank}/{world}: kernel {kw}, w8a8 {kw8}, dispatch {args.dispatch}, platform {platform_src}")
+    log(f"rank {rank}/{world}: kernel {kw}, w8a8 {kw8}, dispatch {args.dispatch}")
 
     def problem(h, i, t, r, prec, seed=0):
         return EpProblem(h, i, t, routing=r, precision=prec, world_size=world, rank=rank, seed=seed)
@@ -366,7 +285,7 @@ def main(argv=None) -> int:
             checks.append({"config": p.label(), "rank": rank, "variant": "checks", "ok": False, "error": repr(err)})
         log(", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}" for c in checks if c["config"] == p.label()))
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "world_size": world, "num_sms": sms,
-                       "sim_platform": platform_src, "sweep": sweep, "layout": "ep"},
+                       "sweep": sweep, "layout": "ep"},
             "provenance": provenance(with_gpu=True)}
     for h, i, t, r, prec in sweep:
         if max(comm.gather(time.time() - t_start)) > args.budget_s:
@@ -375,8 +294,7 @@ def main(argv=None) -> int:
         p = problem(h, i, t, r, prec)
         try:
             kr, kc = measure_rank(p, sms, kw8 if prec == "w8a8" else kw, peers.view(p.combine_rows, h), comm,
-                                  trials=args.trials, dispatch=args.dispatch, lead=args.lead, platform=platform,
-                                  platform_src=platform_src)
+                                  trials=args.trials, dispatch=args.dispatch, lead=args.lead)
         except Exception as err:  # noqa: BLE001
             traceback.print_exc()
             kr, kc = [], [{"config": p.label(), "rank": rank, "variant": "measure", "ok": False, "error": repr(err)}]
@@ -394,15 +312,14 @@ def main(argv=None) -> int:
     failed = [c for c in all_checks if not c.get("ok")]
     if rank == 0:
         _save(out_dir, all_rows, all_checks, meta)
-        if all_rows:
-            print(_table(all_rows))
-            print(json.dumps(R.summarize(out_dir, PLATFORM), indent=1, default=str))
-        print(f"moe_dist: W = {world}, {len(all_checks) - len(failed)}/{len(all_checks)} checks ok, "
-              f"{len({x['config'] for x in all_rows})} configurations, {time.time() - t_start:.0f}s")
     comm.sync()
     dist.destroy_process_group()
-    return 1 if failed else 0
+    return {"rank": rank, "world": world, "rows": all_rows, "checks": all_checks, "failed": failed,
+            "wall_s": time.time() - t_start}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the flags: xstage.cli.bench_moe_dist
+    from xstage.cli.bench_moe_dist import NAME, main
+    from xstage.errors import exit_with
+
+    exit_with(main, NAME)

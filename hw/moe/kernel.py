@@ -25,42 +25,22 @@ tile one row of ``TILE_LOG_FIELDS`` (%globaltimer ns). The Triton interpreter ru
 another, so a cross-program l2_full wait only completes there when the L1 tiles sit in an earlier
 program (tests use one program, or L1-then-L2 programs).
 
+The tile pieces shared with the W8A8 kernel are in ``tiles.py``; buffers and tile arrays in ``buffers.py``;
+dispatch, weights and the float32 reference in ``refs.py`` (torch only). This module imports triton:
+callers import it inside functions.
+
 CPU: ``TRITON_INTERPRET=1 pytest tests/hw/test_moe_kernel.py``; GPU: ``bash benchmarks/gpu/moe.sh``.
 """
 
-from pathlib import Path
 
-import numpy as np
 import triton
 import triton.language as tl
 
 from xstage.errors import InputError
-from xstage.hw.common.ptx import _globaltimer, _smid
-from xstage.sim.workloads.moe_layout import DispatchLayout
-
-TILE_LOG_FIELDS = ("program", "sm", "seq", "wait_start_ns", "mainloop_start_ns", "mainloop_end_ns",
-                   "issue_start_ns", "issue_end_ns")
-SPIN_LIMIT = 1 << 22
-
-
-@triton.jit
-def _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr):
-    """Spin (acquire) until ``need`` Linear-1 tiles of ``row`` are done, at most ``spin_limit`` polls.
-
-    Returns 1 when the row is ready; on timeout sets the error flag and returns 0 (the tile is skipped,
-    never a hang).
-    """
-    run = 1
-    seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
-    spins = 0
-    while (seen < need) & (spins < spin_limit):
-        seen = tl.atomic_add(l2_full_ptr + row, 0, sem="acquire")
-        spins += 1
-    if seen < need:
-        tl.store(error_ptr, 1)
-        run = 0
-    tl.debug_barrier()
-    return run
+from xstage.hw.moe.buffers import SPIN_LIMIT, TILE_LOG_FIELDS, Combine, DeviceLayout, check_logs  # noqa: F401
+from xstage.hw.moe.refs import compare, dispatch, pack_w1, random_weights, reference_moe  # noqa: F401 - re-exported
+from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _no_stamps, _program_span,
+                                 _release_row, _stamp, _tile_fields, _tile_wait)
 
 
 @triton.jit(do_not_specialize=["combine_rows", "spin_limit"])
@@ -73,35 +53,16 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_f
     """TMA: x_ptr, w1_ptr, w2_ptr are host tensor descriptors over [rows*BM, H], [E*2I, H], [E*H, I]
     (blocks [BM, BK], [BN, BK], [BN, BK]); act (written during the launch) is always read by pointer."""
     HALF: tl.constexpr = BLOCK_N // 2
-    pid = tl.program_id(0)
-    t_first = tl.load(offsets_ptr + pid)
-    t_last = tl.load(offsets_ptr + pid + 1)
+    pid, t_first, t_last = _program_span(offsets_ptr)
     offs_k = tl.arange(0, BLOCK_K)
     offs_h = tl.arange(0, HALF)
     offs_n = tl.arange(0, BLOCK_N)
     l2_tiles = hidden // BLOCK_N
     out_ty = act_ptr.dtype.element_ty
     for i in range(t_first, t_last):
-        tile = tiles_ptr + i * 8
-        kind = tl.load(tile + 0)
-        expert32 = tl.load(tile + 1)
-        expert = expert32.to(tl.int64)
-        n_block = tl.load(tile + 3)
-        row = tl.load(tile + 6)
-        need = tl.load(tile + 7)
-        offs_m = row.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-        t_wait = tl.full([], 0, tl.int64)
-        if INSTRUMENT:
-            t_wait = _globaltimer()
-        run = 1
-        if kind == 1:  # Linear-2 waits for every Linear-1 tile of its row (bounded spin, acquire)
-            run = _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr)
-        t_ml0 = tl.full([], 0, tl.int64)
-        t_ml1 = tl.full([], 0, tl.int64)
-        t_is0 = tl.full([], 0, tl.int64)
-        t_is1 = tl.full([], 0, tl.int64)
-        if INSTRUMENT:
-            t_ml0 = _globaltimer()
+        kind, expert32, expert, n_block, row, need, offs_m = _tile_fields(tiles_ptr, i, BLOCK_M)
+        run, t_wait, t_ml0 = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
+        t_ml1, t_is0, t_is1 = _no_stamps()
         if (run == 1) & (kind == 0):
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             if TMA:
@@ -123,17 +84,13 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_f
                     acc = tl.dot(a, w, acc)
                     a_ptrs += BLOCK_K
                     w_ptrs += BLOCK_K
-            if INSTRUMENT:
-                t_ml1 = _globaltimer()
+            t_ml1 = _stamp(INSTRUMENT)
             gate, up = tl.split(tl.reshape(acc, [BLOCK_M, HALF, 2]))  # packed rows 2j, 2j+1
             h = gate * tl.sigmoid(gate) * up
-            if INSTRUMENT:
-                t_is0 = _globaltimer()
+            t_is0 = _stamp(INSTRUMENT)
             tl.store(act_ptr + offs_m[:, None] * inter + (n_block * HALF + offs_h)[None, :], h.to(out_ty))
-            tl.debug_barrier()  # every thread's act stores precede the release below
-            tl.atomic_add(l2_full_ptr + row, 1, sem="release")
-            if INSTRUMENT:
-                t_is1 = _globaltimer()
+            _release_row(l2_full_ptr, row)
+            t_is1 = _stamp(INSTRUMENT)
         if (run == 1) & (kind == 1):
             a_ptrs = act_ptr + offs_m[:, None] * inter + offs_k[None, :]
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -156,121 +113,23 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_f
                     acc = tl.dot(a, w, acc)
                     a_ptrs += BLOCK_K
                     w_ptrs += BLOCK_K
-            if INSTRUMENT:
-                t_ml1 = _globaltimer()
-            d_rank = tl.load(dest_rank_ptr + offs_m)
-            d_row = tl.load(dest_row_ptr + offs_m).to(tl.int64)
-            wt = tl.load(weight_ptr + offs_m)
-            valid = d_rank >= 0
-            base = tl.load(dest_table_ptr + tl.where(valid, d_rank, 0)).to(tl.pointer_type(out_ty))
+            t_ml1 = _stamp(INSTRUMENT)
+            d_rank, d_row, wt, valid, base = _combine_rows(dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
+                                                           offs_m, out_ty)
             cols = n_block * BLOCK_N + offs_n
             out = (acc * wt[:, None]).to(out_ty)
-            if INSTRUMENT:
-                t_is0 = _globaltimer()
-            dst = base[:, None] + d_row[:, None] * hidden + cols[None, :]
-            # destination buffers are 16-byte aligned and hidden % 8 == 0: let the stores vectorize
-            dst = tl.max_contiguous(tl.multiple_of(dst, [1, 16]), [1, BLOCK_N])
-            tl.store(dst, out, mask=valid[:, None])
-            if INSTRUMENT:
-                t_is1 = _globaltimer()
+            t_is0 = _stamp(INSTRUMENT)
+            tl.store(_combine_dst(base, d_row, cols, hidden, BLOCK_N), out, mask=valid[:, None])
+            t_is1 = _stamp(INSTRUMENT)
             if COUNT_WRITES:
-                slot = (tl.where(valid, d_rank, 0).to(tl.int64) * combine_rows + d_row) * l2_tiles + n_block
-                tl.atomic_add(count_ptr + slot, tl.full([BLOCK_M], 1, tl.int32), mask=valid)
+                _count_writes(count_ptr, valid, d_rank, d_row, n_block, combine_rows, l2_tiles, BLOCK_M)
         if INSTRUMENT:
-            log = log_ptr + i * 8
-            tl.store(log + 0, pid.to(tl.int64))
-            tl.store(log + 1, _smid().to(tl.int64))
-            tl.store(log + 2, (i - t_first).to(tl.int64))
-            tl.store(log + 3, t_wait)
-            tl.store(log + 4, t_ml0)
-            tl.store(log + 5, t_ml1)
-            tl.store(log + 6, t_is0)
-            tl.store(log + 7, t_is1)
+            _log_tile(log_ptr, i, pid, t_first, t_wait, t_ml0, t_ml1, t_is0, t_is1)
 
 
 def interpreting() -> bool:
     """True when the kernel runs in the Triton interpreter (TRITON_INTERPRET=1 at import)."""
     return type(_moe_ffn_kernel).__name__ == "InterpretedFunction"
-
-
-class Combine:
-    """The W Combine buffers ``[combine_rows, hidden]`` bf16 of one problem and their pointer table."""
-
-    def __init__(self, layout: DispatchLayout, device, *, remote: bool = True):
-        import torch
-
-        from xstage.hw.common.hostmap import pinned_buffer
-
-        p = layout.problem
-        device = torch.device(device)
-        self.layout, self.remote = layout, remote and device.type == "cuda"
-        self.buffers, pointers = [], []
-        shape = (p.combine_rows, p.hidden)
-        for r in range(p.world_size):
-            if r == p.rank or not self.remote:
-                t = torch.empty(shape, dtype=torch.bfloat16, device=device)
-                ptr = t.data_ptr()
-            else:
-                t, ptr = pinned_buffer(shape, torch.bfloat16)
-            self.buffers.append(t)
-            pointers.append(int(ptr))
-        self.pointers = pointers
-        self.table = torch.tensor(pointers, dtype=torch.int64, device=device)
-
-    def poison(self) -> None:
-        for b in self.buffers:
-            b.fill_(float("nan"))
-
-    def gather(self, device) -> "object":
-        """This GPU's rows in receive order, float32 ``[recv_rows, hidden]`` (padding rows zero)."""
-        import torch
-
-        lay = self.layout
-        out = torch.zeros((lay.recv_rows, lay.problem.hidden), dtype=torch.float32, device=device)
-        v = np.flatnonzero(lay.valid)
-        for r, buf in enumerate(self.buffers):
-            sel = v[lay.dest_rank[v] == r]
-            if len(sel):
-                rows = torch.as_tensor(lay.dest_row[sel].astype(np.int64), device=device)
-                out[torch.as_tensor(sel, device=device)] = buf.to(device).index_select(0, rows).float()
-        return out
-
-    def check(self, ref) -> dict:
-        """Compare with ``ref`` (float32 ``[recv_rows, hidden]``); count unwritten and stray elements
-        (stray: non-poison elements outside this GPU's rows)."""
-        import torch
-
-        lay = self.layout
-        got = self.gather(ref.device)
-        valid = torch.as_tensor(lay.valid, device=ref.device)
-        unwritten = int(torch.isnan(got[valid]).sum())
-        written_total = sum(int((~torch.isnan(b.to(ref.device))).sum()) for b in self.buffers)
-        stray = written_total - (int(valid.sum()) * lay.problem.hidden - unwritten)
-        res = compare(got[valid], ref[valid])
-        return {**res, "unwritten": unwritten, "stray": stray,
-                "ok": unwritten == 0 and stray == 0 and res["ok"]}
-
-
-class DeviceLayout:
-    """The layout's per-row arrays and a schedule's tile arrays as device tensors."""
-
-    def __init__(self, layout: DispatchLayout, schedule_arrays: dict, device):
-        import torch
-
-        self.layout = layout
-        self.dest_rank = torch.as_tensor(layout.dest_rank, device=device)
-        self.dest_row = torch.as_tensor(layout.dest_row, device=device)
-        self.weight = torch.as_tensor(layout.weight, device=device)
-        tiles = np.ascontiguousarray(schedule_arrays["tiles"], dtype=np.int32)
-        offsets = np.ascontiguousarray(schedule_arrays["sm_offsets"], dtype=np.int32)
-        if len(tiles) and int(tiles[:, 6].max()) >= layout.grid.rows:
-            raise InputError("schedule rows", int(tiles[:, 6].max()), f"must be < the layout's {layout.grid.rows} rows")
-        self.tiles_np = tiles
-        self.tiles = torch.as_tensor(tiles, device=device)
-        self.offsets = torch.as_tensor(offsets, device=device)
-        self.num_programs = len(offsets) - 1
-        self.l2_full = torch.zeros(max(layout.grid.rows, 1), dtype=torch.int32, device=device)
-        self.error = torch.zeros(1, dtype=torch.int32, device=device)
 
 
 def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, block_k: int = 64,
@@ -294,12 +153,7 @@ def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, bloc
                          "must be a multiple of 8 / 16-byte aligned (the epilogue stores 16-byte vectors)")
     if H % block_k or I % block_k:
         raise InputError("block_k", block_k, f"must divide hidden={H} and intermediate={I}")
-    if tile_log is not None and tuple(tile_log.shape) != (len(dev.tiles_np), len(TILE_LOG_FIELDS)):
-        raise InputError("tile_log.shape", tuple(tile_log.shape), f"must be ({len(dev.tiles_np)}, 8)")
-    if write_count is not None and tuple(write_count.shape) != (p.world_size, p.combine_rows, H // p.block_n):
-        raise InputError("write_count.shape", tuple(write_count.shape), "must be (W, combine_rows, H/BN)")
-    if interpreting() and spin_limit == SPIN_LIMIT:
-        spin_limit = 64  # each poll is a Python call there
+    spin_limit = check_logs(dev, tile_log, write_count, spin_limit, interpreting())
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -347,71 +201,3 @@ def launch_combine_copy(y_packed, dest_rank, dest_row, combine: "Combine", block
         raise InputError("block_n", block_n, f"must divide hidden={H}")
     _combine_copy_kernel[(triton.cdiv(n, block_m), H // block_n)](
         y_packed, dest_rank, dest_row, combine.table, n, H, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
-
-
-# --- Dispatch, references and baselines -----------------------------------------------------------
-def dispatch(tokens, layout: DispatchLayout, out=None):
-    """Dispatch's result on this GPU: gather source tokens ``[W * tokens_per_rank, H]`` into the receive
-    layout ``[rows * BM, H]`` (padding rows zero). A separate step, not part of the fused kernel."""
-    import torch
-
-    if out is None:
-        out = torch.zeros((layout.recv_rows, layout.problem.hidden), dtype=tokens.dtype, device=tokens.device)
-    v = np.flatnonzero(layout.valid)
-    idx = torch.as_tensor(layout.src_index[v], device=tokens.device)
-    out[torch.as_tensor(v, device=tokens.device)] = tokens.index_select(0, idx)
-    return out
-
-
-def reference_moe(x_recv, w1, w2, layout: DispatchLayout):
-    """float32 reference of the kernel's Combine rows, in receive order ``[rows*BM, H]`` (padding 0)."""
-    import torch
-
-    p = layout.problem
-    out = torch.zeros((layout.recv_rows, p.hidden), dtype=torch.float32, device=x_recv.device)
-    weight = torch.as_tensor(layout.weight, device=x_recv.device)
-    for e, (c, first) in enumerate(zip(layout.tokens_per_expert, layout.grid.first_row)):
-        if not c:
-            continue
-        s = slice(int(first) * p.block_m, int(first) * p.block_m + int(c))
-        h = x_recv[s].float() @ w1[e].float().T
-        act = torch.nn.functional.silu(h[:, :p.intermediate]) * h[:, p.intermediate:]
-        out[s] = (act @ w2[e].float().T) * weight[s, None]
-    return out
-
-
-def compare(out, ref, rtol: float = 2e-2) -> dict:
-    """Norm-wise relative error of ``out`` against ``ref`` and the worst element; ok when <= rtol."""
-    import torch
-
-    out, ref = out.float(), ref.float().to(out.device)
-    finite = bool(torch.isfinite(out).all())
-    rel = float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)) if finite else float("inf")
-    max_abs = float((out - ref).abs().max()) if finite and out.numel() else float("inf") if not finite else 0.0
-    return {"rel_err": rel, "max_abs_err": max_abs, "ok": finite and rel <= rtol}
-
-
-def pack_w1(w1):
-    """The kernel's Linear-1 weight layout: [E, 2I, H] with gate row j at 2j and up row j at 2j + 1
-    (from the usual [gate; up] = rows [0, I) and [I, 2I)). Done once per model, like any weight prepack."""
-    E, two_i, H = w1.shape
-    return w1.view(E, 2, two_i // 2, H).transpose(1, 2).reshape(E, two_i, H).contiguous()
-
-
-def random_weights(problem, device, seed: int = 0, dtype=None):
-    """Expert weights scaled so activations stay O(1): w1 [E, 2I, H], w2 [E, H, I]."""
-    import torch
-
-    dtype = dtype or torch.bfloat16
-    gen = torch.Generator(device=device).manual_seed(seed)
-    p = problem
-    w1 = torch.randn((p.local_experts, 2 * p.intermediate, p.hidden), device=device, generator=gen) / p.hidden ** 0.5
-    w2 = torch.randn((p.local_experts, p.hidden, p.intermediate), device=device, generator=gen) / p.intermediate ** 0.5
-    return w1.to(dtype).contiguous(), w2.to(dtype).contiguous()
-
-
-def summarize_results(data_dir, platform=None) -> dict:
-    """Summary of the committed MoE kernel records under ``data_dir/moe`` (see ``xstage.compare.moe_records``)."""
-    from xstage.compare.moe_records import summarize
-
-    return summarize(Path(data_dir), platform)

@@ -12,18 +12,22 @@ Same persistent walk, l2_full protocol, Combine epilogue and instrumentation as 
 - L2 tile: K steps of exactly BN/2 (one activation scale block each): ``acc += (a_q w2_q^T) sact``;
   the epilogue multiplies by ``sw2[col]`` and the router weight and stores bf16.
 
-``reference_w8a8`` computes the same quantized math in float32 (from the dequantized fp8 values,
+The tile pieces (walk, wait, release, Combine epilogue, log) are ``tiles.py``'s, as in the bf16 kernel.
+``refs.reference_w8a8`` computes the same quantized math in float32 (from the dequantized fp8 values,
 with its own activation re-quantization).
 """
+
 
 import triton
 import triton.language as tl
 
 from xstage.errors import InputError
-from xstage.hw.moe.kernel import SPIN_LIMIT, TILE_LOG_FIELDS, DeviceLayout, _wait_l2_full, interpreting, pack_w1
-from xstage.hw.common.ptx import _globaltimer, _smid
-
-FP8_MAX = 448.0
+from xstage.hw.moe.buffers import SPIN_LIMIT, DeviceLayout, check_logs
+from xstage.hw.moe.kernel import interpreting
+from xstage.hw.moe.refs import (FP8_MAX, W8A8Weights, quantize_activations, quantize_rows,  # noqa: F401 - re-exported
+                                reference_w8a8)
+from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _no_stamps, _program_span,
+                                 _release_row, _stamp, _tile_fields, _tile_wait)
 
 
 @triton.jit
@@ -45,33 +49,15 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          INSTRUMENT: tl.constexpr, COUNT_WRITES: tl.constexpr, DOT_F32: tl.constexpr):
     HALF: tl.constexpr = BLOCK_N // 2
-    pid = tl.program_id(0)
-    t_first = tl.load(offsets_ptr + pid)
-    t_last = tl.load(offsets_ptr + pid + 1)
+    pid, t_first, t_last = _program_span(offsets_ptr)
     offs_k = tl.arange(0, BLOCK_K)
     offs_h = tl.arange(0, HALF)
     offs_n = tl.arange(0, BLOCK_N)
     act_blocks = inter // HALF
     for i in range(t_first, t_last):
-        tile = tiles_ptr + i * 8
-        kind = tl.load(tile + 0)
-        expert = tl.load(tile + 1).to(tl.int64)
-        n_block = tl.load(tile + 3)
-        row = tl.load(tile + 6)
-        need = tl.load(tile + 7)
-        offs_m = row.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-        t_wait = tl.full([], 0, tl.int64)
-        if INSTRUMENT:
-            t_wait = _globaltimer()
-        run = 1
-        if kind == 1:  # Linear-2 waits for every Linear-1 tile of its row (bounded spin, acquire)
-            run = _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr)
-        t_ml0 = tl.full([], 0, tl.int64)
-        t_ml1 = tl.full([], 0, tl.int64)
-        t_is0 = tl.full([], 0, tl.int64)
-        t_is1 = tl.full([], 0, tl.int64)
-        if INSTRUMENT:
-            t_ml0 = _globaltimer()
+        kind, expert32, expert, n_block, row, need, offs_m = _tile_fields(tiles_ptr, i, BLOCK_M)
+        run, t_wait, t_ml0 = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
+        t_ml1, t_is0, t_is1 = _no_stamps()
         if (run == 1) & (kind == 0):
             a_ptrs = x_ptr + offs_m[:, None] * hidden + offs_k[None, :]
             cols = n_block * BLOCK_N + offs_n
@@ -86,8 +72,7 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
                     acc = tl.dot(a, w, acc)
                 a_ptrs += BLOCK_K
                 w_ptrs += BLOCK_K
-            if INSTRUMENT:
-                t_ml1 = _globaltimer()
+            t_ml1 = _stamp(INSTRUMENT)
             sx = tl.load(sx_ptr + offs_m)
             sw = tl.load(sw1_ptr + expert * (2 * inter) + cols)
             acc = acc * sx[:, None] * sw[None, :]
@@ -98,14 +83,11 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
             if DOT_F32:
                 q = _round_e4m3(q)
             q = q.to(act_ptr.dtype.element_ty)
-            if INSTRUMENT:
-                t_is0 = _globaltimer()
+            t_is0 = _stamp(INSTRUMENT)
             tl.store(act_ptr + offs_m[:, None] * inter + (n_block * HALF + offs_h)[None, :], q)
             tl.store(sact_ptr + offs_m * act_blocks + n_block, s)
-            tl.debug_barrier()
-            tl.atomic_add(l2_full_ptr + row, 1, sem="release")
-            if INSTRUMENT:
-                t_is1 = _globaltimer()
+            _release_row(l2_full_ptr, row)
+            t_is1 = _stamp(INSTRUMENT)
         if (run == 1) & (kind == 1):
             a_ptrs = act_ptr + offs_m[:, None] * inter + offs_h[None, :]
             cols = n_block * BLOCK_N + offs_n
@@ -122,58 +104,19 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
                 acc += part * sa[:, None]
                 a_ptrs += HALF
                 w_ptrs += HALF
-            if INSTRUMENT:
-                t_ml1 = _globaltimer()
-            d_rank = tl.load(dest_rank_ptr + offs_m)
-            d_row = tl.load(dest_row_ptr + offs_m).to(tl.int64)
-            wt = tl.load(weight_ptr + offs_m)
+            t_ml1 = _stamp(INSTRUMENT)
+            d_rank, d_row, wt, valid, base = _combine_rows(dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
+                                                           offs_m, tl.bfloat16)
             sw = tl.load(sw2_ptr + expert * hidden + cols)
-            valid = d_rank >= 0
-            base = tl.load(dest_table_ptr + tl.where(valid, d_rank, 0)).to(tl.pointer_type(tl.bfloat16))
             out = (acc * sw[None, :] * wt[:, None]).to(tl.bfloat16)
-            dst = base[:, None] + d_row[:, None] * hidden + cols[None, :]
-            dst = tl.max_contiguous(tl.multiple_of(dst, [1, 16]), [1, BLOCK_N])
-            if INSTRUMENT:
-                t_is0 = _globaltimer()
+            dst = _combine_dst(base, d_row, cols, hidden, BLOCK_N)
+            t_is0 = _stamp(INSTRUMENT)
             tl.store(dst, out, mask=valid[:, None])
-            if INSTRUMENT:
-                t_is1 = _globaltimer()
+            t_is1 = _stamp(INSTRUMENT)
             if COUNT_WRITES:
-                slot = (tl.where(valid, d_rank, 0).to(tl.int64) * combine_rows + d_row) * (hidden // BLOCK_N) + n_block
-                tl.atomic_add(count_ptr + slot, tl.full([BLOCK_M], 1, tl.int32), mask=valid)
+                _count_writes(count_ptr, valid, d_rank, d_row, n_block, combine_rows, hidden // BLOCK_N, BLOCK_M)
         if INSTRUMENT:
-            log = log_ptr + i * 8
-            tl.store(log + 0, pid.to(tl.int64))
-            tl.store(log + 1, _smid().to(tl.int64))
-            tl.store(log + 2, (i - t_first).to(tl.int64))
-            tl.store(log + 3, t_wait)
-            tl.store(log + 4, t_ml0)
-            tl.store(log + 5, t_ml1)
-            tl.store(log + 6, t_is0)
-            tl.store(log + 7, t_is1)
-
-
-# --- quantization, weights, launcher, reference ---------------------------------------------------
-def quantize_rows(t):
-    """fp8 e4m3 of ``t [..., N, K]`` with one float32 scale per row (amax / 448): (t_q, scale [..., N])."""
-    import torch
-
-    t = t.float()
-    s = t.abs().amax(dim=-1).clamp_min(1e-12) / FP8_MAX
-    return (t / s[..., None]).to(torch.float8_e4m3fn).contiguous(), s.contiguous()
-
-
-class W8A8Weights:
-    """fp8 expert weights with per-output-channel scales; W1 in the kernel's packed (gate, up) order."""
-
-    def __init__(self, w1, w2):
-        self.w1_q, self.sw1 = quantize_rows(pack_w1(w1))
-        self.w2_q, self.sw2 = quantize_rows(w2)
-
-
-def quantize_activations(x_recv):
-    """Dispatch's fp8 receive buffer and its per-token scales (padding rows stay 0)."""
-    return quantize_rows(x_recv)
+            _log_tile(log_ptr, i, pid, t_first, t_wait, t_ml0, t_ml1, t_is0, t_is1)
 
 
 def launch_moe_w8a8(x_q, sx, weights: W8A8Weights, act_q, sact, dev: DeviceLayout, combine, *, block_k: int = 128,
@@ -197,12 +140,7 @@ def launch_moe_w8a8(x_q, sx, weights: W8A8Weights, act_q, sact, dev: DeviceLayou
         raise InputError("problem.precision", p.precision, "must be w8a8 for this kernel")
     if H % block_k or H % 8 or any(ptr % 16 for ptr in combine.pointers):
         raise InputError("block_k", block_k, f"must divide hidden={H} (and hidden % 8 == 0, 16-byte aligned buffers)")
-    if tile_log is not None and tuple(tile_log.shape) != (len(dev.tiles_np), len(TILE_LOG_FIELDS)):
-        raise InputError("tile_log.shape", tuple(tile_log.shape), f"must be ({len(dev.tiles_np)}, 8)")
-    if write_count is not None and tuple(write_count.shape) != (p.world_size, p.combine_rows, H // p.block_n):
-        raise InputError("write_count.shape", tuple(write_count.shape), "must be (W, combine_rows, H/BN)")
-    if interpreting() and spin_limit == SPIN_LIMIT:
-        spin_limit = 64
+    spin_limit = check_logs(dev, tile_log, write_count, spin_limit, interpreting())
     dev.l2_full.zero_()
     _moe_ffn_w8a8_kernel[(dev.num_programs,)](
         x_q, sx, weights.w1_q, weights.sw1, weights.w2_q, weights.sw2, act_q, sact, dev.tiles, dev.offsets,
@@ -211,25 +149,3 @@ def launch_moe_w8a8(x_q, sx, weights: W8A8Weights, act_q, sact, dev: DeviceLayou
         H, I, p.combine_rows, spin_limit,
         BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
         COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), num_warps=num_warps, num_stages=num_stages)
-
-
-def reference_w8a8(x_q, sx, weights: W8A8Weights, layout):
-    """float32 reference of the W8A8 kernel's Combine rows in receive order ``[rows*BM, H]``."""
-    import torch
-
-    p = layout.problem
-    half = p.block_n // 2
-    out = torch.zeros((layout.recv_rows, p.hidden), dtype=torch.float32, device=x_q.device)
-    weight = torch.as_tensor(layout.weight, device=x_q.device)
-    for e, (c, first) in enumerate(zip(layout.tokens_per_expert, layout.grid.first_row)):
-        if not c:
-            continue
-        s = slice(int(first) * p.block_m, int(first) * p.block_m + int(c))
-        x = x_q[s].float() * sx[s, None]
-        h = x @ (weights.w1_q[e].float() * weights.sw1[e, :, None]).T       # packed: gate 2j, up 2j + 1
-        act = torch.nn.functional.silu(h[:, 0::2]) * h[:, 1::2]
-        blocks = act.view(act.shape[0], -1, half)
-        sa = blocks.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / FP8_MAX
-        act = ((blocks / sa).to(torch.float8_e4m3fn).float() * sa).view_as(act)
-        out[s] = (act @ (weights.w2_q[e].float() * weights.sw2[e, :, None]).T) * weight[s, None]
-    return out

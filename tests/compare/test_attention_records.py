@@ -11,7 +11,8 @@ from xstage.errors import InputError
 from xstage.records import COLUMNS, load_records, save_records
 
 from xstage.hw.attention.config import AttentionConfig
-from xstage.compare.attention_records import kernel_row, summarize, summary_rows, tile_frame
+from xstage.compare.attention_records import summarize, summary_rows
+from xstage.records.attention import kernel_row, tile_frame
 
 
 def _cfg(M=8192):

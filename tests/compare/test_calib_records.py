@@ -8,6 +8,7 @@ import pytest
 
 from xstage.cli import main
 from xstage.errors import InputError
+from xstage.compare.calibration_records import summarize_results
 from xstage.hw.calib import calibrate
 from xstage.hw.calib.runners import SimRunner
 from xstage.hw.microbench.runner import BurstSpec, check_pattern, expected_buffer, pattern_words, tick_from_reads
@@ -55,7 +56,7 @@ def test_refuses_to_overwrite_and_refit_reproduces(outdir, tmp_path):
         calibrate.run_calibration(TINY, SimRunner(TRUTH), out, progress=False, provenance_block={})
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    again = calibrate.refit(copy)
+    again = calibrate.refit(copy, overwrite=True)
     assert again["R_GBps"] == pytest.approx(summary["R_GBps"], rel=1e-9)
     assert Platform.load(copy / "platform.json").capacity_points == Platform.load(out / "platform.json").capacity_points
 
@@ -64,13 +65,13 @@ def test_results_calibration_summary(outdir, tmp_path, capsys):
     out, summary = outdir
     data = tmp_path / "data"
     shutil.copytree(out, data / "calibration" / "tiny-host")
-    got = calibrate.summarize_results(data, platform="tiny-host")
+    got = summarize_results(data, platform="tiny-host")
     for key in ("R_GBps", "T_iss0_us_at_32KiB", "Q_MiB", "median_rel_err_T_iss", "p90_rel_err_T_iss", "n_points"):
         assert key in got
     assert got["Q_MiB"] == pytest.approx(2.0, rel=0.02) and got["R_GBps"] == pytest.approx(50.0, rel=0.02)
-    assert calibrate.summarize_results(data) == [got]
+    assert summarize_results(data) == [got]
     with pytest.raises(InputError, match="no calibration records"):
-        calibrate.summarize_results(data, platform="nope")
+        summarize_results(data, platform="nope")
     assert main(["results", "calibration", "--data", str(data), "--platform", "tiny-host", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_points"] == got["n_points"]
 
@@ -82,7 +83,7 @@ def test_truncated_and_malformed_records_are_rejected(outdir, tmp_path):
     blob = (data / "points.parquet").read_bytes()
     (data / "points.parquet").write_bytes(blob[: len(blob) // 2])
     with pytest.raises(InputError, match="not a readable record file"):
-        calibrate.summarize_results(tmp_path / "data", platform="bad")
+        summarize_results(tmp_path / "data", platform="bad")
     frame, meta = load_records(out / "bursts.parquet", "burst")
     frame.drop(columns=["issue(us)"]).to_parquet(tmp_path / "nometa.parquet")
     with pytest.raises(InputError, match="no xstage metadata"):
@@ -94,7 +95,7 @@ def test_truncated_and_malformed_records_are_rejected(outdir, tmp_path):
         load_records(out / "points.parquet", "burst")
     (data / "platform.json").write_text("{not json")
     with pytest.raises(InputError, match="not valid JSON"):
-        calibrate.summarize_results(tmp_path / "data", platform="bad")
+        summarize_results(tmp_path / "data", platform="bad")
 
 
 def test_cli_refuses_missing_gpu_and_lone_peer(monkeypatch, capsys, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 
 from xstage.errors import InputError
 from xstage.compare import moe_records as R
+from xstage.records import moe as RB
 from xstage.sim.workloads.moe_layout import MoeProblem, dispatch_layout
 from xstage.records import load_records, save_records
 from xstage.sim.platform import load_platform
@@ -37,7 +38,7 @@ def test_tile_frame_from_a_log():
     lay = dispatch_layout(PROBLEM)
     s = make_moe_schedule("interleaved", lay.grid, 8, lead_rows=2)
     log, res = _fake_log(s, lay)
-    f = R.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=True)
+    f = RB.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=True)
     sim = res.tiles()
     assert len(f) == len(s.tiles) and set(f["kind"]) == {"L1", "L2"}
     assert f["mainloop_start(us)"].min() == 0.0
@@ -49,12 +50,12 @@ def test_tile_frame_from_a_log():
     assert first["gap_to_next(us)"].iloc[0] == pytest.approx(first["mainloop_start(us)"].iloc[1]
                                                            - first["mainloop_end(us)"].iloc[0])
     assert math.isnan(first["gap_to_next(us)"].iloc[-1])
-    local = R.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=False)
+    local = RB.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=False)
     assert (local["bytes_remote"] == 0).all() and local["schedule"].iloc[0] == "interleaved_local"
-    t = R.tile_timings(local)
+    t = RB.tile_timings(local)
     assert t["l1_us"] == pytest.approx(6.0, abs=1e-3) and t["l2_us"] == pytest.approx(3.0, abs=1e-3)
     with pytest.raises(InputError):
-        R.tile_frame(lay, s.tiles, log[:-1], schedule="interleaved", remote=True)
+        RB.tile_frame(lay, s.tiles, log[:-1], schedule="interleaved", remote=True)
 
 
 def _kernel_rows(times: dict, problem=PROBLEM, sim=None, measured=True):
@@ -66,7 +67,7 @@ def _kernel_rows(times: dict, problem=PROBLEM, sim=None, measured=True):
                           "measured_l2_epilogue_us": 1.0})
         if sim:
             extra.update(sim)
-        rows.append(R.kernel_row(problem, variant, [t, t * 1.01, t * 0.99], **extra))
+        rows.append(RB.kernel_row(problem, variant, [t, t * 1.01, t * 0.99], **extra))
     return rows
 
 
@@ -176,7 +177,7 @@ def test_hw_tile_replay_and_label_parse():
     lay = dispatch_layout(PROBLEM)
     s = make_moe_schedule("interleaved", lay.grid, 8, lead_rows=2)
     log, _ = _fake_log(s, lay)
-    local = R.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=False).assign(config=PROBLEM.label())
+    local = RB.tile_frame(lay, s.tiles, log, schedule="interleaved", remote=False).assign(config=PROBLEM.label())
     kernel = pd.DataFrame(_kernel_rows({"interleaved": 100.0}))
     for kern in (kernel, None):  # with the run's kernel record (lead D = 2), or from the label and the tiles alone
         sim = R.replay_hw_tiles(local, kern, load_platform("paper-b200"))

@@ -11,10 +11,12 @@ import pytest
 from xstage.errors import InputError
 from xstage.sim.workloads.a2a_layout import A2ALayout, all_to_all
 from xstage.hw.attention.config import AttentionConfig
-from xstage.compare.attention_records import kernel_row, save_run, summarize, summary_rows
+from xstage.compare.attention_records import summarize, summary_rows
+from xstage.records.attention import kernel_row, save_run
 
 torch = pytest.importorskip("torch")
 D = pytest.importorskip("xstage.hw.attention.dist")
+from xstage.cli import bench_attention_dist as DA  # noqa: E402 - the flags of the W-rank run
 
 
 def simulated_all_to_all_single(sends: list) -> list:
@@ -140,15 +142,15 @@ def test_compare_replays_the_slowest_rank_on_a_named_platform(tmp_path, capsys):
 
 
 def test_arguments_and_config_json(tmp_path):
-    args, seq_lens, base = D.parse_args(["--seq-lens", "8K,16384,64K"], world=8)
+    args, seq_lens, base = DA.parse_args(["--seq-lens", "8K,16384,64K"], world=8)
     assert seq_lens == [8192, 16384, 65536] and base.world_size == 8 and args.platform == "h200-nvlink"
-    assert D.parse_args(["--seq-len", "2048"], world=1)[1] == [2048]
-    assert D.parse_args([], world=1)[0].platform == "h200-local"
+    assert DA.parse_args(["--seq-len", "2048"], world=1)[1] == [2048]
+    assert DA.parse_args([], world=1)[0].platform == "h200-local"
     f = tmp_path / "cfg.json"
     f.write_text('{"block_n": 128, "num_stages": 3, "tma": true, "store_cache": ""}')
-    args, _, base = D.parse_args(["--config", str(f)], world=8)
+    args, _, base = DA.parse_args(["--config", str(f)], world=8)
     assert (base.block_n, base.tma, base.store_cache) == (128, True, "") and args.config_fields[0] == "block_n"
-    cfg, fields = D.config_from_json('{"drip": true}', AttentionConfig(16384))
+    cfg, fields = DA.config_from_json('{"drip": true}', AttentionConfig(16384))
     assert cfg.drip and fields == ["drip"]
 
 
@@ -163,15 +165,15 @@ def test_arguments_and_config_json(tmp_path):
 ])
 def test_bad_arguments_one_line_exit_2(argv, field, capsys, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "8")
-    assert D.main(argv) == 2
+    assert DA.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"error: {field}(=")
+    assert len(err) == 1 and err[0].startswith(f"attention_dist: error: {field}(=")
 
 
 def test_existing_records_are_not_overwritten(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "1")
     _save_dist(tmp_path)
-    assert D.main(["--out", str(tmp_path / "attention-dist")]) == 2
+    assert DA.main(["--out", str(tmp_path / "attention-dist")]) == 2
     assert "--overwrite" in capsys.readouterr().err
 
 
@@ -180,13 +182,14 @@ def test_no_gpu_is_one_line_exit_2(capsys, monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     monkeypatch.setenv("WORLD_SIZE", "1")
-    assert D.main(["--seq-len", "2048"]) == 2
-    assert capsys.readouterr().err.strip() == "error: device(='cpu') needs one CUDA GPU per rank (run under torchrun)"
+    assert DA.main(["--seq-len", "2048"]) == 2
+    assert capsys.readouterr().err.strip() == ("attention_dist: error: device(='cpu') needs one CUDA GPU per rank "
+                                                "(run under torchrun)")
 
 
 def test_bench_variants_fused_first_then_every_option():
     pytest.importorskip("triton")
-    from xstage.hw.attention import bench as B
+    from xstage.hw.attention import variants as B
 
     cfg = AttentionConfig(1024, 1, 64, 2, store_cache=".wt")
     fns, cfgs = B.kernel_variants(cfg, None, None, None, None, None)

@@ -11,6 +11,7 @@ import types
 import numpy as np
 import pytest
 
+from xstage.cli import bench_microbench
 from xstage.hw.microbench import runner as mb
 
 _MEM = {}  # address -> numpy uint8 array (real host memory: pointers are real addresses)
@@ -250,7 +251,7 @@ def test_cli_calibrate_quick_on_fake_gpu(fake_cupy, tmp_path, capsys, monkeypatc
 
 
 def test_selftest_runs_and_catches_a_corrupted_word(fake_cupy, capsys):
-    assert mb.main(["--selftest", "--target", "host", "--small"]) == 0
+    assert bench_microbench.main(["--selftest", "--target", "host", "--small"]) == 0
     out = capsys.readouterr()
     assert '"corruption_caught"' in out.out and "pattern check failed" in out.out
     assert "tick 32 ns" in out.err

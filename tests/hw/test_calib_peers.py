@@ -22,6 +22,7 @@ from xstage.cli import main
 from xstage.errors import InputError
 from xstage.hw.calib import calibrate
 from xstage.hw.common import targets
+from xstage.cli import bench_microbench
 from xstage.hw.microbench import runner as mb
 from xstage.hw.common.targets import NO_PRODUCER, PeerLayout, TargetBuffer
 
@@ -266,7 +267,7 @@ def test_selftest_all_pattern_catches_a_corrupted_word(fake_gpu, monkeypatch, ca
     def fake_peer_buffer(nbytes, pattern="next"):
         return _symmetric(world, nbytes, pattern)[1][0]
     monkeypatch.setattr(targets, "peer_buffer", fake_peer_buffer)
-    assert mb.main(["--selftest", "--target", "peer", "--peer-pattern", "all", "--small"]) == 0
+    assert bench_microbench.main(["--selftest", "--target", "peer", "--peer-pattern", "all", "--small"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["peer_pattern"] == "all" and out["world_size"] == world
     region = "region of rank 0's buffer" if world == 1 else "region of rank 1's buffer"
@@ -274,7 +275,7 @@ def test_selftest_all_pattern_catches_a_corrupted_word(fake_gpu, monkeypatch, ca
 
 
 def test_selftest_next_on_a_device_target_catches_a_corrupted_word(fake_gpu, capsys):
-    assert mb.main(["--selftest", "--target", "local", "--small"]) == 0
+    assert bench_microbench.main(["--selftest", "--target", "local", "--small"]) == 0
     assert "pattern check failed on the device: 1 of" in json.loads(capsys.readouterr().out)["corruption_caught"]
 
 
@@ -300,7 +301,7 @@ def test_calibrate_all_pattern_records_say_so(fake_gpu, monkeypatch, tmp_path, c
     plat = Platform.load(out / "platform.json")
     assert plat.name == "h200-peer-a2a" and "--peer-pattern all" in plat.description
     assert plat.notes["peer_pattern"].startswith("all: all-to-all over W = 1")
-    assert calibrate.refit(out)["peer_pattern"] == "all"
+    assert calibrate.refit(out, overwrite=True)["peer_pattern"] == "all"
 
 
 def test_next_pattern_is_the_default_and_host_records_have_no_pattern(tmp_path):
@@ -334,7 +335,7 @@ def test_cli_refuses_bad_patterns_in_one_line(argv, message, capsys, tmp_path):
 
 
 def test_selftest_cli_refuses_all_on_host(capsys):
-    assert mb.main(["--selftest", "--target", "host", "--peer-pattern", "all"]) == 2
+    assert bench_microbench.main(["--selftest", "--target", "host", "--peer-pattern", "all"]) == 2
     assert capsys.readouterr().err.strip() == ("microbench: error: --peer-pattern(='all') needs --target peer "
                                                "(got --target host)")
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from xstage.errors import InputError
 from xstage.compare import moe_records as R
+from xstage.records import moe as RB
 from xstage.sim.workloads.ep import EpProblem, a2a_plan, all_layouts, ep_layout, ep_routing, rank_counts, slot_writer
 from xstage.sim.workloads.moe_layout import MoeProblem, check_layout, dispatch_layout
 from xstage.records import COLUMNS, save_records
@@ -126,7 +127,7 @@ def _rank_rows(p: EpProblem, times: dict, sim: float) -> list:
     extra = {"lead_rows": 2, "num_sms": 8, "baseline": "torch._grouped_mm", "layout": "ep", "measured_l1_us": 6.0,
              "measured_l2_us": 3.0, "measured_l1_epilogue_us": 0.5, "measured_l2_epilogue_us": 1.0,
              "sim_wave(us)": sim * 1.1, "sim_int(us)": sim, "sim_platform": "test"}
-    return [R.kernel_row(p, v, [t * 0.99, t, t * 1.01], platform="h200-nvlink", **extra) for v, t in times.items()]
+    return [RB.kernel_row(p, v, [t * 0.99, t, t * 1.01], platform="h200-nvlink", **extra) for v, t in times.items()]
 
 
 def test_rank_rows_summarize_as_the_slowest_rank(tmp_path):
@@ -172,7 +173,8 @@ def test_peers_view_and_gloo_dispatch_at_world_size_1():
     import torch.distributed as dist
 
     from xstage.hw.moe import kernel as M
-    from xstage.hw.moe.dist import Comm, Peers, all_source_tokens, dispatch_a2a
+    from xstage.hw.moe.dist import Comm, Peers
+    from xstage.hw.moe.ep_inputs import all_source_tokens, dispatch_a2a
 
     pool = Peers.local(torch.zeros(1000, dtype=torch.bfloat16))
     v = pool.view(10, 64)
@@ -197,7 +199,8 @@ import json, torch
 from xstage.compare import moe_records as R
 from xstage.hw.moe import bench as B
 from xstage.hw.moe import kernel as M
-from xstage.hw.moe.dist import Comm, Peers, check_rank, expected_combine, measure_rank, rank_setup
+from xstage.hw.moe.dist import Comm, Peers, check_rank, measure_rank, rank_setup
+from xstage.hw.moe.ep_inputs import expected_combine
 from xstage.sim.workloads.ep import EpProblem
 assert M.interpreting()
 res = {}
@@ -268,5 +271,6 @@ def test_measure_rank_rows(interpreted):
                                     "grouped_mm", "baseline_ffn", "combine_copy", "baseline_total"])
     assert all(c["ok"] for c in m["checks"]) and len(m["checks"]) == 2
     assert set(COLUMNS["kernel"]) <= set(m["cols"])
-    assert {"rank", "world_size", "time(us)", "lead_rows", "combine_copy_GBps", "sim_wave(us)"} <= set(m["cols"])
+    assert {"rank", "world_size", "time(us)", "lead_rows", "combine_copy_GBps"} <= set(m["cols"])
+    assert not any(c.startswith("sim_") for c in m["cols"])   # the bench records; compare replays the simulator
     assert m["platform"] == "h200-nvlink" and m["layout"] == "ep"

@@ -168,7 +168,7 @@ def test_a_refit_keeps_every_record_kind_and_can_run_twice(tmp_path):
     out = tmp_path / "h200-pcie-host"
     shutil.copytree(ROOT / "data" / "calibration" / "h200-pcie-host", out)
     for _ in range(2):
-        refit(out, name="h200-pcie-host")
+        refit(out, name="h200-pcie-host", overwrite=True)
         for name in ("bursts.parquet", "points.parquet", "check.parquet", "copy.parquet"):
             kind, table = EXPECTED[name]
             meta = read_meta(out / name)

@@ -5,7 +5,8 @@ import pytest
 
 from xstage.sim import fit as calib_fit
 from xstage.hw.calib.runners import SimRunner
-from xstage.hw.calib.calibrate import CalibConfig, fit_platform, pcie_limit_GBps, sweep
+from xstage.hw.calib.calibrate import CalibConfig, pcie_limit_GBps, sweep
+from xstage.sim.platform_fit import fit_platform
 from xstage.sim.platform import Platform
 from xstage.units import KiB, MiB
 

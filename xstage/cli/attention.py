@@ -105,7 +105,7 @@ def run_check(args) -> int:
                             stagger=args.stagger, split_tail=args.split_tail,
                             tail_parts=args.tail_parts)
     if torch.cuda.is_available() and not A.interpreting():
-        from xstage.hw.attention.bench import check_shape
+        from xstage.hw.attention.checks import check_shape
         rows = check_shape(cfg, seed=args.seed)
     elif A.interpreting():
         rows = check_cpu(cfg, seed=args.seed)
@@ -146,7 +146,7 @@ def check_cpu(cfg, seed: int = 0) -> list:
 
 
 def run_sweep(args) -> int:
-    from xstage.hw.attention import bench as attention_bench
+    from xstage.cli import bench_attention as attention_bench
 
     argv = ["--out", args.out, "--seq-lens", args.seq_lens, "--heads", str(args.heads), "--head-dim",
             str(args.head_dim), "--world-size", str(args.world_size), "--trials", str(args.trials)]

@@ -2,7 +2,7 @@
 
     xstage calibrate --target host --out data/calibration/h200-pcie-host
     xstage calibrate --target local --out /tmp/calib-local --quick
-    xstage calibrate --refit --out data/calibration/h200-pcie-host      # re-fit stored points, no GPU
+    xstage calibrate --refit --overwrite --out data/calibration/h200-pcie-host   # re-fit stored points, no GPU
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
     torchrun --standalone --nproc-per-node=8 -m xstage.cli calibrate --target peer --peer-pattern all --out DIR
@@ -77,7 +77,8 @@ def register(sub):
     p.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
     p.add_argument("--sim", default=None, metavar="PLATFORM",
                    help="run the sweep on the simulator with this platform instead of the GPU")
-    p.add_argument("--refit", action="store_true", help="re-fit the points already in --out (no measurement)")
+    p.add_argument("--refit", action="store_true", help="re-fit the points already in --out (no measurement; rewrites "
+                   "its files, so needs --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
@@ -121,11 +122,12 @@ def run(args) -> int:
     from xstage.hw.calib import calibrate
 
     if args.refit:
-        summary = calibrate.refit(args.out, name=args.name or None)
+        summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite)
     else:
         if args.target is None:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
         cfg = build_config(args)
+        calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
         if args.sim:
             from xstage.hw.calib.runners import SimRunner
             from xstage.sim.platform import load_platform

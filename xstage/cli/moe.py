@@ -122,7 +122,7 @@ def run_check(args) -> int:
 
 
 def run_sweep(args) -> int:
-    from xstage.hw.moe import bench as moe_bench
+    from xstage.cli import bench_moe as moe_bench
 
     argv = ["--out", args.out, "--trials", str(args.trials), "--budget-s", str(args.budget_s)]
     argv += ["--max-configs", str(args.max_configs)] if args.max_configs else []

@@ -7,7 +7,7 @@ from xstage.paths import data_dir
 
 # (module, function): modules without GPU imports, so the summaries work on any machine
 KINDS = {
-    "calibration": ("xstage.hw.calib.calibrate", "summarize_results"),
+    "calibration": ("xstage.compare.calibration_records", "summarize_results"),
     "attention": ("xstage.compare.attention_records", "summarize"),
     "moe": ("xstage.compare.moe_records", "summarize"),
 }

@@ -1,0 +1,90 @@
+"""The user's MoE baseline the fused kernel is timed against: grouped GEMMs + SwiGLU, then a separate Combine.
+
+bf16: ``torch._grouped_mm`` twice (or a per-expert matmul loop where it is missing or disagrees);
+W8A8: ``torch._scaled_grouped_mm`` with the kernel's quantization (row-wise activation scales,
+per-channel weight scales), where it runs. Each is checked against float32 math before it is timed.
+"""
+
+import sys
+
+import numpy as np
+
+from xstage.hw.common.timing import device, sync
+from xstage.hw.moe.refs import quantize_rows
+from xstage.hw.moe.setup import Setup
+
+
+def grouped_mm_fn(s: Setup):
+    """(gemm(a, w) over experts, name): torch._grouped_mm when it runs here, else a matmul loop."""
+    import torch
+
+    counts = s.layout.tokens_per_expert
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+
+    def loop(a, w):  # w: [E, N, K]
+        return torch.cat([a[bounds[e]:bounds[e + 1]] @ w[e].T for e in range(len(counts))])
+
+    if device() == "cuda" and hasattr(torch, "_grouped_mm"):
+        try:
+            def gmm(a, w):
+                return torch._grouped_mm(a, w.transpose(-2, -1), offs=s.offs)
+            y = gmm(s.xp[:, :], s.w1)
+            ref = loop(s.xp, s.w1)
+            sync()
+            if float((y.float() - ref.float()).norm() / ref.float().norm()) < 1e-2:
+                return gmm, "torch._grouped_mm"
+            print("  torch._grouped_mm disagrees with matmul; using the loop", file=sys.stderr)
+        except Exception as err:  # noqa: BLE001 - any failure: fall back and say so
+            print(f"  torch._grouped_mm unavailable ({type(err).__name__}: {str(err)[:120]})", file=sys.stderr)
+    return loop, "matmul_loop"
+
+
+def scaled_grouped_mm_fns(s: Setup):
+    """The W8A8 user's baseline, or None where it does not run: ``torch._scaled_grouped_mm`` (fp8 e4m3,
+    row-wise activation scales, per-channel weight scales — the kernel's quantization) for Linear-1,
+    SwiGLU and a row-wise fp8 quantization of the activations, then Linear-2 and the router weights.
+    Returns ({"grouped_mm": the two GEMMs on fixed fp8 inputs}, the whole FFN, name); checked against
+    the same math in float32 first."""
+    import torch
+
+    if device() != "cuda" or not hasattr(torch, "_scaled_grouped_mm"):
+        return None
+    xq = s.xq.index_select(0, s.valid_idx)
+    sx = s.sx.index_select(0, s.valid_idx).contiguous()
+    w1t, w2t = s.wq.w1_q.transpose(-2, -1), s.wq.w2_q.transpose(-2, -1)  # (E, K, N) column-major views
+
+    def gemm(a, sa, wt, sw):
+        return torch._scaled_grouped_mm(a, wt, sa, sw, offs=s.offs, out_dtype=torch.bfloat16)
+
+    def ffn():
+        h = gemm(xq, sx, w1t, s.wq.sw1)
+        act_q, sact = quantize_rows(torch.nn.functional.silu(h[:, 0::2].float()) * h[:, 1::2].float())
+        return gemm(act_q, sact, w2t, s.wq.sw2) * s.packed_weight[:, None]
+
+    try:
+        h = gemm(xq, sx, w1t, s.wq.sw1)
+        ref = torch.cat([(xq[a:b].float() * sx[a:b, None]) @ (s.wq.w1_q[e].float() * s.wq.sw1[e, :, None]).T
+                         for e, (a, b) in enumerate(zip([0, *s.offs.tolist()[:-1]], s.offs.tolist()))])
+        sync()
+        err = float((h.float() - ref).norm() / ref.norm())
+        if err > 2e-2:
+            print(f"  torch._scaled_grouped_mm disagrees with float32 (rel err {err:.3g}); no fp8 baseline",
+                  file=sys.stderr)
+            return None
+        act_q, sact = quantize_rows(torch.nn.functional.silu(h[:, 0::2].float()) * h[:, 1::2].float())
+        ffn()
+        sync()
+    except Exception as err:  # noqa: BLE001 - any failure: no fp8 baseline, and say so
+        print(f"  torch._scaled_grouped_mm unavailable ({type(err).__name__}: {str(err)[:160]})", file=sys.stderr)
+        return None
+    del ref
+    return (lambda: (gemm(xq, sx, w1t, s.wq.sw1), gemm(act_q, sact, w2t, s.wq.sw2))), ffn, "torch._scaled_grouped_mm"
+
+
+def baseline_ffn(s: Setup, gemm):
+    import torch
+
+    I = s.problem.intermediate
+    h = gemm(s.xp, s.w1)
+    a = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
+    return (gemm(a, s.w2).float() * s.packed_weight[:, None]).to(s.x.dtype)

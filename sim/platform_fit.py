@@ -1,0 +1,146 @@
+"""Fitting a platform (T_iss0, R, Q(K)) to a calibration's points, and checking the model against them.
+
+``fit_platform``: the alternating fit of the paper's Sec. 3.3-3.5 on the ``xstage.sim.fit`` pieces
+(issue-time law, drain rate, capacity), returning a ``Platform`` with notes that say how each
+parameter was fitted (``fit_notes``). ``check_and_summarize``: the model against every point and the
+headline figures of a calibration. Pure numpy/pandas: the sweep (``xstage.hw.calib``) hands over a
+points frame; the records' summaries (``xstage.compare.calibration_records``) call the check again.
+"""
+
+import numpy as np
+import pandas as pd
+
+from xstage.errors import InputError
+from xstage.sim import fit as calib_fit
+from xstage.units import KiB, MiB
+
+
+def _capacity_of(caps: dict, K):
+    """Q(K) from fitted points with the Platform's rule (proportional below, linear, flat above)."""
+    from xstage.sim.platform import Platform
+    if not caps:
+        return np.full(np.shape(K), np.inf)
+    probe = Platform(name="probe", sm_count=max(caps), drain_rate_GBps=1.0, t_fixed_us=0.0, producer_issue_GBps=1.0,
+                     capacity_points=tuple((k, max(q, 1.0)) for k, q in caps.items()))
+    return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
+
+
+def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int, tensor_TFLOPs=None,
+                 notes=None, iterations: int = 6):
+    """Fit M_X from a points frame. Returns (Platform, fit dict).
+
+    Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
+    T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
+    (it predicts at least 15 % less than measured), R to the drain-dominated zero-gap points, Q(K)
+    to the isolated and plateau points of each isolated K; the three fits alternate until stable.
+    The first T_iss0 fit, before any Q is known, trims points measured > 1.3x its prediction.
+    """
+    from xstage.sim.platform import Platform
+
+    points = points.dropna(subset=["T_iss_us"])
+    points = points[points["T_iss_us"] > 0]
+    free = points[points["phase"].isin(("plateau", "isolated"))]
+    if len(free[free["phase"] == "plateau"]) < 3:
+        raise InputError("points", len(free), "must hold >= 3 plateau points to fit T_iss0")
+    iso = points[points["phase"] == "isolated"]
+    if iso.empty:
+        raise InputError("points", "isolated", "must hold isolated points to fit Q(K)")
+    rate = points[(points["phase"] == "rate") & (points["period_us"] > 0)]
+    K, B, V, T = (free[c].to_numpy(float) for c in ("producers", "bytes_per_producer", "volume_bytes", "T_iss_us"))
+
+    def t0_fn(fit):
+        inv_i = 0.0 if fit["injection_GBps"] is None else 1.0 / (fit["injection_GBps"] * 1e3)
+        inv_p = 1.0 / (fit["producer_issue_GBps"] * 1e3)
+        return lambda k, b: calib_fit._t0_model(np.asarray(k, float), np.asarray(b, float), fit["t_fixed_us"],
+                                                inv_p, inv_i)
+
+    use = np.ones(len(T), dtype=bool)
+    for _ in range(4):                                  # one-sided trimming, before Q is known
+        t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use])
+        keep = T <= 1.3 * t0_fn(t0)(K, B)
+        if (keep == use).all() or keep.sum() < 3:
+            break
+        use = keep
+    R = calib_fit.fit_drain_rate(rate["volume_bytes"], rate["period_us"])["R_Bpus"]
+    caps, history = {}, []
+    for _ in range(iterations):
+        t0_of = t0_fn(t0)
+        r = calib_fit.fit_drain_rate(rate["volume_bytes"], rate["period_us"], rate["T_iss_us"],
+                                     t0_of(rate["producers"], rate["bytes_per_producer"]))
+        R = r["R_Bpus"]
+        fits = {}
+        for k in sorted(set(iso["producers"])):
+            grp = free[free["producers"] == k]
+            fits[int(k)] = calib_fit.fit_capacity(grp["volume_bytes"], grp["T_iss_us"],
+                                                  t0_of(grp["producers"], grp["bytes_per_producer"]), R)
+        caps = {k: f["Q_bytes"] for k, f in fits.items()}
+        explained = (V - _capacity_of(caps, K)) / R > T / calib_fit.KNEE_MARGIN
+        use = ~explained
+        if use.sum() >= 3:
+            t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use])
+        state = (R, t0["t_fixed_us"], t0["producer_issue_GBps"], tuple(sorted(caps.items())))
+        if history and np.allclose(np.array(state[:3], float), np.array(history[-1][:3], float), rtol=1e-6) \
+                and state[3] == history[-1][3]:
+            break
+        history.append(state)
+    t0["n_capacity_limited_excluded"] = int((~use).sum())
+    fence = {}
+    if "fence_us" in iso and iso["fence_us"].notna().any():   # drain seen by the sender: V / (start -> fence)
+        for k, grp in iso.dropna(subset=["fence_us"]).groupby("producers"):
+            big = grp.loc[grp["volume_bytes"].idxmax()]
+            fence[int(k)] = float(big["volume_bytes"] / big["fence_us"] / 1e3)
+    fit = {"T_iss0": t0, "R": r, "Q": fits, "iterations": len(history) + 1, "fence_rate_GBps": fence}
+    notes = dict(notes or {})
+    notes.update(fit_notes(fit))
+    platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
+                        producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
+                        capacity_points=tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items())),
+                        target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
+                        description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes)
+    return platform, fit
+
+
+def fit_notes(fit: dict) -> dict:
+    t0, r, caps = fit["T_iss0"], fit["R"], fit["Q"]
+    q_parts = []
+    for k, c in sorted(caps.items()):
+        text = (f"K={k}: Q={c['Q_bytes'] / MiB:.3f} MiB ({c['bound']}; {c['n_above_knee']}/{c['n_points']} points "
+                f"above the knee; median |rel residual| {c['median_abs_rel_residual']:.1%}")
+        if c.get("R_iso_Bpus") and c.get("Q_iso_bytes") is not None:
+            text += (f"; free line fit above the knee: R_iso={c['R_iso_Bpus'] / 1e3:.1f} GB/s, "
+                     f"Q_iso={c['Q_iso_bytes'] / MiB:.3f} MiB")
+        q_parts.append(text + ")")
+    used = ("whose issue time exceeds 1.2 T_iss0 (drain-dominated)" if r["drain_limited"] else
+            "with the fastest rates: NO point was drain-dominated, so R is only a lower bound")
+    ceiling = "none binds" if t0["injection_GBps"] is None else f"{t0['injection_GBps']:.1f} GB/s"
+    return {
+        "drain_rate_GBps": (f"R fitted to T_period = V/R on {r['n_used']} zero-gap periodic points {used}; "
+                            f"median |rel residual| {r['median_abs_rel_residual']:.2%}; fastest measured rate "
+                            f"{r['max_rate_Bpus'] / 1e3:.1f} GB/s."),
+        "t_fixed_us + producer_issue_GBps": (
+            f"T_iss0 = t_fixed + max(B/P, K B/I) fitted to {t0['n_points']} large-gap plateau and isolated points "
+            f"that capacity does not explain ({t0.get('n_capacity_limited_excluded', 0)} capacity-limited points "
+            f"left out); median "
+            f"|rel residual| {t0['median_abs_rel_residual']:.2%}, max {t0['max_abs_rel_residual']:.2%}; "
+            f"aggregate injection ceiling I: {ceiling}."),
+        "capacity_points": "Q(K) fitted to isolated bursts with R fixed (Eq. 7): " + "; ".join(q_parts) + ".",
+        "fence_rate_GBps": ("Isolated mode, largest burst per K: V / (burst start -> __threadfence_system done), "
+                            "a sender-side view of the drain: "
+                            + (", ".join(f"K={k}: {v:.1f} GB/s" for k, v in sorted(fit["fence_rate_GBps"].items()))
+                               or "not measured") + "."),
+    }
+
+
+def check_and_summarize(points: pd.DataFrame, platform) -> tuple[pd.DataFrame, dict]:
+    check = calib_fit.model_check(points, platform)
+    errs = calib_fit.error_summary(check)
+    kmax = max(k for k, _ in platform.capacity_points)
+    summary = {"platform": platform.name, "target": platform.target, "R_GBps": platform.drain_rate_GBps,
+               "T_iss0_us_at_32KiB": platform.issue_time0_us(kmax, 32 * KiB), "T_iss0_K": kmax,
+               "Q_MiB": platform.capacity_bytes(kmax) / MiB, "Q_K": kmax,
+               "t_fixed_us": platform.t_fixed_us, "producer_issue_GBps": platform.producer_issue_GBps,
+               "injection_GBps": platform.injection_GBps, **errs,
+               "Q_MiB_by_K": {str(k): q / MiB for k, q in platform.capacity_points}}
+    if platform.target == "peer":   # records from before the pattern option ran "next"
+        summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
+    return check, summary

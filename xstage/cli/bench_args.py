@@ -1,0 +1,70 @@
+"""What the ``python -m xstage.hw.*`` GPU entry points share: one way to refuse bad input.
+
+Every entry point (``bench_attention``, ``bench_attention_dist``, ``bench_moe``, ``bench_moe_dist``,
+``bench_microbench``) parses its flags with ``BenchParser`` (usage errors become an ``InputError``),
+checks its values and its output folder before any GPU work (``out_folder``), and runs under ``guard``:
+an ``InputError`` is one line ``<name>: error: <field>(=<value>) <what it must be>`` on stderr and exit
+status 2, never a traceback.
+"""
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from xstage.errors import InputError, require_int, require_positive
+
+
+class BenchParser(argparse.ArgumentParser):
+    """argparse whose usage errors raise ``InputError`` naming the flag and the value given."""
+
+    def error(self, message):
+        m = re.match(r"argument ([^:]+): (.*)", message)
+        field, must = (m.group(1).split("/")[0], m.group(2)) if m else ("arguments", message)
+        value = re.search(r"(?:value|choice): '([^']*)'", must)
+        raise InputError(field, value.group(1) if value else None, must)
+
+
+def add_sweep_flags(ap: argparse.ArgumentParser, budget_s: float) -> None:
+    """--trials, --budget-s and --max-configs of the MoE sweeps (checked by ``check_sweep_flags``)."""
+    ap.add_argument("--trials", type=int, default=25, help="timed trials per variant")
+    ap.add_argument("--budget-s", type=float, default=budget_s, help="start no configuration after this")
+    ap.add_argument("--max-configs", type=int, default=None)
+
+
+def check_sweep_flags(args) -> None:
+    require_int("--trials", args.trials)
+    require_positive("--budget-s", args.budget_s)
+    if args.max_configs is not None:
+        require_int("--max-configs", args.max_configs)
+
+
+def guard(name: str, body, argv=None) -> int:
+    """``body(argv)``'s exit status; an ``InputError`` becomes one line on stderr and status 2."""
+    try:
+        return int(body(argv) or 0)
+    except InputError as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def out_folder(path, *, field: str = "--out", overwrite: bool = False, holds=()) -> Path:
+    """``path`` as an output folder, checked before any long work: not a file, writable (itself, or the
+    nearest folder above it that exists; nothing is created), and without any of the files ``holds``
+    unless ``overwrite``."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InputError(field, str(out), "is a file, not a folder")
+    clash = [name for name in holds if (out / name).exists()]
+    if clash and not overwrite:
+        raise InputError(field, str(out), f"already holds {', '.join(clash)} (pass --overwrite to replace them)")
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        raise InputError(field, str(out), f"is not writable ({probe}: {err.strerror or type(err).__name__})") from None
+    return out

@@ -1,0 +1,76 @@
+"""``python -m xstage.hw.attention.bench``: FlashAttention–A2A measured on one GPU (§5.3), W ranks emulated.
+
+    python3 -m xstage.hw.attention.bench --out $OUT/attention                     # benchmarks/gpu/attention.sh
+    TRITON_INTERPRET=1 python -m xstage.hw.attention.bench --dry-run --out /tmp/a  # CPU dry run, tiny shapes
+
+Flags are checked (and the output folder) before any GPU work; the run (``xstage.hw.attention.bench.run``)
+writes the records; this prints the per-M summary (``xstage.compare.attention_records``). Exit status 1 if
+a check failed, 2 on bad input.
+"""
+
+import sys
+
+from xstage.cli.bench_args import BenchParser, guard, out_folder
+from xstage.errors import InputError, require_int
+
+NAME = "attention_bench"
+
+
+def parser() -> BenchParser:
+    p = BenchParser(prog="python -m xstage.hw.attention.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="output folder for the records")
+    p.add_argument("--seq-lens", default="8192,16384,32768,49152,65536")
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--world-size", type=int, default=8)
+    p.add_argument("--trials", type=int, default=25)
+    p.add_argument("--no-tune", action="store_true", help="skip the (block_n, stages) choice at M=16K")
+    p.add_argument("--no-checks", action="store_true")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--dry-run", action="store_true",
+                   help="tiny shapes and blocks, no tuning (with TRITON_INTERPRET=1 on a CPU: tests this module)")
+    return p
+
+
+def parse_args(argv=None):
+    """The checked flags (every shape validated); bad input → ``InputError``."""
+    from dataclasses import replace
+
+    from xstage.hw.attention.config import AttentionConfig
+
+    args = parser().parse_args(argv)
+    require_int("--trials", args.trials)
+    try:
+        lens = [int(m) for m in args.seq_lens.split(",")]
+    except ValueError:
+        raise InputError("--seq-lens", args.seq_lens, "must be comma-separated integers") from None
+    base = AttentionConfig(256 if args.dry_run else 16384, args.heads, args.head_dim, args.world_size,
+                           **({"block_m": 16, "block_n": 16} if args.dry_run else {}))
+    for M in lens:
+        replace(base, seq_len=M)
+    out_folder(args.out, overwrite=args.overwrite, holds=("attention-kernel.parquet",))
+    return args
+
+
+def _main(argv) -> int:
+    args = parse_args(argv)
+    from xstage.compare.attention_records import summary_table
+    from xstage.hw.attention import bench
+
+    result = bench.run(args)
+    measured = [r for r in result["rows"] if not r["variant"].endswith("_tune")]
+    if measured:
+        print(summary_table(measured))
+    failed = result["failed"]
+    print("records:", *map(str, result["paths"]))
+    print(f"checks: {len(result['checks'])} rows, {len(failed)} failed" + (f": {failed}" if failed else ""))
+    print(f"wall: {result['wall_s']:.0f}s")
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    return guard(NAME, _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

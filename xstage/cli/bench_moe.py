@@ -1,0 +1,70 @@
+"""``python -m xstage.hw.moe.bench``: the fused MoE FFN measured on one GPU (§5.2), W ranks emulated.
+
+    python3 -m xstage.hw.moe.bench --out $OUT/moe                                 # benchmarks/gpu/moe.sh
+    TRITON_INTERPRET=1 python -m xstage.hw.moe.bench --dry-run --out /tmp/moe      # CPU dry run, tiny shapes
+
+Flags are checked (and the output folder) before any GPU work; the run (``xstage.hw.moe.bench.run``)
+writes the records; this prints the per-configuration table and the summary (``xstage.compare.moe_records``,
+which replays the simulator on the measured medians). Exit status 1 if a check failed, 2 on bad input.
+"""
+
+import json
+import sys
+
+from xstage.cli.bench_args import BenchParser, add_sweep_flags, check_sweep_flags, guard, out_folder
+
+NAME = "moe_bench"
+TABLE_COLUMNS = ("config", "expert_wave(us)", "interleaved(us)", "speedup_interleaved", "expert_wave_local(us)",
+                 "interleaved_local(us)", "grouped_mm(us)", "gemm_vs_grouped_mm", "baseline_total(us)", "sim_speedup")
+
+
+def parser() -> BenchParser:
+    ap = BenchParser(prog="python -m xstage.hw.moe.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="output folder for the records")
+    add_sweep_flags(ap, budget_s=200.0)
+    ap.add_argument("--no-tune", action="store_true")
+    ap.add_argument("--no-checks", action="store_true")
+    ap.add_argument("--precision", choices=("bf16", "w8a8"), default=None,
+                    help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
+    ap.add_argument("--overwrite", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="tiny shapes (with TRITON_INTERPRET=1 on a CPU)")
+    return ap
+
+
+def parse_args(argv=None):
+    """The checked flags; bad input → ``InputError``."""
+    args = parser().parse_args(argv)
+    check_sweep_flags(args)
+    out_folder(args.out, overwrite=args.overwrite, holds=("moe-kernel.parquet",))
+    return args
+
+
+def summary_table(rows: list, columns=TABLE_COLUMNS) -> str:
+    """The per-configuration table of kernel rows (``compare.moe_records.per_config``)."""
+    import pandas as pd
+
+    from xstage.compare.moe_records import per_config
+
+    table = per_config(pd.DataFrame(rows))
+    with pd.option_context("display.width", 250, "display.max_columns", 20):
+        return table[[c for c in columns if c in table]].round(3).to_string(index=False)
+
+
+def _main(argv) -> int:
+    args = parse_args(argv)
+    from xstage.compare.moe_records import summarize
+    from xstage.hw.moe import bench
+
+    result = bench.run(args)
+    if result["rows"]:
+        print(summary_table(result["rows"]))
+        print(json.dumps(summarize(args.out), indent=1, default=str))
+    return 1 if result["failed"] else 0
+
+
+def main(argv=None) -> int:
+    return guard(NAME, _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
