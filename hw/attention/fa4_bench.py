@@ -1,0 +1,267 @@
+"""GPU measurement of FA4 as the FA core of FlashAttention + Ulysses All-to-All (issue 16), one H200,
+W ranks emulated (``fa4_variants`` lists the variants).
+
+Per M: fresh random inputs; FA4 and cuDNN SDPA against a float32 reference on three row slices;
+every variant that writes receive buffers run once into NaN-poisoned destinations and checked (all of
+this rank's heads written, nothing else touched, values = FA4's own output within tolerance); then
+every variant captured in a CUDA graph (eager if capture fails), timed with CUDA events in rotated
+rounds after warm-up (``bench.time_variants``), and each non-FA variant paired against FA4 back to back
+(``bench.paired_differences``). Records are saved after every M.
+
+    python3 -m xstage.hw.attention.fa4_bench --out $OUT/attention-fa4
+"""
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from xstage.errors import InputError, exit_with
+from xstage.hw.attention import fa4, fa4_records as R
+from xstage.hw.attention.fa4_layout import ReceiveLayout, row_slices
+from xstage.hw.attention.fa4_variants import Fa4Case
+
+TILE_RATE_TFLOPS = 680.0  # FA4 on the H200 (issue 16's probe): sets the stagger step from the tile time
+STAGGER_FRACTIONS = (1 / 3,)  # stagger step of fused_perchunk_st as a fraction of one tile's mainloop
+
+
+def tile_us(lay, sms: int = 132) -> float:
+    """Estimated mainloop time of one 128-row tile (one head) at ``TILE_RATE_TFLOPS`` over ``sms`` SMs."""
+    return 4.0 * 128 * lay.seq_len * lay.head_dim / (TILE_RATE_TFLOPS * 1e12 / sms) * 1e6
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m xstage.hw.attention.fa4_bench", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="output folder for the records")
+    p.add_argument("--seq-lens", default="8192,16384,32768,65536")
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--world-size", type=int, default=8)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--trials", type=int, default=25)
+    p.add_argument("--pairs", type=int, default=30)
+    p.add_argument("--variants", default="all", help="comma list, or 'all'")
+    p.add_argument("--tile-mn", default="128x64", help="extra FA4 tile_mn to time (comma list; '' for none)")
+    p.add_argument("--no-vmm", action="store_true")
+    p.add_argument("--persistent", action="store_true",
+                   help="EXPERIMENT: FA4's SM90 forward with StaticPersistentTileScheduler (own process, under timeout)")
+    p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
+    p.add_argument("--seed", type=int, default=16)
+    p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
+    p.add_argument("--overwrite", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        a.seq_lens = [int(x) for x in a.seq_lens.split(",") if x.strip()]
+        a.tile_mn = [tuple(int(v) for v in t.lower().split("x")) for t in a.tile_mn.split(",") if t.strip()]
+    except ValueError:
+        raise InputError("--seq-lens/--tile-mn", f"{a.seq_lens} / {a.tile_mn}", "must be integers (MxN for tiles)") from None
+    if a.trials < 10:
+        raise InputError("--trials", a.trials, "must be >= 10")
+    if a.pairs < 10:
+        raise InputError("--pairs", a.pairs, "must be >= 10")
+    for m in a.seq_lens:
+        ReceiveLayout(m, a.heads, a.head_dim, a.world_size, a.rank)  # validates every shape before any GPU work
+    return a
+
+
+def check_case(case, fns, log) -> list:
+    """FA4/cuDNN against float32 on row slices; every destination-writing variant once into poisoned buffers.
+    Drops from ``fns`` a variant that fails to run; returns the check rows."""
+    import torch
+
+    lay, rows = case.lay, []
+    cfg = lay.label()
+    t0 = time.monotonic()
+    fns["fa4"]()
+    torch.cuda.synchronize()
+    rows.append({"config": cfg, "variant": "fa4", "kind": "first_call", "wall_s": time.monotonic() - t0})
+    outs = {"fa4": case.fa_out.clone()}
+    try:
+        outs["cudnn"] = fns["cudnn"]().contiguous() if "cudnn" in fns else None
+    except RuntimeError as err:
+        log(f"  cudnn unavailable: {str(err)[:200]}")
+        fns.pop("cudnn", None), fns.pop("serial_cudnn", None)
+        outs["cudnn"] = None
+    for name in [n for n in fns if n.startswith("fa4_t")]:
+        fns[name]()
+        torch.cuda.synchronize()
+        outs[name] = case.fa_out.clone()
+    for r0, r1 in row_slices(lay.seq_len, 128):
+        ref = fa4.reference_rows(case.q, case.k, case.v, r0, r1)
+        for name, o in outs.items():
+            if o is not None:
+                rows.append({"config": cfg, "variant": name, "rows": [r0, r1], **fa4.err_vs_ref(o[0, r0:r1], ref)})
+    if outs["cudnn"] is not None:
+        rows.append({"config": cfg, "variant": "fa4_vs_cudnn", "kind": "info",
+                     "max_abs_diff": float((outs["fa4"].float() - outs["cudnn"].float()).abs().max())})
+    expected = {"serial_cudnn": outs["cudnn"][0] if outs["cudnn"] is not None else None}
+    for name in [n for n in list(fns) if case.plan(n) is not None]:
+        t0 = time.monotonic()
+        try:
+            try:
+                res = case.check(name, fns[name], expected.get(name, outs["fa4"][0]))
+            except Exception as err:  # noqa: BLE001 - chunk-major: retry once with K/V materialised
+                if not name.endswith("_cm") or case.kv_mode != "broadcast":
+                    raise
+                log(f"  {name}: stride-0 K/V refused ({type(err).__name__}: {str(err)[:200]}); materialising")
+                torch.cuda.synchronize()
+                case.materialise_kv()
+                res = case.check(name, fns[name], expected.get(name, outs["fa4"][0]))
+            if name.endswith("_cm"):
+                res["kv"] = case.kv_mode
+        except Exception as err:  # noqa: BLE001 - e.g. FA4 refusing a layout: record it, time the others
+            rows.append({"config": cfg, "variant": name, "ok": False, "error": f"{type(err).__name__}: {err}"[:600],
+                         "trace": traceback.format_exc(limit=4)[-1500:]})
+            log(f"  {name}: FAILED to run: {type(err).__name__}: {str(err)[:300]}")
+            fns.pop(name)
+            torch.cuda.synchronize()
+            continue
+        rows.append({"config": cfg, "variant": name, "first_call_s": time.monotonic() - t0, **res})
+        if not res["ok"]:
+            log(f"  {name}: check FAILED {res}")
+    fns["fa4"]()  # the serial/ce variants' source, FA4's default tiles
+    torch.cuda.synchronize()
+    return rows
+
+
+def time_case(fns: dict, trials: int, pairs: int) -> tuple:
+    """{name: [us]}, {name: paired us (vs fa4)}, {name: mode}: graphs captured once, then the project's timers."""
+    from xstage.hw.attention import bench as B
+
+    replays, modes = {}, {}
+    for name, fn in fns.items():
+        fn()
+        fn()
+        replays[name], modes[name] = B.capture(fn)
+    pre = lambda f: (f, "pre")  # noqa: E731 - already captured
+    times, _ = B.time_variants(replays, trials=trials, warmup=3, rounds=5, capture_fn=pre)
+    n_pairs = pairs if all(m == "graph" for m in modes.values()) else min(pairs, 12)  # eager: keep the host ahead
+    others = {n: f for n, f in replays.items() if n not in ("fa4", "cudnn") and not n.startswith("fa4_")}
+    paired = B.paired_differences(replays["fa4"], others, pairs=n_pairs, capture_fn=pre)
+    return times, paired, modes
+
+
+def measure_m(lay, fa, args, log) -> tuple:
+    import numpy as np
+    import torch
+
+    from xstage.hw.attention.bench import gpu_clocks
+    from xstage.hw.common.vmm import MixedRange
+
+    props = torch.cuda.get_device_properties(0)
+    clock = getattr(props, "clock_rate", 0) or 1_980_000
+    st = [tile_us(lay, props.multi_processor_count) * f for f in STAGGER_FRACTIONS]
+    case = Fa4Case(lay, fa, seed=args.seed + lay.seq_len, vmm_alloc=None if args.no_vmm else MixedRange,
+                   tile_mns=args.tile_mn, stagger_us=st, clock_khz=clock)
+    extra_rows = []
+    if case.vmm_error:
+        log(f"  VMM mixed range unavailable: {case.vmm_error}")
+        extra_rows.append({"config": lay.label(), "variant": "fused_vmm", "kind": "skip", "ok": None,
+                           "why": case.vmm_error})
+    elif case.vmm is not None:
+        extra_rows.append({"config": lay.label(), "variant": "vmm", "kind": "info", "host_kind": case.vmm.host_kind,
+                           "granularity": case.vmm.granularity, "wrap": case.vmm.wrap, "attrs": case.vmm.attrs})
+    extra_rows.append({"config": lay.label(), "variant": "host", "kind": "info", "how": case.host.how,
+                       "wrap": case.host.wrap, "uva_identity": case.host.dptr == case.host.ptr})
+    fns = case.variants()
+    if args.variants != "all":
+        keep = {x.strip() for x in args.variants.split(",")} | {"fa4"}
+        fns = {n: f for n, f in fns.items() if n in keep or n.split("_t")[0] in keep and "_t" in n}
+    try:
+        checks = extra_rows + check_case(case, fns, log)
+        before = gpu_clocks()
+        times, paired, modes = time_case(fns, args.trials, args.pairs)
+        after = gpu_clocks()
+        rows = []
+        for name, t in times.items():
+            pair = {"paired_minus_fa(us)": float(np.median(paired[name])), "pairs": len(paired[name])} \
+                if name in paired else {}
+            rows.append(R.kernel_row(lay, name, t, timing=modes[name], scheduler=fa.scheduler,
+                                     tile_mn="x".join(map(str, next((tm for tm in args.tile_mn
+                                                                    if name.endswith(f"t{tm[0]}x{tm[1]}")), (128, 128)))),
+                                     stagger_us=next((u for u in st if name.endswith(f"st{int(round(u))}")), 0.0),
+                                     clocks_before=before, clocks_after=after, **pair))
+        return rows, checks
+    finally:
+        fns = None
+        case.free()
+        torch.cuda.empty_cache()
+
+
+def save(out_dir: Path, tag: str, rows, checks, summaries, meta) -> list:
+    import pandas as pd
+
+    from xstage.records import atomic_write_text, save_records
+
+    sfx = f"-{tag}" if tag else ""
+    paths = [save_records(out_dir / f"attention-fa4{sfx}-kernel.parquet", "kernel", pd.DataFrame(rows), meta,
+                          overwrite=True)] if rows else []
+    paths.append(atomic_write_text(out_dir / f"attention-fa4{sfx}-checks.json",
+                                   json.dumps(checks, indent=1, default=str), overwrite=True))
+    paths.append(atomic_write_text(out_dir / f"attention-fa4{sfx}-summary.json",
+                                   json.dumps({"targets": R.TARGETS, "per_M": summaries,
+                                               "met": [R.targets(s) for s in summaries]}, indent=1, default=str),
+                                   overwrite=True))
+    return paths
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    t_start = time.monotonic()
+    out_dir = Path(args.out)
+    sfx = f"-{args.tag}" if args.tag else ""
+    if not args.overwrite and (out_dir / f"attention-fa4{sfx}-kernel.parquet").exists():
+        raise InputError("--out", str(out_dir), "already holds FA4 records (pass --overwrite to replace them)")
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    import torch
+
+    from xstage.provenance import provenance
+
+    if not torch.cuda.is_available():
+        raise InputError("device", "cpu", "must be a CUDA GPU (this bench measures FA4 on the GPU)")
+    torch.backends.cuda.matmul.allow_tf32 = False  # exact float32 reference
+    torch.backends.cudnn.allow_tf32 = False
+    fa = fa4.load(persistent=args.persistent)
+    prov = provenance(with_gpu=True)
+    prov["libraries"].update({k: v for k, v in fa4.versions().items() if v})
+    meta = {"args": vars(args), "provenance": prov, "scheduler": fa.scheduler, "experiment": R.EXPERIMENT}
+    log(f"FA4 stack: {fa4.versions()}; scheduler {fa.scheduler}; GPU {prov.get('gpu')}")
+    rows, checks, summaries, paths = [], [], [], []
+    for M in args.seq_lens:
+        if time.monotonic() - t_start > args.budget_s:
+            log(f"budget: stopped before M={M}")
+            checks.append({"variant": "budget", "M": M, "ok": None, "skipped": "time budget"})
+            break
+        lay = ReceiveLayout(M, args.heads, args.head_dim, args.world_size, args.rank)
+        try:
+            r, c = measure_m(lay, fa, args, log)
+        except Exception as err:  # noqa: BLE001 - keep the other M's results
+            traceback.print_exc()
+            checks.append({"config": lay.label(), "variant": "measure", "ok": False, "error": f"{type(err).__name__}: {err}"})
+            torch.cuda.synchronize()
+            continue
+        rows += r
+        checks += c
+        summaries = R.summarise(rows)
+        paths = save(out_dir, args.tag, rows, checks, summaries, meta)
+        log(f"  M={M}: {len(r)} variants timed ({time.monotonic() - t_start:.0f}s)")
+    if not paths:
+        paths = save(out_dir, args.tag, rows, checks, summaries, meta)
+    failed = [c for c in checks if c.get("ok") is False]
+    print(R.table(summaries))
+    for s in summaries:
+        print(f"M={s['M']}: " + ", ".join(f"{n} {d['us']:.1f}us res {d.get('e_res_paired_us', float('nan')):.1f} "
+                                          f"H {d.get('hiding_ratio_paired', float('nan')):.3f}" for n, d in s["fused"].items()))
+    print("records:", *map(str, paths))
+    print(f"checks: {len(checks)} rows, {len(failed)} failed" + (f": {[c.get('variant') for c in failed]}" if failed else ""))
+    print(f"wall: {time.monotonic() - t_start:.0f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    exit_with(main, "fa4_bench")

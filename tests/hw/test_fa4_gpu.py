@@ -1,0 +1,43 @@
+"""FA4 on a real GPU (marker ``gpu``; skipped without CUDA or flash-attn-4): every variant's destinations at a
+small M, through the real FA4, host-mapped memory and copy engine. On the lent H200:
+``pytest -m gpu tests/hw/test_fa4_gpu.py -q`` (benchmarks/gpu/attention_fa4.sh runs the same checks at full size)."""
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def fa():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pytest.importorskip("flash_attn.cute")
+    from xstage.hw.attention import fa4
+
+    return fa4.load()
+
+
+@pytest.mark.parametrize("rank", [0, 5])
+def test_every_fa4_variant_writes_exactly_its_slice(fa, rank):
+    import torch
+
+    from xstage.hw.attention.fa4 import err_vs_ref, reference_rows
+    from xstage.hw.attention.fa4_layout import ReceiveLayout
+    from xstage.hw.attention.fa4_variants import Fa4Case
+    from xstage.hw.common.vmm import MixedRange
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    case = Fa4Case(ReceiveLayout(4096, 3, 128, 8, rank), fa, seed=rank, vmm_alloc=MixedRange, tile_mns=[(128, 64)],
+                   stagger_us=[20.0])
+    fns = case.variants()
+    fns["fa4"]()
+    torch.cuda.synchronize()
+    assert err_vs_ref(case.fa_out[0, 1000:1128], reference_rows(case.q, case.k, case.v, 1000, 1128))["ok"]
+    want = case.fa_out[0].clone()
+    cudnn = fns["cudnn"]()[0].contiguous()
+    for name, fn in fns.items():
+        if case.plan(name) is not None:
+            res = case.check(name, fn, cudnn if name == "serial_cudnn" else want)
+            assert res["ok"], (name, res)
+    case.free()

@@ -1,0 +1,60 @@
+"""FA4 records and summary (hw/attention/fa4_records.py) on hand-made rows, and the bench's argument checks."""
+
+import pytest
+
+from xstage.errors import InputError
+from xstage.hw.attention import fa4_records as R
+from xstage.hw.attention.fa4_layout import ReceiveLayout
+
+LAY = ReceiveLayout(16384, 3, 128, 8, 0)
+
+
+def rows():
+    t = {"fa4": 600.0, "cudnn": 660.0, "ce": 300.0, "serial_fa4": 900.0, "serial_cudnn": 960.0, "pipelined": 700.0,
+         "pipelined_g2": 760.0, "fused_allhost": 680.0, "fused_perchunk": 650.0, "fused_hbm": 610.0}
+    paired = {"serial_fa4": 300.0, "fused_allhost": 75.0, "fused_perchunk": 60.0, "fused_hbm": 5.0, "pipelined": 100.0}
+    return [R.kernel_row(LAY, n, [v - 1, v, v + 1], **({"paired_minus_fa(us)": paired[n]} if n in paired else {}))
+            for n, v in t.items()]
+
+
+def test_kernel_row_has_the_standard_columns():
+    from xstage.records import COLUMNS
+
+    r = R.kernel_row(LAY, "fa4", [1.0, 3.0, 2.0])
+    assert set(COLUMNS["kernel"]) <= set(r) and r["time(us)"] == 2.0 and r["trials"] == 3
+    assert r["platform"] == "h200-pcie-host" and r["experiment"] == "attention-fa4"
+    with pytest.raises(InputError):
+        R.kernel_row(LAY, "fa4", [])
+
+
+def test_summary_judges_fused_against_the_best_unfused():
+    s = R.summarise(rows())[0]
+    assert s["fa_vs_sdpa"] == pytest.approx(1.1)
+    assert s["serial_best_is"] == "serial_fa4" and s["serial_best_us"] == 900.0
+    assert s["best_unfused_is"] == "pipelined" and s["best_unfused_us"] == 700.0
+    assert s["best_fused_is"] == "fused_perchunk"  # fused_hbm sends nothing: never the best fused
+    f = s["fused"]["fused_perchunk"]
+    assert f["hiding_ratio_paired"] == pytest.approx(0.8) and f["e_res_paired_us"] == 60.0
+    assert f["speedup_vs_serial_best"] == pytest.approx(900 / 650) and f["speedup_vs_best_unfused"] == pytest.approx(700 / 650)
+    met = R.targets(s)
+    assert met["fa_vs_sdpa_ge_1"] is True and met["fused_within_3pct"] is False and met["beats_serial_best"] is True
+    assert "fused_perchunk" in R.table([s])
+
+
+def test_bench_rejects_bad_arguments_in_one_line():
+    from xstage.hw.attention.fa4_bench import parse_args
+
+    for argv, field in ((["--seq-lens", "1000"], "seq_len"), (["--trials", "5"], "--trials"),
+                        (["--seq-lens", "8k"], "--seq-lens")):
+        with pytest.raises(InputError) as err:
+            parse_args(["--out", "x", *argv])
+        assert str(err.value).startswith(field)
+
+
+def test_bench_main_exits_2_on_bad_input(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "xstage.hw.attention.fa4_bench", "--out", str(tmp_path),
+                        "--seq-lens", "1000"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "seq_len" in p.stderr and "Traceback" not in p.stderr
