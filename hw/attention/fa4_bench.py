@@ -128,7 +128,7 @@ def check_case(case, fns, log) -> list:
 
 def time_case(fns: dict, trials: int, pairs: int) -> tuple:
     """{name: [us]}, {name: paired us (vs fa4)}, {name: mode}: graphs captured once, then the project's timers."""
-    from xstage.hw.attention import bench as B
+    from xstage.hw.common import timing as B
 
     replays, modes = {}, {}
     for name, fn in fns.items():
@@ -147,7 +147,7 @@ def measure_m(lay, fa, args, log) -> tuple:
     import numpy as np
     import torch
 
-    from xstage.hw.attention.bench import gpu_clocks
+    from xstage.hw.common.timing import gpu_clocks
     from xstage.hw.common.vmm import MixedRange
 
     props = torch.cuda.get_device_properties(0)
