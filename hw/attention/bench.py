@@ -10,7 +10,6 @@ fused and FA-only kernels run once more to fill the tile records.
     python3 -m xstage.hw.attention.bench --out $OUT/attention      # the whole GPU run
 """
 
-import argparse
 import json
 import subprocess
 import sys
@@ -404,19 +403,13 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m xstage.hw.attention.bench", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="output folder for the records")
-    p.add_argument("--seq-lens", default="8192,16384,32768,49152,65536")
-    p.add_argument("--heads", type=int, default=3)
-    p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--world-size", type=int, default=8)
-    p.add_argument("--trials", type=int, default=25)
-    p.add_argument("--no-tune", action="store_true", help="skip the (block_n, stages) choice at M=16K")
-    p.add_argument("--no-checks", action="store_true")
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--dry-run", action="store_true",
-                   help="tiny shapes and blocks, no tuning (with TRITON_INTERPRET=1 on a CPU: tests this module)")
-    args = p.parse_args(argv)
+    from xstage.cli.attention import run_parser  # the flags are declared once, with `xstage attention run`
+
+    return run(run_parser("python -m xstage.hw.attention.bench").parse_args(argv))
+
+
+def run(args) -> int:
+    """The sweep for parsed ``xstage attention run`` flags."""
     t_start = time.time()
     out_dir = Path(args.out)
     if not args.overwrite and (out_dir / "attention-kernel.parquet").exists():

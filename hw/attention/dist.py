@@ -418,4 +418,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from xstage.errors import exit_with
+
+    exit_with(main, "attention_dist")

@@ -14,7 +14,6 @@ predicted winner is stored beside the measurement.
     TRITON_INTERPRET=1 python -m xstage.hw.moe.bench --dry-run --out /tmp/moe   # CPU dry run, tiny shapes
 """
 
-import argparse
 import json
 import math
 import sys
@@ -488,18 +487,13 @@ def tune(sms: int, trials: int = 8, precision: str = "bf16") -> tuple:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xstage.hw.moe.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="output folder for the records")
-    ap.add_argument("--trials", type=int, default=25)
-    ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new configurations after this")
-    ap.add_argument("--no-tune", action="store_true")
-    ap.add_argument("--no-checks", action="store_true")
-    ap.add_argument("--max-configs", type=int, default=None)
-    ap.add_argument("--precision", choices=("bf16", "w8a8"), default=None,
-                    help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
-    ap.add_argument("--overwrite", action="store_true")
-    ap.add_argument("--dry-run", action="store_true", help="tiny shapes (with TRITON_INTERPRET=1 on a CPU)")
-    args = ap.parse_args(argv)
+    from xstage.cli.moe import run_parser  # the flags are declared once, with `xstage moe run`
+
+    return run(run_parser("python -m xstage.hw.moe.bench").parse_args(argv))
+
+
+def run(args) -> int:
+    """The sweep for parsed ``xstage moe run`` flags."""
     t_start = time.time()
     out_dir = Path(args.out)
     if not args.overwrite and (out_dir / "moe-kernel.parquet").exists():
@@ -591,4 +585,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from xstage.errors import exit_with
+
+    exit_with(main, "moe_bench")

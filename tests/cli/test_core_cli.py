@@ -55,7 +55,7 @@ def test_sim_bursts_json_and_records(capsys, tmp_path):
     (["model", "-p", "paper-b200", "-K", "149", "-B", "32KiB"], "producers(=149)"),
     (["model", "-p", "paper-b200", "-K", "8", "-B", "-5"], "bytes_per_producer(='-5')"),
     (["model", "-p", "paper-b200", "-K", "8", "-B", "32KiBB"], "bytes_per_producer(='32KiBB')"),
-    (["model", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "-G", "-1"], "gap_us(=-1.0)"),
+    (["model", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "-G", "-1"], "gap_us(='-1')"),
     (["model", "-p", "nope", "-K", "8", "-B", "1KiB"], "platform(='nope')"),
     (["model", "-p", "paper-b200", "-K", "8"], "--bytes-per-producer(=None)"),
     (["model", "fa", "-p", "paper-b200", "-K", "8", "--head-dim", "0"], "head-dim(='0')"),

@@ -144,15 +144,13 @@ def run(args) -> int:
     from xstage.cli import print_json
     from xstage.records import atomic_write_text
 
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        if out.suffix not in (".csv", ".parquet"):
-            raise InputError("--out", str(out), "must end in .csv or .parquet")
-        if out.exists() and not args.overwrite:
-            raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
+    from xstage.cli.common import check_output, progress_enabled
+
+    out = check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".csv", ".parquet")) if args.out else None
     grouped = load_arguments([Path(p) for p in args.records])
+    bars = progress_enabled(args)  # only on a terminal, never with --json
     progress = lambda items: tqdm(items, desc="simulate", unit="exp", file=sys.stderr,  # noqa: E731
-                                  disable=len(items) < 4, dynamic_ncols=True)
+                                  disable=not bars or len(items) < 4, dynamic_ncols=True)
     rows, metrics = compare_records(grouped, args.platform, args.data, progress=progress)
     if out is not None:
         if out.suffix == ".csv":
