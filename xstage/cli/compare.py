@@ -29,7 +29,9 @@ def register(sub):
     p.add_argument("--data", default=None, help="records folder holding calibration/<platform>/platform.json")
     p.add_argument("--out", default=None, help="write the side-by-side rows to FILE.csv or FILE.parquet")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    p.add_argument("--json", action="store_true", help="print the error metrics as JSON")
+    from xstage.cli.common import add_json
+
+    add_json(p, "print the error metrics as JSON")
     p.set_defaults(func=run)
 
 
