@@ -27,7 +27,9 @@ def register(sub):
 def run(args) -> int:
     import importlib
 
-    folder = Path(args.data) if args.data else data_dir()
+    if args.data is not None and not args.data.strip():
+        raise InputError("--data", args.data, "must name a records folder")
+    folder = Path(args.data) if args.data is not None else data_dir()
     if not folder.is_dir():
         raise InputError("--data", str(folder), "is not a folder")
     module_name, function = KINDS[args.kind]

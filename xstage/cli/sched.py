@@ -1,7 +1,7 @@
 """Schedule subcommands: ``xstage sweep``, ``xstage advise``, ``xstage replay``, ``xstage schedule export``."""
 
 from xstage.cli.common import (add_json, add_out, add_platform, add_quiet, atomic_output, check_output,
-                               int_list, number, print_json, print_table, progress_enabled)
+                               int_list, integer, number, print_json, print_table, progress_enabled)
 from xstage.errors import InputError, require_int
 from xstage.sim.platform import load_platform
 
@@ -254,7 +254,7 @@ def run_replay_fa(args) -> int:
     from xstage.sim.sweep import run_fa_config
     platform = load_platform(args.platform)
     row = run_fa_config(args.shape, require_int("--seq-len", args.seq_len), platform,
-                        heads=require_int("--heads", args.heads) if args.heads else None)
+                        heads=integer("--heads", args.heads))
     if args.json:
         print_json(row)
     else:
@@ -296,7 +296,7 @@ def run_export(args) -> int:
         raise InputError("--schedule", args.schedule, "must be expert_wave, interleaved or fa_qloop")
     elif args.config:
         w = moe_workload(parse_config(args.config), platform, num_sms=_sms(args, platform))
-        waves = require_int("--wave-experts", args.wave_experts) if args.wave_experts else None
+        waves = integer("--wave-experts", args.wave_experts)
         s = w.schedule(args.schedule, _sms(args, platform), lead_rows=lead, wave_experts=waves)
     else:
         if args.tokens_per_expert is None or args.hidden is None or args.intermediate is None:
@@ -309,7 +309,7 @@ def run_export(args) -> int:
         if lead is None:
             lead = max(1, model.lead_knee_rows(require_int("--block-n", args.block_n), sms,
                                                require_int("--intermediate", args.intermediate)))
-        waves = require_int("--wave-experts", args.wave_experts) if args.wave_experts else None
+        waves = integer("--wave-experts", args.wave_experts)
         s = make_moe_schedule(args.schedule, grid, sms, lead_rows=lead, wave_experts=waves)
     with atomic_output(out, overwrite=args.overwrite) as tmp:
         s.save(tmp)
