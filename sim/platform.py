@@ -21,6 +21,7 @@ beyond the last one.
 """
 
 import json
+import numbers
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -49,25 +50,26 @@ class Platform:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
             raise InputError("platform.name", self.name, "must be a non-empty string")
+        if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, numbers.Integral):
+            raise InputError("platform.sm_count", self.sm_count, "must be an integer")
         object.__setattr__(self, "sm_count", require_int("platform.sm_count", self.sm_count))
-        require_positive("platform.drain_rate_GBps", self.drain_rate_GBps)
-        require_positive("platform.t_fixed_us", self.t_fixed_us, allow_zero=True)
-        require_positive("platform.producer_issue_GBps", self.producer_issue_GBps)
+        _real("platform.drain_rate_GBps", self.drain_rate_GBps)
+        _real("platform.t_fixed_us", self.t_fixed_us, allow_zero=True)
+        _real("platform.producer_issue_GBps", self.producer_issue_GBps)
         if self.injection_GBps is not None:
-            require_positive("platform.injection_GBps", self.injection_GBps)
-        try:
-            points = tuple(sorted((int(k), float(q)) for k, q in self.capacity_points))
-        except (TypeError, ValueError):
-            raise InputError("platform.capacity_points", self.capacity_points,
-                             "must be a list of [producers, bytes] pairs") from None
-        if not points:
-            raise InputError("platform.capacity_points", self.capacity_points, "must hold at least one point")
-        for k, q in points:
-            require_int("platform.capacity_points producers", k)
-            require_positive("platform.capacity_points bytes", q)
-        object.__setattr__(self, "capacity_points", points)
+            _real("platform.injection_GBps", self.injection_GBps)
+        object.__setattr__(self, "capacity_points", _capacity_points(self.capacity_points))
+        if not isinstance(self.target, str) or not self.target:
+            raise InputError("platform.target", self.target, "must be a non-empty string")
+        if not isinstance(self.tensor_TFLOPs, dict):
+            raise InputError("platform.tensor_TFLOPs", self.tensor_TFLOPs,
+                             "must be an object of precision: TFLOP/s (or {})")
         for prec, rate in self.tensor_TFLOPs.items():
-            require_positive(f"platform.tensor_TFLOPs[{prec}]", rate)
+            _real(f"platform.tensor_TFLOPs[{prec}]", rate)
+        if not isinstance(self.description, str):
+            raise InputError("platform.description", self.description, "must be a string")
+        if not isinstance(self.notes, dict):
+            raise InputError("platform.notes", self.notes, "must be an object (or {})")
 
     # --- the three parameters -------------------------------------------------------------
     @property
@@ -152,6 +154,32 @@ class Platform:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
             raise InputError("platform", str(path), f"is not valid JSON ({err.__class__.__name__})") from None
         return cls.from_dict(data, source=f"platform file {path.name}")
+
+
+def _real(field: str, value, *, allow_zero: bool = False) -> float:
+    """A platform number: a JSON number (not a string, not a boolean), finite, > 0 (>= 0 with allow_zero)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(field, value, "must be a number")
+    return float(require_positive(field, value, allow_zero=allow_zero))
+
+
+def _capacity_points(points) -> tuple:
+    """((K, bytes), ...) sorted by K: K an integer >= 1, bytes a number > 0, no K twice."""
+    field = "platform.capacity_points"
+    if not isinstance(points, (list, tuple)) or not points:
+        raise InputError(field, points, "must be a non-empty list of [producers, bytes] pairs")
+    out = []
+    for pair in points:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InputError(field, points, "must be a list of [producers, bytes] pairs")
+        k, q = pair
+        if isinstance(k, bool) or not isinstance(k, numbers.Real) or not float(k).is_integer():
+            raise InputError(f"{field} producers", k, "must be an integer")
+        out.append((require_int(f"{field} producers", int(k)), _real(f"{field} bytes", q)))
+    out.sort()
+    if len({k for k, _ in out}) != len(out):
+        raise InputError(field, points, "must not give one producer count twice")
+    return tuple(out)
 
 
 def bundled_platforms() -> list[str]:

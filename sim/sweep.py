@@ -8,7 +8,7 @@ address), reporting progress through a callback. ``summarize_moe`` gives the pap
 """
 
 import math
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,7 @@ import pandas as pd
 from xstage.errors import InputError, require_int
 from xstage.sim import model
 from xstage.sim.platform import Platform
+from xstage.sim.pool import WorkerPool
 from xstage.sim.replay import ReplayConfig, replay
 from xstage.sim.schedule_fa import burst_waves, fa_qloop
 from xstage.sim.workloads.catalog import (FaConfig, MoeConfig, fa_catalog, fa_timing, moe_configs, moe_workload,
@@ -185,7 +186,7 @@ def sweep(kind: str, platform: Platform, *, jobs: int = 1, scheduler: str | None
             done += 1
             tick()
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with WorkerPool(jobs) as pool:
             futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
             for fut in as_completed(futures):
                 rows[futures[fut]] = fut.result()

@@ -1,7 +1,10 @@
 """One error type for bad input: it names the field and the value given.
 
-The CLI turns it into one line on stderr and exit status 2.
+The CLI turns it into one line on stderr and exit status 2 (``xstage.cli.exits``). It pickles, so an
+input error raised inside a worker process (``xstage sweep --jobs 2``) arrives as itself.
 """
+
+import math
 
 
 class InputError(ValueError):
@@ -13,44 +16,55 @@ class InputError(ValueError):
         self.must = must
         super().__init__(f"{field}(={value!r}) {must}")
 
+    def __reduce__(self):  # ValueError pickles as cls(message): rebuild from the three parts instead
+        return (type(self), (self.field, self.value, self.must))
+
+
+def require_number(field: str, value, *, minimum: float | None = None, allow_equal: bool = True) -> float:
+    """``value`` as a finite float (>= minimum, or > minimum with allow_equal=False)."""
+    if isinstance(value, bool):
+        raise InputError(field, value, "must be a number")
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(field, value, "must be a number") from None
+    if not math.isfinite(x):
+        raise InputError(field, value, "must be finite")
+    if minimum is not None and (x < minimum or (not allow_equal and x == minimum)):
+        raise InputError(field, value, f"must be {'>=' if allow_equal else '>'} {minimum:g}")
+    return x
+
 
 def require_positive(field: str, value, *, allow_zero: bool = False):
     """Return ``value`` if it is a finite number > 0 (>= 0 with allow_zero)."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InputError(field, value, "must be a number") from None
-    if x != x or x in (float("inf"), float("-inf")):
-        raise InputError(field, value, "must be finite")
-    if allow_zero and x < 0:
-        raise InputError(field, value, "must be >= 0")
-    if not allow_zero and x <= 0:
-        raise InputError(field, value, "must be > 0")
+    require_number(field, value, minimum=0, allow_equal=allow_zero)
     return value
 
 
-def require_int(field: str, value, *, minimum: int = 1) -> int:
-    """Return ``value`` as int if it is an integer >= minimum."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        isinstance(value, float) and value.is_integer()
-    ):
+def require_int(field: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as int if it is an integer in [minimum, maximum]."""
+    if isinstance(value, bool) or value is None:
+        raise InputError(field, value, "must be an integer")
+    if isinstance(value, int):
+        ivalue = value
+    elif isinstance(value, float) and value.is_integer():
+        ivalue = int(value)
+    else:
         try:
-            ivalue = int(str(value), 10)
+            ivalue = int(str(value).strip(), 10)
         except (TypeError, ValueError):
             raise InputError(field, value, "must be an integer") from None
-    else:
-        ivalue = int(value)
     if ivalue < minimum:
         raise InputError(field, value, f"must be >= {minimum}")
+    if maximum is not None and ivalue > maximum:
+        raise InputError(field, value, f"must be <= {maximum}")
     return ivalue
 
 
 def exit_with(main, prog: str):
-    """``sys.exit(main())`` for a module's ``__main__``: InputError becomes one line on stderr and exit 2."""
+    """``sys.exit(main())`` for a module's ``__main__``, through the CLI's one error-exit path."""
     import sys
 
-    try:
-        sys.exit(main())
-    except InputError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    from xstage.cli.exits import call
+
+    sys.exit(call(main, prog))

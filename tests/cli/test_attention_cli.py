@@ -4,9 +4,7 @@ import json
 
 import pytest
 
-pytest.importorskip("triton")  # the plugin module is only importable where the kernels are
-
-from xstage.cli import main  # noqa: E402
+from xstage.cli import main
 
 
 def test_layout_json(capsys):
@@ -29,3 +27,23 @@ def test_layout_bad_input_is_one_line_exit_2(capsys):
 def test_check_bad_head_dim_exit_2(capsys):
     assert main(["attention", "check", "--seq-len", "1024", "--head-dim", "96"]) == 2
     assert "head_dim(=96)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["attention", "check", "--seq-len", "256", "--head-dim", "64", "--block-m", "16", "--block-n", "16",
+     "--world-size", "4"],
+    ["moe", "check", "--hidden", "64", "--intermediate", "32", "--tokens", "70", "--block-m", "16", "--block-n", "32",
+     "--block-k", "16"],
+    ["moe", "run", "--out", "never-written"],
+    ["attention", "run", "--out", "never-written"]])
+def test_check_without_gpu_libraries_is_one_line(argv):
+    """No torch / triton: one line naming what to install, exit 2 (not a ModuleNotFoundError traceback)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules.update(torch=None, triton=None); from xstage.cli import main; "
+            f"sys.exit(main({argv!r}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install" in lines[0] and "environment" in lines[0]

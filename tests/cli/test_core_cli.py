@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_sim_bursts_json_and_records(capsys, tmp_path):
     (["model", "-p", "paper-b200", "-K", "149", "-B", "32KiB"], "producers(=149)"),
     (["model", "-p", "paper-b200", "-K", "8", "-B", "-5"], "bytes_per_producer(='-5')"),
     (["model", "-p", "paper-b200", "-K", "8", "-B", "32KiBB"], "bytes_per_producer(='32KiBB')"),
-    (["model", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "-G", "-1"], "gap_us(=-1.0)"),
+    (["model", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "-G", "-1"], "gap_us(='-1')"),
     (["model", "-p", "nope", "-K", "8", "-B", "1KiB"], "platform(='nope')"),
     (["model", "-p", "paper-b200", "-K", "8"], "--bytes-per-producer(=None)"),
     (["model", "fa", "-p", "paper-b200", "-K", "8", "--head-dim", "0"], "head-dim(='0')"),
@@ -111,3 +112,111 @@ def test_results_work_without_gpu_libraries(kind, key):
     data = json.loads(proc.stdout)
     row = data[0] if isinstance(data, list) else data
     assert key in row
+
+
+def test_piped_into_head_is_quiet():
+    """`xstage ... | head -2`: no BrokenPipeError traceback."""
+    proc = subprocess.run(f"{sys.executable} -m xstage.cli attention layout --tiles --seq-len 65536 | head -2",
+                          shell=True, capture_output=True, text=True)
+    assert proc.stdout.count("\n") == 2 and proc.stderr == ""
+
+
+def test_output_below_a_file_is_one_line(capsys, tmp_path):
+    (tmp_path / "f").write_text("x")
+    code, _, err = run(capsys, "schedule", "export", "--schedule", "fa_qloop", "--heads", "2", "--seq-len", "1024",
+                       "--out", str(tmp_path / "f" / "s.npz"))
+    assert code == 2 and err.count("\n") == 1 and str(tmp_path / "f") in err
+
+
+def test_write_failure_is_one_line_naming_the_path(capsys, tmp_path, monkeypatch):
+    """A full or read-only disk while writing: one line with the path, exit 2, no temporary file left."""
+    import errno
+
+    from xstage.sim.schedules import Schedule
+
+    def full(self, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Schedule, "save", full)
+    code, _, err = run(capsys, "schedule", "export", "--schedule", "fa_qloop", "--heads", "2", "--seq-len", "1024",
+                       "--out", str(tmp_path / "s.npz"))
+    assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and str(tmp_path) in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_input_error_in_a_worker_arrives_as_itself(capsys, tmp_path, monkeypatch):
+    """`sweep --jobs 2`: an input error raised in a worker process is one line, not BrokenProcessPool."""
+    code, _, err = run(capsys, "sweep", "fa", "--jobs", "2", "--platform", "paper-b200", "--out",
+                       str(tmp_path / "x.parquet"), "--configs", "DiT-MoE")
+    assert code == 2 and "only applies to sweep moe" in err
+    from concurrent.futures import BrokenExecutor
+
+    from xstage.errors import InputError
+    from xstage.sim.pool import WorkerPool
+
+    with WorkerPool(2) as pool:
+        fut = pool.submit(_raise_input_error)
+        with pytest.raises(InputError) as caught:
+            fut.result()
+    assert not isinstance(caught.value, BrokenExecutor) and str(caught.value) == "lead(=0) deadlocks"
+
+
+def _raise_input_error():
+    from xstage.errors import InputError
+    raise InputError("lead", 0, "deadlocks")
+
+
+def test_demo_never_replaces_without_overwrite_nor_deletes_user_files(capsys, tmp_path):
+    out = tmp_path / "demo"
+    assert run(capsys, "demo", "--out", str(out), "--no-dashboards", "--quiet")[0] == 0
+    assert (out / "summary.json").is_file() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    code, _, err = run(capsys, "demo", "--out", str(out), "--no-dashboards")
+    assert code == 2 and "--overwrite" in err
+    (out / "paper-b200" / "notes.txt").write_text("mine")
+    code, _, err = run(capsys, "demo", "--out", str(out), "--no-dashboards", "--overwrite")
+    assert code == 2 and "notes.txt" in err and (out / "paper-b200" / "notes.txt").read_text() == "mine"
+    (out / "paper-b200" / "notes.txt").unlink()
+    assert run(capsys, "demo", "--out", str(out), "--no-dashboards", "--overwrite", "-q")[0] == 0
+
+
+def test_interrupted_demo_leaves_no_folder(capsys, tmp_path, monkeypatch):
+    import xstage.demo as demo
+
+    def stop(platform):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(demo, "burst_sweeps", stop)
+    code, _, err = run(capsys, "demo", "--out", str(tmp_path / "demo"), "--no-dashboards", "--quiet")
+    assert code == 130 and err == "xstage: interrupted\n" and list(tmp_path.iterdir()) == []
+
+
+def test_sim_bursts_csv_never_clobbers_its_meta(capsys, tmp_path):
+    (tmp_path / "b.meta.json").write_text("{}")
+    code, _, err = run(capsys, "sim", "bursts", "-p", "paper-b200", "-K", "2", "-B", "1KiB", "-n", "4",
+                       "--out", str(tmp_path / "b.csv"))
+    assert code == 2 and "b.meta.json" in err and (tmp_path / "b.meta.json").read_text() == "{}"
+    assert not (tmp_path / "b.csv").exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["model", "-K", "8", "-B", "0.4"], "bytes_per_producer(='0.4') must be a whole number of bytes"),
+    (["model", "-K", "8", "-B", "1e400"], "bytes_per_producer(='1e400')"),
+    (["advise", "--config", "DiT-MoE/w8a8/skewed/S", "--num-sms", "1"], "num_sms(='1') must be >= 2"),
+    (["replay", "moe", "--config", "DiT-MoE/w8a8/skewed/S", "--l1-us", "inf"], "--l1-us(='inf') must be finite"),
+    (["calibrate", "--sim", "paper-b200", "--target", "host", "--out", "x", "--quick", "--trials", "0"],
+     "--trials(=0)"),
+    (["calibrate", "--sim", "paper-b200", "--target", "host", "--out", "x", "--gap-fractions", "-1"],
+     "--gap-fractions(='-1')"),
+    (["sweep", "moe", "--jobs", "0", "--out", "x.parquet"], "--jobs(='0')"),
+])
+def test_issue_examples_are_refused(capsys, argv, needle):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
+
+
+def test_platform_file_with_null_field(capsys, tmp_path):
+    d = json.loads((Path(__file__).resolve().parents[2] / "sim" / "platforms" / "paper-b200.json").read_text())
+    for field, value in (("tensor_TFLOPs", None), ("drain_rate_GBps", "717"), ("capacity_points", [[1.5, 9]])):
+        bad = tmp_path / f"{field}.json"
+        bad.write_text(json.dumps({**d, field: value}))
+        code, _, err = run(capsys, "model", "-p", str(bad), "-K", "8", "-B", "1KiB")
+        assert code == 2 and err.count("\n") == 1 and field in err, err

@@ -6,8 +6,9 @@
     xstage attention run --out out/attention                                # the §5.3 sweep on a GPU
 """
 
-from xstage.errors import InputError
-
+from xstage.cli.common import add_json, print_json, print_table
+from xstage.cli.exits import require_libraries
+from xstage.errors import InputError, require_int
 
 def _shape_args(p, seq_len=8192):
     p.add_argument("--seq-len", type=int, default=seq_len, help="M, tokens of the whole sequence")
@@ -16,7 +17,7 @@ def _shape_args(p, seq_len=8192):
     p.add_argument("--world-size", type=int, default=8, help="W ranks (emulated on one GPU)")
     p.add_argument("--rank", type=int, default=0, help="the sender rank")
     p.add_argument("--block-m", type=int, default=128)
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json(p, "print JSON")
 
 
 def register(sub):
@@ -53,22 +54,23 @@ def register(sub):
     run = s.add_parser("run", help="the §5.3 timing sweep on a GPU (records under --out)",
                        description="Correctness checks, then FA-only / Serial / Fused / SDPA / Serial-best timing "
                                    "per M (CUDA graphs, medians); writes kernel and tile records.")
-    run.add_argument("--out", required=True, help="output folder")
-    run.add_argument("--seq-lens", default="8192,16384,32768,49152,65536")
-    run.add_argument("--heads", type=int, default=3)
-    run.add_argument("--head-dim", type=int, default=128)
-    run.add_argument("--world-size", type=int, default=8)
-    run.add_argument("--trials", type=int, default=25)
-    run.add_argument("--no-tune", action="store_true")
-    run.add_argument("--no-checks", action="store_true")
-    run.add_argument("--overwrite", action="store_true")
+    from xstage.cli.bench_attention import add_flags
+
+    add_flags(run)
     run.set_defaults(func=run_sweep)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
+def _check_shape(args) -> None:
+    for flag in ("seq_len", "heads", "head_dim", "world_size", "block_m"):
+        require_int(f"--{flag.replace('_', '-')}", getattr(args, flag))
+    require_int("--rank", args.rank, minimum=0, maximum=args.world_size - 1)
+
+
 def run_layout(args) -> int:
-    from xstage.cli import print_json, print_table
     from xstage.sim.workloads.a2a_layout import A2ALayout
+
+    _check_shape(args)
 
     lay = A2ALayout(args.seq_len, args.heads, args.head_dim, args.world_size, args.rank, args.block_m)
     plan = lay.tile_plan()
@@ -94,16 +96,26 @@ def run_layout(args) -> int:
 
 
 def run_check(args) -> int:
+    _check_shape(args)
+    for flag in ("block_n", "num_stages", "num_warps"):
+        require_int(f"--{flag.replace('_', '-')}", getattr(args, flag))
+    if args.split_tail:
+        require_int("--tail-parts", args.tail_parts, minimum=0, maximum=16)
+    if args.store_cache not in (".wt", "", ".cs"):
+        raise InputError("--store-cache", args.store_cache, "must be .wt, '' or .cs")
+    require_int("--seed", args.seed, minimum=0)
+    from xstage.hw.attention.config import AttentionConfig  # no GPU imports: the shape is checked first
+
+    cfg = AttentionConfig(args.seq_len, args.heads, args.head_dim, args.world_size, args.rank, args.block_m,
+                          args.block_n, args.num_warps, args.num_stages, tma=args.tma,
+                          store_cache=args.store_cache, local_last=not args.natural_order, drip=args.drip,
+                          stagger=args.stagger, split_tail=args.split_tail,
+                          tail_parts=args.tail_parts)
+    require_libraries("torch", "triton")
     import torch
 
-    from xstage.cli import print_json
     from xstage.hw.attention import kernel as A
 
-    cfg = A.AttentionConfig(args.seq_len, args.heads, args.head_dim, args.world_size, args.rank, args.block_m,
-                            args.block_n, args.num_warps, args.num_stages, tma=args.tma,
-                            store_cache=args.store_cache, local_last=not args.natural_order, drip=args.drip,
-                            stagger=args.stagger, split_tail=args.split_tail,
-                            tail_parts=args.tail_parts)
     if torch.cuda.is_available() and not A.interpreting():
         from xstage.hw.attention.checks import check_shape
         rows = check_shape(cfg, seed=args.seed)
@@ -146,10 +158,8 @@ def check_cpu(cfg, seed: int = 0) -> list:
 
 
 def run_sweep(args) -> int:
-    from xstage.cli import bench_attention as attention_bench
+    from xstage.cli import bench_attention
 
-    argv = ["--out", args.out, "--seq-lens", args.seq_lens, "--heads", str(args.heads), "--head-dim",
-            str(args.head_dim), "--world-size", str(args.world_size), "--trials", str(args.trials)]
-    argv += [flag for flag, on in (("--no-tune", args.no_tune), ("--no-checks", args.no_checks),
-                                   ("--overwrite", args.overwrite)) if on]
-    return attention_bench.main(argv)
+    bench_attention.check(args)
+    require_libraries("torch", "triton")
+    return bench_attention.execute(args)

@@ -16,8 +16,8 @@ from xstage.errors import InputError, require_int
 NAME = "attention_bench"
 
 
-def parser() -> BenchParser:
-    p = BenchParser(prog="python -m xstage.hw.attention.bench", description=__doc__.splitlines()[0])
+def add_flags(p) -> None:
+    """The sweep's flags, declared once: ``python -m xstage.hw.attention.bench`` and ``xstage attention run``."""
     p.add_argument("--out", required=True, help="output folder for the records")
     p.add_argument("--seq-lens", default="8192,16384,32768,49152,65536")
     p.add_argument("--heads", type=int, default=3)
@@ -29,16 +29,25 @@ def parser() -> BenchParser:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--dry-run", action="store_true",
                    help="tiny shapes and blocks, no tuning (with TRITON_INTERPRET=1 on a CPU: tests this module)")
+
+
+def parser() -> BenchParser:
+    p = BenchParser(prog="python -m xstage.hw.attention.bench", description=__doc__.splitlines()[0])
+    add_flags(p)
     return p
 
 
 def parse_args(argv=None):
     """The checked flags (every shape validated); bad input → ``InputError``."""
+    return check(parser().parse_args(argv))
+
+
+def check(args):
+    """Every flag's value and the output folder, before any GPU work; bad input → ``InputError``."""
     from dataclasses import replace
 
     from xstage.hw.attention.config import AttentionConfig
 
-    args = parser().parse_args(argv)
     require_int("--trials", args.trials)
     try:
         lens = [int(m) for m in args.seq_lens.split(",")]
@@ -53,7 +62,11 @@ def parse_args(argv=None):
 
 
 def _main(argv) -> int:
-    args = parse_args(argv)
+    return execute(parse_args(argv))
+
+
+def execute(args) -> int:
+    """Run the checked sweep and print its per-M summary; exit status 1 if a check failed."""
     from xstage.compare.attention_records import summary_table
     from xstage.hw.attention import bench
 

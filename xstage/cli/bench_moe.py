@@ -18,8 +18,8 @@ TABLE_COLUMNS = ("config", "expert_wave(us)", "interleaved(us)", "speedup_interl
                  "interleaved_local(us)", "grouped_mm(us)", "gemm_vs_grouped_mm", "baseline_total(us)", "sim_speedup")
 
 
-def parser() -> BenchParser:
-    ap = BenchParser(prog="python -m xstage.hw.moe.bench", description=__doc__.splitlines()[0])
+def add_flags(ap) -> None:
+    """The sweep's flags, declared once: ``python -m xstage.hw.moe.bench`` and ``xstage moe run``."""
     ap.add_argument("--out", required=True, help="output folder for the records")
     add_sweep_flags(ap, budget_s=200.0)
     ap.add_argument("--no-tune", action="store_true")
@@ -28,12 +28,21 @@ def parser() -> BenchParser:
                     help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes (with TRITON_INTERPRET=1 on a CPU)")
+
+
+def parser() -> BenchParser:
+    ap = BenchParser(prog="python -m xstage.hw.moe.bench", description=__doc__.splitlines()[0])
+    add_flags(ap)
     return ap
 
 
 def parse_args(argv=None):
     """The checked flags; bad input → ``InputError``."""
-    args = parser().parse_args(argv)
+    return check(parser().parse_args(argv))
+
+
+def check(args):
+    """Every flag's value and the output folder, before any GPU work; bad input → ``InputError``."""
     check_sweep_flags(args)
     out_folder(args.out, overwrite=args.overwrite, holds=("moe-kernel.parquet",))
     return args
@@ -51,7 +60,11 @@ def summary_table(rows: list, columns=TABLE_COLUMNS) -> str:
 
 
 def _main(argv) -> int:
-    args = parse_args(argv)
+    return execute(parse_args(argv))
+
+
+def execute(args) -> int:
+    """Run the checked sweep and print its table and summary; exit status 1 if a check failed."""
     from xstage.compare.moe_records import summarize
     from xstage.hw.moe import bench
 

@@ -9,28 +9,23 @@
 """
 
 import os
-import sys
 
+from xstage.cli.common import (add_json, add_quiet, check_output, int_list, number, number_list, print_json,
+                               print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
 from xstage.units import parse_size
 
 
 def _ints(text, field):
-    try:
-        return tuple(require_int(field, x) for x in str(text).split(",") if x.strip())
-    except InputError:
-        raise InputError(field, text, "must be a comma-separated list of integers") from None
+    return int_list(field, text)
 
 
 def _sizes(text, field):
-    return tuple(parse_size(x, field) for x in str(text).split(",") if x.strip())
+    return size_list(field, text)
 
 
 def _floats(text, field):
-    try:
-        return tuple(float(x) for x in str(text).split(",") if x.strip())
-    except ValueError:
-        raise InputError(field, text, "must be a comma-separated list of numbers") from None
+    return number_list(field, text, minimum=0, allow_equal=False)
 
 
 def register(sub):
@@ -80,20 +75,31 @@ def register(sub):
     p.add_argument("--refit", action="store_true", help="re-fit the points already in --out (no measurement; rewrites "
                    "its files, so needs --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_json(p, "print the summary as JSON")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
 def build_config(args):
+    """The sweep's CalibConfig. Every flag is checked, also those --quick replaces."""
     from xstage.hw.calib.calibrate import CalibConfig
     pairs = []
     for item in str(args.gap_configs).split(","):
-        if not item.strip():
+        if not item.strip():  # "" = no gap sweep
             continue
         if ":" not in item:
             raise InputError("--gap-configs", args.gap_configs, "must be K:B pairs such as 132:32KiB")
         k, b = item.split(":", 1)
         pairs.append((require_int("--gap-configs K", k.strip()), parse_size(b, "--gap-configs B")))
+    for flag, value, minimum in (("--bursts", args.bursts, 2), ("--max-bursts", args.max_bursts, 2),
+                                 ("--iso-bursts", args.iso_bursts, 2), ("--trials", args.trials, 1),
+                                 ("--keep-producers", args.keep_producers, 0)):
+        require_int(flag, value, minimum=minimum)
+    if args.max_bursts < args.bursts:
+        raise InputError("--max-bursts", args.max_bursts, f"must be >= --bursts ({args.bursts})")
+    number("--settle-us", args.settle_us, minimum=0)
+    number("--timeout-ms", args.timeout_ms, minimum=0, allow_equal=False)
+    parse_size(args.ring, "--ring")
     kw = dict(target=args.target, name=args.name, producers=_ints(args.producers, "--producers"),
               sizes=_sizes(args.sizes, "--sizes"), gap_configs=tuple(pairs),
               gap_fractions=_floats(args.gap_fractions, "--gap-fractions"),
@@ -118,7 +124,6 @@ def buffer_bytes(cfg, ring_bytes: int) -> int:
 
 
 def run(args) -> int:
-    from xstage.cli import print_json, print_table
     from xstage.hw.calib import calibrate
 
     if args.refit:
@@ -145,10 +150,11 @@ def run(args) -> int:
             if rank != 0:  # other ranks drive their own peer stores (the same sweep); rank 0 records
                 calibrate.sweep(cfg, runner, progress=False)
                 return 0
-            summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite)
+            summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite,
+                                                progress=progress_enabled(args))
         finally:
             runner.close()
-        print(f"[calibrate] wrote {args.out}/platform.json and records", file=sys.stderr)
+        say(args, f"[calibrate] wrote {args.out}/platform.json and records")
     if args.json:
         print_json(summary)
     else:

@@ -31,18 +31,25 @@ def register(sub):
     p.add_argument("--out", default=None, help="write the side-by-side rows to FILE.csv or FILE.parquet, or as "
                                                "records (one per experiment) into the folder DIR")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    p.add_argument("--json", action="store_true", help="print the error metrics as JSON")
+    from xstage.cli.common import add_json
+
+    add_json(p, "print the error metrics as JSON")
     p.set_defaults(func=run)
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    if out.suffix not in (".csv", ".parquet", ""):
-        raise InputError("--out", str(out), "must end in .csv or .parquet, or name a folder (no suffix)")
-    if out.suffix == "" and out.exists() and not out.is_dir():
-        raise InputError("--out", str(out), "exists and is not a folder")
-    taken = (out.is_dir() and any(out.iterdir())) if out.suffix == "" else out.exists()
-    if taken and not overwrite:
-        raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
+def _check_out(text: str, overwrite: bool) -> Path:
+    """``--out``: a .csv / .parquet file, or a folder (no suffix); refused before any work."""
+    from xstage.cli.common import check_output
+
+    out = Path(text)
+    if out.suffix == "" and not text.endswith((".", "/")):
+        check_output("--out", text, folder=True)
+        if out.is_dir() and any(out.iterdir()) and not overwrite:
+            raise InputError("--out", text, "already exists (pass --overwrite to replace it)")
+        return out
+    if out.suffix not in (".csv", ".parquet"):
+        raise InputError("--out", text, "must end in .csv or .parquet, or name a folder (no suffix)")
+    return check_output("--out", text, overwrite=overwrite, suffixes=(".csv", ".parquet"))
 
 
 def _write(out: Path, parts: dict, metrics: dict, rows: pd.DataFrame, meta: dict) -> None:
@@ -70,15 +77,14 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from xstage.cli import print_json, print_table
+    from xstage.cli.common import progress_enabled
     from xstage.compare.experiments import compare_parts, load_arguments
 
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        _check_out(out, args.overwrite)
+    out = _check_out(args.out, args.overwrite) if args.out else None
     grouped = load_arguments([Path(p) for p in args.records])
-    quiet = args.json or not sys.stderr.isatty()
+    bars = progress_enabled(args)  # only on a terminal, never with --json
     progress = lambda items: tqdm(items, desc="simulate", unit="exp", file=sys.stderr,  # noqa: E731
-                                  disable=quiet or len(items) < 4, dynamic_ncols=True)
+                                  disable=not bars or len(items) < 4, dynamic_ncols=True)
     parts, metrics = compare_parts(grouped, args.platform, args.data, progress=progress)
     rows = pd.concat([r.assign(experiment=name) for name, r in parts.items()], ignore_index=True, sort=False)
     if out is not None:

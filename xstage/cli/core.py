@@ -1,9 +1,11 @@
 """Core subcommands: ``xstage model``, ``xstage model fa``, ``xstage sim bursts``, ``xstage platforms``."""
 
 
-from xstage.errors import InputError, require_int, require_positive
-from xstage.sim import model
+
+from xstage.cli.common import add_json, add_out, add_platform, check_output, number, print_json, print_table
+from xstage.errors import InputError, require_int
 from xstage.sim.platform import bundled_platforms, load_platform
+from xstage.sim.scenarios import burst_model, fa_model  # noqa: F401 - re-exported for older callers
 from xstage.units import MiB, parse_size
 
 
@@ -16,7 +18,7 @@ def register(sub):
     p.add_argument("--producers", "-K", type=str, help="concurrent producers K (<= platform SMs)")
     p.add_argument("--bytes-per-producer", "-B", type=str, help="bytes per producer per burst (32KiB, 4.6MB, ...)")
     p.add_argument("--gap-us", "-G", type=str, default="0", help="producer-side gap G in us (default 0)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p)
     p.set_defaults(func=run_model)
     msub = p.add_subparsers(dest="model_kind", metavar="{fa}")
     fa = msub.add_parser("fa", help="FlashAttention + All-to-All design test (Eq. 17-20)",
@@ -29,7 +31,7 @@ def register(sub):
     fa.add_argument("--head-dim", type=str, default="128", help="head dimension d (default 128)")
     fa.add_argument("--out-bytes", type=str, default="2", help="output element size in bytes (default 2: bf16)")
     fa.add_argument("--sigma-us", type=str, default="0.79", help="Q-loop time per KV tile sigma (default 0.79 us)")
-    fa.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(fa)
     fa.set_defaults(func=run_model_fa)
 
     s = sub.add_parser("sim", help="run the simpy X-Stage simulator",
@@ -45,62 +47,26 @@ def register(sub):
     b.add_argument("--mode", default="periodic", help="periodic | isolated | local | coupled")
     b.add_argument("--queue", default="fluid", help="fluid (exact, fast) | chunked (4 KiB chunks, cross-check)")
     b.add_argument("--chunk", default="4KiB", help="chunk size for --queue chunked")
-    b.add_argument("--out", default=None, help="write the burst records (.parquet or .csv)")
-    b.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    b.add_argument("--json", action="store_true")
+    add_out(b, "write the burst records (.parquet, or .csv with a .meta.json beside it)")
+    add_json(b)
     b.set_defaults(func=run_sim_bursts)
 
     pl = sub.add_parser("platforms", help="list bundled platforms or show one",
                         description="List the bundled platforms, or show one platform's parameters.")
     pl.add_argument("name", nargs="?", help="platform name or .json file to show")
-    pl.add_argument("--json", action="store_true")
+    add_json(pl)
     pl.set_defaults(func=run_platforms)
 
 
 def _platform_arg(p, required):
-    p.add_argument("--platform", "-p", required=required, default=None if required else "paper-b200",
-                   help=f"bundled platform name ({', '.join(bundled_platforms())}) or platform .json file"
-                   + ("" if required else " (default paper-b200)"))
+    add_platform(p, required=required)
 
 
 def _float(field, text, allow_zero=False):
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise InputError(field, text, "must be a number") from None
-    require_positive(field, value, allow_zero=allow_zero)
-    return value
-
-
-def burst_model(platform, producers: int, bytes_per_producer: int, gap_us: float) -> dict:
-    """All Sec. 3 quantities for one (K, B, G) on a platform, as one flat dict."""
-    K, B, G = producers, bytes_per_producer, gap_us
-    V = K * B
-    R = platform.drain_rate_Bpus
-    t0 = platform.issue_time0_us(K, B)
-    Q = platform.capacity_bytes(K)
-    test = model.design_test(G, t0, V, R, Q)
-    return {
-        "platform": platform.name, "producers": K, "bytes_per_producer": B, "gap_us": G,
-        "volume_MiB": V / MiB, "R_GBps": platform.drain_rate_GBps, "Q_MiB": Q / MiB, "T_iss0_us": t0,
-        "T_iss_us": model.issue_time_us(G, t0, V, R),
-        "delta_T_iss_us": model.issue_overhead_us(G, t0, V, R),
-        "T_iss_with_capacity_us": model.issue_time_with_capacity_us(G, t0, V, R, Q),
-        "G_star_us": model.recovery_gap_us(t0, V, R),
-        "period_us": model.period_us(G, t0, V, R),
-        "period_coupled_us": model.coupled_period_us(G, V, R),
-        "drain_period_us": model.drain_period_us(V, R),
-        "q_peak0_MiB": model.peak_outstanding_bytes(t0, V, R) / MiB,
-        "T_iss_iso_us": model.isolated_issue_time_us(t0, V, R, Q),
-        "injection_GBps": test.injection_rate_Bpus / 1e3,
-        "rate_bound_ok": test.rate_bound_ok,
-        "capacity_bound_ok": test.capacity_bound_ok,
-    }
+    return number(field, text, minimum=0, allow_equal=allow_zero)
 
 
 def run_model(args) -> int:
-    from xstage.cli import print_json, print_table
-
     if args.producers is None or args.bytes_per_producer is None:
         missing = "--producers" if args.producers is None else "--bytes-per-producer"
         raise InputError(missing, None, "is required (or use `xstage model fa ...`)")
@@ -113,27 +79,7 @@ def run_model(args) -> int:
     return 0
 
 
-def fa_model(platform, producers, block_m, block_n, head_dim, out_bytes, sigma_us) -> dict:
-    B = model.fa_tile_bytes(block_m, head_dim, out_bytes)
-    V = producers * B
-    R = platform.drain_rate_Bpus
-    t0 = platform.issue_time0_us(producers, B)
-    Q = platform.capacity_bytes(producers)
-    g_star = model.recovery_gap_us(t0, V, R)
-    peak = model.peak_outstanding_bytes(t0, V, R)
-    return {
-        "platform": platform.name, "producers": producers, "block_m": block_m, "block_n": block_n,
-        "head_dim": head_dim, "out_bytes": out_bytes, "sigma_us": sigma_us,
-        "tile_KiB": B / 1024, "burst_MiB": V / MiB, "T_iss0_us": t0, "Q_MiB": Q / MiB,
-        "q_peak0_MiB": peak / MiB, "capacity_bound_ok": peak <= Q,
-        "G_star_us": g_star,
-        "M_ub_star_tokens": model.fa_seq_upper_bound_tokens(block_n, g_star, sigma_us),
-    }
-
-
 def run_model_fa(args) -> int:
-    from xstage.cli import print_json, print_table
-
     platform = load_platform(args.platform)
     K = platform.check_producers(require_int("producers", args.producers))
     ints = {name: require_int(name.replace("_", "-"), getattr(args, name))
@@ -145,7 +91,6 @@ def run_model_fa(args) -> int:
 
 
 def run_sim_bursts(args) -> int:
-    from xstage.cli import print_json, print_table
     from xstage.provenance import provenance
     from xstage.records import save_records
     from xstage.sim.bursts import BurstConfig, simulate_bursts
@@ -157,8 +102,10 @@ def run_sim_bursts(args) -> int:
         gap_us=_float("gap_us", args.gap_us, allow_zero=True),
         bursts=require_int("bursts", args.bursts, minimum=2),
         mode=args.mode, queue=args.queue, chunk_bytes=parse_size(args.chunk, "chunk"))
-    if args.out and not str(args.out).endswith((".parquet", ".csv")):
-        raise InputError("--out", args.out, "must end in .parquet or .csv")
+    if args.out:
+        out = check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".parquet", ".csv"))
+        if out.suffix == ".csv":  # its metadata goes beside it: never clobbered either
+            check_output("--out", out.with_suffix(".meta.json"), overwrite=args.overwrite)
     result = simulate_bursts(platform, cfg)
     summary = result.summary(platform)
     if args.out:
@@ -171,8 +118,6 @@ def run_sim_bursts(args) -> int:
 
 
 def run_platforms(args) -> int:
-    from xstage.cli import print_json, print_table
-
     if args.name is None:
         rows = []
         for name in bundled_platforms():

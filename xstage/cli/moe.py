@@ -7,6 +7,10 @@
     xstage moe run --out out/moe                                                        # the §5.2 sweep on a GPU
 """
 
+from xstage.cli.common import add_json, print_json, print_table
+from xstage.cli.exits import require_libraries
+from xstage.errors import InputError, require_int
+
 
 def _problem_args(p, hidden=2048, intermediate=512, tokens=1000):
     p.add_argument("--hidden", type=int, default=hidden, help="H, model width")
@@ -21,11 +25,15 @@ def _problem_args(p, hidden=2048, intermediate=512, tokens=1000):
     p.add_argument("--block-m", type=int, default=128)
     p.add_argument("--block-n", type=int, default=128)
     p.add_argument("--num-sms", type=int, default=None, help="persistent programs (default: the GPU's SMs, even)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json(p, "print JSON")
 
 
 def _problem(args):
     from xstage.sim.workloads.moe_layout import MoeProblem
+
+    for flag in ("hidden", "intermediate", "tokens", "experts", "world_size", "top_k", "block_m", "block_n"):
+        require_int(f"--{flag.replace('_', '-')}", getattr(args, flag))
+    require_int("--seed", args.seed, minimum=0)
 
     return MoeProblem(args.hidden, args.intermediate, args.tokens, local_experts=args.experts, routing=args.routing,
                       world_size=args.world_size, top_k=args.top_k, seed=args.seed, block_m=args.block_m,
@@ -55,20 +63,14 @@ def register(sub):
     run = s.add_parser("run", help="the §5.2 sweep on a GPU (records under --out)",
                        description="Correctness checks, then expert-wave / interleaved / local / grouped-GEMM "
                                    "baseline / Combine copy timing per configuration; kernel and tile records.")
-    run.add_argument("--out", required=True, help="output folder")
-    run.add_argument("--trials", type=int, default=25)
-    run.add_argument("--budget-s", type=float, default=200.0)
-    run.add_argument("--max-configs", type=int, default=None)
-    run.add_argument("--no-tune", action="store_true")
-    run.add_argument("--no-checks", action="store_true")
-    run.add_argument("--overwrite", action="store_true")
+    from xstage.cli.bench_moe import add_flags
+
+    add_flags(run)
     run.set_defaults(func=run_sweep)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
 def _sms(args) -> int:
-    from xstage.errors import InputError
-
     if args.num_sms is not None:
         if args.num_sms < 2 or args.num_sms % 2:
             raise InputError("--num-sms", args.num_sms, "must be an even number >= 2 (CTA pairs)")
@@ -79,7 +81,6 @@ def _sms(args) -> int:
 def run_layout(args) -> int:
     import numpy as np
 
-    from xstage.cli import print_json, print_table
     from xstage.sim.workloads.moe_layout import check_layout, dispatch_layout
     from xstage.sim.model import lead_knee_rows
     from xstage.sim.schedules import make_moe_schedule
@@ -104,12 +105,15 @@ def run_layout(args) -> int:
 
 
 def run_check(args) -> int:
-    from xstage.cli import print_json
+    p = _problem(args)
+    if args.num_sms is not None:
+        _sms(args)
+    kw = {"block_k": require_int("--block-k", args.block_k), "num_stages": require_int("--num-stages", args.num_stages),
+          "num_warps": require_int("--num-warps", args.num_warps)}
+    require_libraries("torch", "triton")
     from xstage.hw.moe import bench as B
 
-    p = _problem(args)
     sms = args.num_sms or B.num_sms(False)
-    kw = {"block_k": args.block_k, "num_stages": args.num_stages, "num_warps": args.num_warps}
     rows = B.check_problem(p, sms, kw, seed=args.seed)
     if args.json:
         print_json(rows)
@@ -122,9 +126,8 @@ def run_check(args) -> int:
 
 
 def run_sweep(args) -> int:
-    from xstage.cli import bench_moe as moe_bench
+    from xstage.cli import bench_moe
 
-    argv = ["--out", args.out, "--trials", str(args.trials), "--budget-s", str(args.budget_s)]
-    argv += ["--max-configs", str(args.max_configs)] if args.max_configs else []
-    argv += [f"--{flag}" for flag in ("no-tune", "no-checks", "overwrite") if getattr(args, flag.replace("-", "_"))]
-    return moe_bench.main(argv)
+    bench_moe.check(args)
+    require_libraries("torch", "triton")
+    return bench_moe.execute(args)

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from xstage.cli.common import add_json, print_json, print_table
 from xstage.errors import InputError
 from xstage.paths import data_dir
 
@@ -19,16 +20,16 @@ def register(sub):
     p.add_argument("kind", choices=sorted(KINDS), help="which records")
     p.add_argument("--platform", default=None, help="platform name (calibration records)")
     p.add_argument("--data", default=None, help="records folder (default: the checkout's data/ or $XSTAGE_DATA)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json(p, "print JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     import importlib
 
-    from xstage.cli import print_json, print_table
-
-    folder = Path(args.data) if args.data else data_dir()
+    if args.data is not None and not args.data.strip():
+        raise InputError("--data", args.data, "must name a records folder")
+    folder = Path(args.data) if args.data is not None else data_dir()
     if not folder.is_dir():
         raise InputError("--data", str(folder), "is not a folder")
     module_name, function = KINDS[args.kind]

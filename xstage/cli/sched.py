@@ -1,9 +1,12 @@
 """Schedule subcommands: ``xstage sweep``, ``xstage advise``, ``xstage replay``, ``xstage schedule export``."""
 
-import sys
-
+from xstage.cli.common import (add_json, add_out, add_platform, add_quiet, atomic_output, check_output,
+                               int_list, integer, number, print_json, print_table, progress_enabled)
 from xstage.errors import InputError, require_int
-from xstage.sim.platform import bundled_platforms, load_platform
+from xstage.sim.platform import load_platform
+
+
+MAX_JOBS = 256  # local worker processes
 
 
 def register(sub):
@@ -18,10 +21,11 @@ def register(sub):
     sw.add_argument("--scheduler", default=None, help="Dask distributed scheduler address (tcp://host:8786)")
     sw.add_argument("--configs", nargs="*", default=None,
                     help="moe: only these MODEL/PRECISION/ROUTING/SETTING names (default: all 84)")
-    sw.add_argument("--out", required=True, help="output records (.parquet or .csv), kind 'summary'")
-    sw.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    sw.add_argument("--json", action="store_true", help="print the summary as JSON")
-    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_out(sw, "output records (.parquet or .csv), kind 'summary'", required=True)
+    add_json(sw, "print the summary as JSON")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar (there is none unless stderr "
+                    "is a terminal)")
+    add_quiet(sw)
     sw.set_defaults(func=run_sweep)
 
     ad = sub.add_parser("advise", help="recommend a MoE schedule (expert-wave / interleaved D / staging depth)",
@@ -36,7 +40,7 @@ def register(sub):
     ad.add_argument("--slots", default="1,2", help="comma-separated staging depths to try (default 1,2)")
     ad.add_argument("--num-sms", default=None, help="programs (default: the platform's SMs, rounded down to even)")
     ad.add_argument("--l2-cache-MiB", default=None, help="L2 cache for the locality penalty (default per platform)")
-    ad.add_argument("--json", action="store_true")
+    add_json(ad)
     ad.set_defaults(func=run_advise)
 
     rp = sub.add_parser("replay", help="replay one fused kernel and print its summary",
@@ -54,16 +58,15 @@ def register(sub):
     rm.add_argument("--l2-us", default=None, help="override the Linear-2 tile mainloop time (us)")
     rm.add_argument("--num-sms", default=None, help="programs (default: platform SMs, rounded down to even)")
     rm.add_argument("--engine", default="fast", help="fast (default) | simpy (reference, slower)")
-    rm.add_argument("--out", default=None, help="write the tile records (.parquet or .csv)")
-    rm.add_argument("--overwrite", action="store_true")
-    rm.add_argument("--json", action="store_true")
+    add_out(rm, "write the tile records (.parquet or .csv)")
+    add_json(rm)
     rm.set_defaults(func=run_replay_moe)
     rf = rsub.add_parser("fa", help="one FlashAttention shape and sequence length")
     _platform(rf)
     rf.add_argument("--shape", default="fa4", help="fa3 | fa4 (default)")
     rf.add_argument("--seq-len", "-M", required=True, help="sequence length M")
     rf.add_argument("--heads", default=None, help="heads per rank (default from the catalog)")
-    rf.add_argument("--json", action="store_true")
+    add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
     rr = sub.add_parser("reproduce", help="reproduce the paper's Table 2 (per-tile span and stall) on a platform",
@@ -73,7 +76,7 @@ def register(sub):
     rr.add_argument("what", choices=("table2",), help="which result")
     _platform(rr)
     rr.add_argument("--slots", default="2", help="staging slots (default 2)")
-    rr.add_argument("--json", action="store_true")
+    add_json(rr)
     rr.set_defaults(func=run_reproduce)
 
     sc = sub.add_parser("schedule", help="export schedule arrays for the GPU kernels",
@@ -97,45 +100,41 @@ def register(sub):
     ex.add_argument("--lead", default=None, help="interleaved lead D (default max(1, D_knee) or 1)")
     ex.add_argument("--wave-experts", default=None, help="expert_wave: experts per wave (default heuristic)")
     ex.add_argument("--num-sms", default=None, help="programs (default: platform SMs, rounded down to even)")
-    ex.add_argument("--out", required=True, help="output .npz")
-    ex.add_argument("--overwrite", action="store_true")
-    ex.add_argument("--json", action="store_true")
+    add_out(ex, "output .npz", required=True)
+    add_json(ex)
     ex.set_defaults(func=run_export)
 
 
 def _platform(p):
-    p.add_argument("--platform", "-p", default="paper-b200",
-                   help=f"bundled platform ({', '.join(bundled_platforms())}) or .json file (default paper-b200)")
+    add_platform(p)
 
 
-def _ints(field, text):
-    if text is None:
-        return None
-    parts = [x for x in str(text).split(",") if x.strip()]
-    if not parts:
-        raise InputError(field, text, "must be a comma-separated list of integers")
-    return [require_int(field, x.strip(), minimum=0) for x in parts]
+def _ints(field, text, minimum=0):
+    found = int_list(field, text, minimum=minimum)
+    return None if found is None else list(found)
 
 
 def _float(field, text):
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(field, text, "must be a number") from None
+    """An optional positive time or size (None: the default)."""
+    return number(field, text, minimum=0, allow_equal=False)
 
 
 def _sms(args, platform, *, even=True):
-    n = require_int("num_sms", args.num_sms) if args.num_sms else platform.sm_count
-    if n > platform.sm_count:
-        raise InputError("num_sms", n, f"must be <= the platform's {platform.sm_count} SMs")
+    """--num-sms: <= the platform's SMs; for the MoE kernels an even number >= 2 (CTA pairs)."""
+    if args.num_sms is None:
+        n = platform.sm_count
+    else:
+        n = require_int("num_sms", args.num_sms, minimum=2 if even else 1, maximum=platform.sm_count)
+        if even and n % 2:
+            raise InputError("num_sms", args.num_sms, "must be even (CTA pairs)")
     return n - (n % 2) if even else n
 
 
 def _progress(enabled, total_hint):
     if not enabled:
         return None, None
+    import sys
+
     from tqdm import tqdm
     bar = tqdm(total=total_hint, file=sys.stderr, unit="cfg", dynamic_ncols=True)
 
@@ -147,19 +146,17 @@ def _progress(enabled, total_hint):
 
 
 def run_sweep(args) -> int:
-    from xstage.cli import print_json, print_table
     from xstage.provenance import provenance
     from xstage.records import save_records
     from xstage.sim.sweep import summarize_fa, summarize_moe, sweep
     from xstage.sim.workloads.catalog import parse_config
-    from pathlib import Path
+    import re
+
     platform = load_platform(args.platform)
-    jobs = require_int("jobs", args.jobs)
-    out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        raise InputError("output", str(out), "already exists (pass --overwrite to replace it)")
-    if out.suffix not in (".parquet", ".csv"):
-        raise InputError("output", str(out), "must end in .parquet or .csv")
+    jobs = require_int("--jobs", args.jobs, maximum=MAX_JOBS)
+    if args.scheduler is not None and not re.fullmatch(r"([a-z]+://)?[\w.\-\[\]:]+:\d{1,5}", args.scheduler):
+        raise InputError("--scheduler", args.scheduler, "must be a scheduler address such as tcp://host:8786")
+    out = check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".parquet", ".csv"))
     configs = None
     if args.configs is not None:
         if args.kind != "moe":
@@ -167,7 +164,7 @@ def run_sweep(args) -> int:
         configs = [parse_config(c).name for c in args.configs]
         if not configs:
             raise InputError("--configs", args.configs, "must name at least one configuration")
-    bar, tick = _progress(not args.no_progress, 84 if args.kind == "moe" else 10)
+    bar, tick = _progress(progress_enabled(args), 84 if args.kind == "moe" else 10)
     try:
         frame = sweep(args.kind, platform, jobs=jobs, scheduler=args.scheduler, configs=configs, progress=tick)
     finally:
@@ -188,7 +185,6 @@ def run_sweep(args) -> int:
 
 
 def run_advise(args) -> int:
-    from xstage.cli import print_json, print_table
     from xstage.sim.advisor import advise
     platform = load_platform(args.platform)
     leads = _ints("--leads", args.leads)
@@ -221,13 +217,14 @@ def run_advise(args) -> int:
 
 
 def run_replay_moe(args) -> int:
-    from xstage.cli import print_json, print_table
     from xstage.provenance import provenance
     from xstage.records import save_records
     from xstage.sim.replay import replay
     from xstage.sim.sweep import moe_replay_config
     from xstage.sim.workloads.catalog import moe_workload, parse_config
     platform = load_platform(args.platform)
+    if args.out:
+        check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".parquet", ".csv"))
     cfg = parse_config(args.config)
     sms = _sms(args, platform)
     over = {k: v for k, v in (("L1", _float("--l1-us", args.l1_us)), ("L2", _float("--l2-us", args.l2_us)))
@@ -254,11 +251,10 @@ def run_replay_moe(args) -> int:
 
 
 def run_replay_fa(args) -> int:
-    from xstage.cli import print_json, print_table
     from xstage.sim.sweep import run_fa_config
     platform = load_platform(args.platform)
     row = run_fa_config(args.shape, require_int("--seq-len", args.seq_len), platform,
-                        heads=require_int("--heads", args.heads) if args.heads else None)
+                        heads=integer("--heads", args.heads))
     if args.json:
         print_json(row)
     else:
@@ -267,7 +263,6 @@ def run_replay_fa(args) -> int:
 
 
 def run_reproduce(args) -> int:
-    from xstage.cli import print_json
     from xstage.sim.reproduce import table2
     frame = table2(load_platform(args.platform), slots=require_int("--slots", args.slots, minimum=0))
     if args.json:
@@ -285,16 +280,12 @@ def run_reproduce(args) -> int:
 
 
 def run_export(args) -> int:
-    from pathlib import Path
-    from xstage.cli import print_json, print_table
     from xstage.sim import model
     from xstage.sim.schedule_fa import fa_qloop
     from xstage.sim.schedules import make_moe_schedule, moe_grid
     from xstage.sim.workloads.catalog import moe_workload, parse_config
     platform = load_platform(args.platform)
-    out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        raise InputError("output", str(out), "already exists (pass --overwrite to replace it)")
+    out = check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".npz",))
     lead = require_int("--lead", args.lead, minimum=0) if args.lead is not None else None
     if args.schedule == "fa_qloop":
         if args.heads is None or args.seq_len is None:
@@ -305,7 +296,7 @@ def run_export(args) -> int:
         raise InputError("--schedule", args.schedule, "must be expert_wave, interleaved or fa_qloop")
     elif args.config:
         w = moe_workload(parse_config(args.config), platform, num_sms=_sms(args, platform))
-        waves = require_int("--wave-experts", args.wave_experts) if args.wave_experts else None
+        waves = integer("--wave-experts", args.wave_experts)
         s = w.schedule(args.schedule, _sms(args, platform), lead_rows=lead, wave_experts=waves)
     else:
         if args.tokens_per_expert is None or args.hidden is None or args.intermediate is None:
@@ -318,9 +309,10 @@ def run_export(args) -> int:
         if lead is None:
             lead = max(1, model.lead_knee_rows(require_int("--block-n", args.block_n), sms,
                                                require_int("--intermediate", args.intermediate)))
-        waves = require_int("--wave-experts", args.wave_experts) if args.wave_experts else None
+        waves = integer("--wave-experts", args.wave_experts)
         s = make_moe_schedule(args.schedule, grid, sms, lead_rows=lead, wave_experts=waves)
-    s.save(out)
+    with atomic_output(out, overwrite=args.overwrite) as tmp:
+        s.save(tmp)
     info = {"out": str(out), "schedule": s.name, "tiles": int(len(s.tiles)), "num_sms": s.num_sms,
             **{k: v for k, v in s.params.items() if not isinstance(v, list)}}
     print_json(info) if args.json else print_table(info)
