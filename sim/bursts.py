@@ -68,27 +68,31 @@ class BurstResult:
         t0 = platform.issue_time0_us(cfg.producers, cfg.bytes_per_producer)
         R = platform.drain_rate_Bpus
         Q = cfg.capacity_bytes or platform.capacity_bytes(cfg.producers)
-        if cfg.mode == "isolated":
-            pred = model.isolated_issue_time_us(t0, volume, R, Q)
-        elif cfg.mode == "local":
-            pred = t0
-        elif cfg.mode == "coupled":
-            pred = model.coupled_period_us(cfg.gap_us, volume, R) - cfg.gap_us
-        else:
-            pred = model.issue_time_with_capacity_us(cfg.gap_us, t0, volume, R, Q)
+        pred, period = _model_issue_and_period(cfg.mode, cfg.gap_us, t0, volume, R, Q)
         return {
             "platform": self.platform,
             **{k: v for k, v in asdict(cfg).items()},
             "T_iss_us": float(steady["issue(us)"].median()),
             "period_us": float(steady["period(us)"].median()),
             "model_T_iss_us": pred,
-            "model_period_us": pred + cfg.gap_us if cfg.mode != "isolated" else float("nan"),
+            "model_period_us": period,
             "T_iss0_us": t0,
             "peak_queue_MiB": self.peak_queue_bytes / 2**20,
             "Q_MiB": Q / 2**20,
             "producer_bursts": cfg.producers * cfg.bursts,
             "bursts_per_s": cfg.producers * cfg.bursts / self.wall_s if self.wall_s > 0 else float("inf"),
         }
+
+
+def _model_issue_and_period(mode, G, t0, V, R, Q) -> tuple[float, float]:
+    """The exact steady-state closed forms of ``xstage.sim.model`` for one mode."""
+    if mode == "isolated":
+        return model.isolated_issue_time_us(t0, V, R, Q), model.isolated_period_us(G, t0, V, R)
+    if mode == "local":
+        return t0, t0 + G
+    if mode == "coupled":
+        return model.coupled_issue_time_us(t0, V, R), model.coupled_period_us(G, V, R, t0)
+    return model.issue_time_with_capacity_us(G, t0, V, R, Q), model.periodic_period_us(G, t0, V, R, Q)
 
 
 def simulate_bursts(platform: Platform, config: BurstConfig, *, record_occupancy: bool = True) -> BurstResult:

@@ -141,15 +141,20 @@ class FluidQueue:
         while changed:
             changed = False
             vtol = self._scale * res + _ULPS * math.ulp(self._vclock)
+            finished = []
             while active and active[0][0] - self._vclock <= vtol:
                 vfinish, _, rate, token = heapq.heappop(active)
                 self._demand -= rate
                 self._true_up(rate * (vfinish - self._vclock))
+                finished.append(token)
+            if finished:
                 changed = True
-                if self.coupled:
-                    heapq.heappush(waiting, (self._adm + self._adm_lo, next(self._seq), token))
+                if self.coupled:   # each waits until the bytes admitted by now have drained
+                    mark = self._adm + self._adm_lo
+                    for token in finished:
+                        heapq.heappush(waiting, (mark, next(self._seq), token))
                 else:
-                    released.append(token)
+                    released.extend(finished)
             if not active:
                 self._demand, self._vclock = 0.0, 0.0
             self._set_scale()
@@ -167,7 +172,8 @@ class FluidQueue:
                 changed = True
             _, drain = self._rates()
             drained = self._drn + self._drn_lo
-            while waiting and waiting[0][0] - drained <= max(drain, R) * res + _ULPS * math.ulp(drained):
+            # nothing outstanding: every byte admitted so far has drained, whatever the sums' last bits say
+            while waiting and (self.level == 0.0 or waiting[0][0] - drained <= max(drain, R) * res):
                 released.append(heapq.heappop(waiting)[2])
                 changed = True
         if not was_idle and self.idle:
