@@ -45,6 +45,10 @@ def register(sub):
     b.add_argument("--mode", default="periodic", help="periodic | isolated | local | coupled")
     b.add_argument("--queue", default="fluid", help="fluid (exact, fast) | chunked (4 KiB chunks, cross-check)")
     b.add_argument("--chunk", default="4KiB", help="chunk size for --queue chunked")
+    b.add_argument("--engine", default="auto", help="auto (exact for the fluid queue) | exact (closed-form "
+                   "recurrence, K identical producers) | simpy (the event-driven reference)")
+    b.add_argument("--skip", default=None, help="bursts left out of the medians, counted from the first "
+                   "(default: the closed-form warm-up; the summary says whether its window is steady)")
     b.add_argument("--out", default=None, help="write the burst records (.parquet or .csv)")
     b.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     b.add_argument("--json", action="store_true")
@@ -163,10 +167,11 @@ def run_sim_bursts(args) -> int:
         bytes_per_producer=parse_size(args.bytes_per_producer, "bytes_per_producer"),
         gap_us=_float("gap_us", args.gap_us, allow_zero=True),
         bursts=require_int("bursts", args.bursts, minimum=2),
-        mode=args.mode, queue=args.queue, chunk_bytes=parse_size(args.chunk, "chunk"))
+        mode=args.mode, queue=args.queue, chunk_bytes=parse_size(args.chunk, "chunk"),
+        skip=None if args.skip is None else require_int("skip", args.skip, minimum=0), engine=args.engine)
     if args.out and not str(args.out).endswith((".parquet", ".csv")):
         raise InputError("--out", args.out, "must end in .parquet or .csv")
-    result = simulate_bursts(platform, cfg)
+    result = simulate_bursts(platform, cfg, record_occupancy=False)
     summary = result.summary(platform)
     if args.out:
         meta = {"config": summary, "platform": platform.to_dict(), "platform_hash": platform.content_hash,

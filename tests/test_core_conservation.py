@@ -32,7 +32,7 @@ def balance(log) -> np.ndarray:
 def test_issue19_case_is_exact_after_20000_bursts():
     # V/R = 1000 us, G = 100 us, (V - Q)/R = 500 us: T_iss = max(0.1, 900, 500) = 900, period 1000.
     P = issue19_platform()
-    r = simulate_bursts(P, BurstConfig(1, 64 * MiB, 100.0, 20000))
+    r = simulate_bursts(P, BurstConfig(1, 64 * MiB, 100.0, 20000, engine="simpy"))
     s = r.summary(P)
     assert s["T_iss_us"] == pytest.approx(900.0, rel=1e-12)
     assert s["period_us"] == pytest.approx(1000.0, rel=1e-12)
@@ -55,7 +55,7 @@ def test_conservation_over_20000_bursts(R, t0, drain_us, gap_factor, q_factor, K
     B = V / K
     P = Platform("h", 4, R / 1e3, 0.0, B / min(t0, drain_us) / 1e3, ((K, q_factor * V),))
     G = gap_factor * drain_us
-    r = simulate_bursts(P, BurstConfig(K, int(B), G, 20000))
+    r = simulate_bursts(P, BurstConfig(K, int(B), G, 20000, engine="simpy"))
     occ = r.occupancy
     assert occ["time(us)"].max() > 1e7
     err = (occ["issued(bytes)"] - occ["drained(bytes)"] - occ["queue(bytes)"]).abs().max()

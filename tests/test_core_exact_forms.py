@@ -33,7 +33,7 @@ def test_periodic_steady_state_and_warmup_are_exact(point):
     w = model.warmup_bursts(G, t0, V, R, Q)
     assume(w < 300)
     n = w + 4
-    b = simulate_bursts(P, BurstConfig(K, B, G, n)).bursts
+    b = simulate_bursts(P, BurstConfig(K, B, G, n, engine="simpy")).bursts
     first = b[b["producer"] == 0]
     issue, period = first["issue(us)"].to_numpy(), first["period(us)"].to_numpy()
     clock = 64 * math.ulp(float(first["start(us)"].max()) + 1.0)   # the clock's resolution at the end
@@ -54,7 +54,7 @@ def test_periodic_steady_state_and_warmup_are_exact(point):
 @given(points, st.sampled_from(["isolated", "coupled"]))
 def test_isolated_and_coupled_closed_forms(point, mode):
     P, K, B, G, V, R, t0, Q = _case(point)
-    b = simulate_bursts(P, BurstConfig(K, B, G, 4, mode=mode)).bursts
+    b = simulate_bursts(P, BurstConfig(K, B, G, 4, mode=mode, engine="simpy")).bursts
     issue, period = b["issue(us)"].to_numpy(), b["period(us)"].to_numpy()
     if mode == "isolated":
         assert np.allclose(issue, model.isolated_issue_time_us(t0, V, R, Q), rtol=1e-9)
@@ -69,7 +69,7 @@ def test_coupled_form_where_issue_dominates():
     from xstage.sim.platform import load_platform
     P = load_platform("paper-b200")
     V, R, t0 = 4 * 32768, P.drain_rate_Bpus, P.issue_time0_us(4, 32768)
-    s = simulate_bursts(P, BurstConfig(4, 32768, 3.0, 10, mode="coupled")).summary(P)
+    s = simulate_bursts(P, BurstConfig(4, 32768, 3.0, 10, mode="coupled", engine="simpy")).summary(P)
     assert s["T_iss_us"] == pytest.approx(0.76, rel=1e-9) and s["model_T_iss_us"] == pytest.approx(0.76, rel=1e-12)
     assert s["model_period_us"] == pytest.approx(3.76, rel=1e-12) and V / R < t0
 
@@ -93,7 +93,7 @@ def test_cli_model_headline_agrees_with_the_simulator(point):
     for mode, t_key, p_key in (("periodic", "T_iss_us", "period_us"), ("coupled", "T_iss_coupled_us",
                                                                         "period_coupled_us"),
                                ("isolated", "T_iss_iso_us", "period_iso_us")):
-        b = simulate_bursts(P, BurstConfig(K, B, G, w + 3, mode=mode)).bursts
+        b = simulate_bursts(P, BurstConfig(K, B, G, w + 3, mode=mode, engine="simpy")).bursts
         last = b[b["burst"] == w + 1]
         assert last["issue(us)"].iloc[0] == pytest.approx(m[t_key], rel=1e-9, abs=1e-12), mode
         assert last["period(us)"].iloc[0] == pytest.approx(m[p_key], rel=1e-9, abs=1e-12), mode
@@ -108,5 +108,5 @@ def test_cli_model_counts_the_overrun():
     V, R, Q = 132 * 65536, P.drain_rate_Bpus, P.capacity_bytes(132)
     assert m["T_iss_us"] == pytest.approx((V - Q) / R) and m["T_iss_eq3_us"] < m["T_iss_us"] / 2
     assert m["period_us"] == pytest.approx((V - Q) / R + 40.0)
-    s = simulate_bursts(P, BurstConfig(132, 65536, 40.0, 6)).summary(P)
+    s = simulate_bursts(P, BurstConfig(132, 65536, 40.0, 6, engine="simpy")).summary(P)
     assert s["T_iss_us"] == pytest.approx(m["T_iss_us"], rel=1e-9)
