@@ -25,6 +25,16 @@ def test_hand_worked_isolated_burst(toy_platform):
     assert r.bursts[r.bursts["burst"] == 1]["start(us)"].tolist() == pytest.approx([16.0, 16.0])
 
 
+@pytest.mark.parametrize("engine", ["simpy", "exact"])
+def test_isolated_gap_starts_once_the_queue_is_empty(toy_platform, engine):
+    # The hand-worked burst above with G = 1 us: issue ends at 10, the queue empties at 16, the next starts at 17.
+    r = simulate_bursts(toy_platform, BurstConfig(2, 8, 1.0, 3, mode="isolated", engine=engine))
+    assert r.bursts[r.bursts["producer"] == 0]["start(us)"].tolist() == pytest.approx([0.0, 17.0, 34.0])
+    s = r.summary(toy_platform)
+    assert s["period_us"] == pytest.approx(17.0) and s["model_period_us"] == pytest.approx(17.0)
+    assert s["drained_us"] == pytest.approx(34.0 + 16.0)
+
+
 def test_exact_event_sequence_of_two_producers():
     # One producer alone, then a second joins while the first is still issuing.
     env = simpy.Environment()
