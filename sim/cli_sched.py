@@ -2,7 +2,7 @@
 
 import sys
 
-from xstage.errors import InputError, require_int
+from xstage.errors import InputError, require_int, require_positive
 from xstage.sim.platform import bundled_platforms, load_platform
 
 
@@ -18,6 +18,9 @@ def register(sub):
     sw.add_argument("--scheduler", default=None, help="Dask distributed scheduler address (tcp://host:8786)")
     sw.add_argument("--configs", nargs="*", default=None,
                     help="moe: only these MODEL/PRECISION/ROUTING/SETTING names (default: all 84)")
+    sw.add_argument("--wave-imbalance", default=None,
+                    help="moe: expert-wave size heuristic, L1 tiles per wave in SM counts (default 16; "
+                    "DeepGEMM's factor is about 4)")
     sw.add_argument("--out", required=True, help="output records (.parquet or .csv), kind 'summary'")
     sw.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     sw.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -167,15 +170,21 @@ def run_sweep(args) -> int:
         configs = [parse_config(c).name for c in args.configs]
         if not configs:
             raise InputError("--configs", args.configs, "must name at least one configuration")
+    kw = {}
+    if args.wave_imbalance is not None:
+        if args.kind != "moe":
+            raise InputError("--wave-imbalance", args.wave_imbalance, "only applies to sweep moe")
+        kw["wave_imbalance"] = float(require_positive("wave_imbalance", args.wave_imbalance))
     bar, tick = _progress(not args.no_progress, 84 if args.kind == "moe" else 10)
     try:
-        frame = sweep(args.kind, platform, jobs=jobs, scheduler=args.scheduler, configs=configs, progress=tick)
+        frame = sweep(args.kind, platform, jobs=jobs, scheduler=args.scheduler, configs=configs, progress=tick,
+                      **kw)
     finally:
         if bar is not None:
             bar.close()
     summary = summarize_moe(frame) if args.kind == "moe" else summarize_fa(frame)
     meta = {"config": {"kind": args.kind, "platform": platform.name, "configs": configs, "jobs": jobs,
-                       "scheduler": args.scheduler},
+                       "scheduler": args.scheduler, **kw},
             "platform_hash": platform.content_hash, "platform": platform.to_dict(),
             "provenance": provenance(with_gpu=False), "summary": summary}
     save_records(out, "summary", frame, meta, overwrite=args.overwrite)
