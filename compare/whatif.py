@@ -81,7 +81,7 @@ def simulate_symmetric(p: Platform, K: int, B: float, G: float, R_GBps: float, Q
     agg = _aggregate(p, K, B, R_GBps)
     res = simulate_bursts(agg, BurstConfig(1, int(K * B), G, bursts=bursts, mode=mode, capacity_bytes=Q_bytes),
                           record_occupancy=False)
-    steady = res.steady()
+    steady = res.steady(agg)
     return float(steady["issue(us)"].median()), float(steady["period(us)"].median())
 
 

@@ -6,6 +6,14 @@ Modes:
                completely, then G, then the next burst.
     local      the local-memory control: no X-Stage, every issue takes T_iss0.
     coupled    completion-coupled counterfactual: an issuer resumes only once its bytes drained.
+
+Engines: ``exact`` (``xstage.sim.bursts_exact``: the closed-form recurrence of K identical producers,
+no per-producer work) and ``simpy`` (processes on ``FluidXStage`` or ``ChunkedXStage``: the reference,
+the only one with an occupancy log and the chunked queue). ``auto`` takes exact for the fluid queue.
+
+Steady state is known, not assumed: periodic bursts from an empty X-Stage settle after
+``model.warmup_bursts`` bursts; summaries leave out ``skip`` bursts (default: that warm-up) and say
+whether the window they report is steady, and if not how many bursts would be.
 """
 
 import time
@@ -17,10 +25,13 @@ import simpy
 
 from xstage.errors import InputError, require_int, require_positive
 from xstage.sim import model
+from xstage.sim.bursts_exact import uniform_bursts
 from xstage.sim.platform import Platform
 from xstage.sim.xqueue import ChunkedXStage, FluidXStage
 
 MODES = ("periodic", "isolated", "local", "coupled")
+ENGINES = ("auto", "exact", "simpy")
+SIMPY_MAX_PRODUCER_BURSTS = 5_000_000   # ~1.5 GB of Python state and records; the exact engine has no bound
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,8 @@ class BurstConfig:
     queue: str = "fluid"          # fluid | chunked
     chunk_bytes: int = 4096
     capacity_bytes: float | None = None  # override Q(K) (used by calibration sweeps)
+    skip: int | None = None       # bursts left out of the summary medians; None: the warm-up (steady-state rule)
+    engine: str = "auto"          # auto | exact | simpy
 
     def __post_init__(self):
         object.__setattr__(self, "producers", require_int("producers", self.producers))
@@ -46,43 +59,98 @@ class BurstConfig:
         require_positive("chunk_bytes", self.chunk_bytes)
         if self.capacity_bytes is not None:
             require_positive("capacity_bytes", self.capacity_bytes)
+        if self.skip is not None:
+            skip = require_int("skip", self.skip, minimum=0)
+            if skip > self.bursts - 2:
+                raise InputError("skip", self.skip, f"must leave at least 2 of the {self.bursts} bursts (<= "
+                                 f"{self.bursts - 2})")
+            object.__setattr__(self, "skip", skip)
+        if self.engine not in ENGINES:
+            raise InputError("engine", self.engine, f"must be one of {', '.join(ENGINES)}")
+        if self.engine == "exact" and self.queue != "fluid":
+            raise InputError("engine", self.engine, "needs queue fluid (the chunked queue runs on simpy)")
+
+    @property
+    def resolved_engine(self) -> str:
+        return self.engine if self.engine != "auto" else ("exact" if self.queue == "fluid" else "simpy")
 
 
-@dataclass
+_OCC_COLUMNS = ["time(us)", "queue(bytes)", "issued(bytes)", "drained(bytes)"]
+
+
 class BurstResult:
-    config: BurstConfig
-    platform: str
-    bursts: pd.DataFrame       # burst record schema (xstage.records COLUMNS["burst"])
-    occupancy: pd.DataFrame    # time(us), queue(bytes), issued(bytes), drained(bytes)
-    peak_queue_bytes: float
-    wall_s: float
+    """One burst experiment. ``bursts`` (the K x n record frame) is built on first use when the exact engine
+    ran, so a summary of a huge run never materialises it."""
 
-    def steady(self) -> pd.DataFrame:
-        """Rows of the second half of the bursts (steady state)."""
-        return self.bursts[self.bursts["burst"] >= self.config.bursts // 2]
+    def __init__(self, config: BurstConfig, platform: Platform, *, frame: pd.DataFrame | None = None,
+                 per_burst: dict | None = None, occupancy: pd.DataFrame | None = None,
+                 peak_queue_bytes: float = 0.0, drained_us: float = float("nan"), wall_s: float = 0.0,
+                 engine: str = "simpy"):
+        self.config, self.platform, self.engine = config, platform.name, engine
+        self._target = platform.target if config.mode != "local" else "local"
+        self._frame, self.per_burst = frame, per_burst
+        self.occupancy = occupancy if occupancy is not None else pd.DataFrame(columns=_OCC_COLUMNS)
+        self.peak_queue_bytes, self.drained_us, self.wall_s = peak_queue_bytes, drained_us, wall_s
+
+    @property
+    def bursts(self) -> pd.DataFrame:
+        """Burst record schema (xstage.records COLUMNS["burst"]): one row per producer and burst."""
+        if self._frame is None:
+            K = self.config.producers
+            d = self.per_burst
+            self._frame = _frame(self.config, self.platform, self._target,
+                                 *(np.broadcast_to(d[k], (K, len(d[k]))) for k in ("start", "issue", "period")))
+        return self._frame
+
+    def skip(self, platform: Platform) -> int:
+        """Bursts left out of the summary: ``config.skip``, else the closed-form warm-up."""
+        return self.config.skip if self.config.skip is not None else self.warmup_bursts(platform)
+
+    def warmup_bursts(self, platform: Platform) -> int:
+        cfg = self.config
+        if cfg.mode != "periodic":
+            return 0   # isolated and coupled bursts start drained, local ones have no queue
+        K, B = cfg.producers, cfg.bytes_per_producer
+        Q = cfg.capacity_bytes or platform.capacity_bytes(K)
+        return model.warmup_bursts(cfg.gap_us, platform.issue_time0_us(K, B), K * B, platform.drain_rate_Bpus, Q)
+
+    def steady(self, platform: Platform | None = None) -> pd.DataFrame:
+        """Rows of the bursts the summary reports (from ``skip``; without a platform: ``config.skip`` or
+        the second half, the old rule, kept for callers that have no platform at hand)."""
+        n = self.config.bursts
+        lo = self.skip(platform) if platform is not None else (self.config.skip or n // 2)
+        return self.bursts[self.bursts["burst"] >= min(lo, n - 2)]
+
+    def _medians(self, lo: int) -> tuple[float, float]:
+        n = self.config.bursts
+        if self.per_burst is not None:
+            d = self.per_burst
+            return float(np.median(d["issue"][min(lo, n - 1):])), float(np.median(d["period"][min(lo, n - 2):-1]))
+        b = self.bursts
+        return (float(b.loc[b["burst"] >= min(lo, n - 1), "issue(us)"].median()),
+                float(b.loc[b["burst"] >= min(lo, n - 2), "period(us)"].median()))
 
     def summary(self, platform: Platform) -> dict:
         cfg = self.config
-        steady = self.steady()
         volume = cfg.producers * cfg.bytes_per_producer
         t0 = platform.issue_time0_us(cfg.producers, cfg.bytes_per_producer)
         R = platform.drain_rate_Bpus
         Q = cfg.capacity_bytes or platform.capacity_bytes(cfg.producers)
-        if cfg.mode == "isolated":
-            pred = model.isolated_issue_time_us(t0, volume, R, Q)
-        elif cfg.mode == "local":
-            pred = t0
-        elif cfg.mode == "coupled":
-            pred = model.coupled_period_us(cfg.gap_us, volume, R) - cfg.gap_us
-        else:
-            pred = model.issue_time_with_capacity_us(cfg.gap_us, t0, volume, R, Q)
+        pred, period = _model_issue_and_period(cfg.mode, cfg.gap_us, t0, volume, R, Q)
+        warm, skip = self.warmup_bursts(platform), self.skip(platform)
+        t_iss, per = self._medians(skip)
         return {
             "platform": self.platform,
             **{k: v for k, v in asdict(cfg).items()},
-            "T_iss_us": float(steady["issue(us)"].median()),
-            "period_us": float(steady["period(us)"].median()),
+            "skip": skip, "engine": self.engine,
+            "T_iss_us": t_iss,
+            "period_us": per,
             "model_T_iss_us": pred,
-            "model_period_us": pred + cfg.gap_us if cfg.mode != "isolated" else float("nan"),
+            "model_period_us": period,
+            "steady": bool(warm <= skip <= cfg.bursts - 2),
+            "warmup_bursts": warm,
+            "bursts_needed": warm + 2,   # the warm-up, then one burst and the start of the next (its period)
+            "drained_us": self.drained_us,
             "T_iss0_us": t0,
             "peak_queue_MiB": self.peak_queue_bytes / 2**20,
             "Q_MiB": Q / 2**20,
@@ -91,10 +159,60 @@ class BurstResult:
         }
 
 
+def _frame(cfg, platform_name, target, start, end_minus_start, period) -> pd.DataFrame:
+    K, n = start.shape
+    return pd.DataFrame({
+        "source": "sim",
+        "platform": platform_name,
+        "target": target,
+        "mode": cfg.mode,
+        "producers": K,
+        "bytes_per_producer": int(cfg.bytes_per_producer),
+        "gap(us)": cfg.gap_us,
+        "producer": np.repeat(np.arange(K), n),
+        "burst": np.tile(np.arange(n), K),
+        "start(us)": start.ravel(),
+        "issue(us)": end_minus_start.ravel(),
+        "period(us)": period.ravel(),
+    })
+
+
+def _model_issue_and_period(mode, G, t0, V, R, Q) -> tuple[float, float]:
+    """The exact steady-state closed forms of ``xstage.sim.model`` for one mode."""
+    if mode == "isolated":
+        return model.isolated_issue_time_us(t0, V, R, Q), model.isolated_period_us(G, t0, V, R)
+    if mode == "local":
+        return t0, t0 + G
+    if mode == "coupled":
+        return model.coupled_issue_time_us(t0, V, R), model.coupled_period_us(G, V, R, t0)
+    return model.issue_time_with_capacity_us(G, t0, V, R, Q), model.periodic_period_us(G, t0, V, R, Q)
+
+
 def simulate_bursts(platform: Platform, config: BurstConfig, *, record_occupancy: bool = True) -> BurstResult:
-    """Run one burst experiment; deterministic (no randomness)."""
+    """Run one burst experiment; deterministic (no randomness). The exact engine keeps no occupancy log."""
     cfg = config
     platform.check_producers(cfg.producers)
+    if cfg.resolved_engine == "exact":
+        return _simulate_exact(platform, cfg)
+    if cfg.producers * cfg.bursts > SIMPY_MAX_PRODUCER_BURSTS:
+        raise InputError("bursts", cfg.bursts, f"times {cfg.producers} producers is {cfg.producers * cfg.bursts:,} "
+                         f"producer-bursts, over the simpy engine's bound of {SIMPY_MAX_PRODUCER_BURSTS:,} "
+                         "(memory); use engine exact")
+    return _simulate_simpy(platform, cfg, record_occupancy)
+
+
+def _simulate_exact(platform: Platform, cfg: BurstConfig) -> BurstResult:
+    K, B = cfg.producers, float(cfg.bytes_per_producer)
+    Q = cfg.capacity_bytes or platform.capacity_bytes(K)
+    wall = time.perf_counter()
+    d = uniform_bursts(cfg.mode, cfg.bursts, platform.issue_time0_us(K, B), K * B, platform.drain_rate_Bpus, Q,
+                       cfg.gap_us)
+    wall = time.perf_counter() - wall
+    return BurstResult(cfg, platform, per_burst=d, peak_queue_bytes=d["peak"], drained_us=d["drained_us"],
+                       wall_s=wall, engine="exact")
+
+
+def _simulate_simpy(platform: Platform, cfg: BurstConfig, record_occupancy: bool) -> BurstResult:
     K, B, n = cfg.producers, float(cfg.bytes_per_producer), cfg.bursts
     t0 = platform.issue_time0_us(K, B)
     rate = B / t0
@@ -162,24 +280,18 @@ def simulate_bursts(platform: Platform, config: BurstConfig, *, record_occupancy
     start, end = np.array(start), np.array(end)
     period = np.full((K, n), np.nan)
     period[:, :-1] = np.diff(start, axis=1)
-    frame = pd.DataFrame({
-        "source": "sim",
-        "platform": platform.name,
-        "target": platform.target if cfg.mode != "local" else "local",
-        "mode": cfg.mode,
-        "producers": K,
-        "bytes_per_producer": int(B),
-        "gap(us)": gap,
-        "producer": np.repeat(np.arange(K), n),
-        "burst": np.tile(np.arange(n), K),
-        "start(us)": start.ravel(),
-        "issue(us)": (end - start).ravel(),
-        "period(us)": period.ravel(),
-    })
+    frame = _frame(cfg, platform.name, platform.target if cfg.mode != "local" else "local", start, end - start,
+                   period)
+    occ = None
     if queue is not None and queue.log is not None:
         t, lvl, adm, drn = queue.log
         occ = pd.DataFrame({"time(us)": t, "queue(bytes)": lvl, "issued(bytes)": adm, "drained(bytes)": drn})
+    if queue is None:
+        drained = float(end.max())
+    elif isinstance(queue, FluidXStage):
+        drained = queue.idle_since
     else:
-        occ = pd.DataFrame(columns=["time(us)", "queue(bytes)", "issued(bytes)", "drained(bytes)"])
+        drained = float(queue.log[0][-1]) if queue.log is not None and queue.log[0] else float("nan")
     peak = queue.peak_level if queue is not None else 0.0
-    return BurstResult(cfg, platform.name, frame, occ, peak, wall)
+    return BurstResult(cfg, platform, frame=frame, occupancy=occ, peak_queue_bytes=peak, drained_us=drained,
+                       wall_s=wall, engine="simpy")

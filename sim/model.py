@@ -31,8 +31,9 @@ def issue_time_with_capacity_us(gap_us: float, issue_time0_us: float, volume_byt
     """Eq. 3 with Eq. 7's floor: T_iss = max(T_iss0, V/R - G, (V - Q)/R).
 
     When one burst overruns the capacity (the capacity bound of Eq. 10 fails), even a drained start
-    backpressures it (Eq. 7), and Eq. 3 alone under-predicts. For the fluid queue this is exact in both
-    regimes: with RG < Q the queue stays non-empty and V/R - G holds; with RG >= Q it drains and Eq. 7 holds.
+    backpressures it (Eq. 7), and Eq. 3 alone under-predicts. Exact steady state of the fluid queue: the
+    fixed point of the recurrence in ``warmup_bursts`` starts each burst at q* = [Q - R G]_+ (or 0 when
+    Delta <= 0), and T* = max(T_iss0, (V - Q + q*)/R) is this max in every regime.
     """
     return max(issue_time_us(gap_us, issue_time0_us, volume_bytes, drain_rate_Bpus),
                (volume_bytes - capacity_bytes) / drain_rate_Bpus)
@@ -44,13 +45,25 @@ def issue_overhead_us(gap_us: float, issue_time0_us: float, volume_bytes: float,
 
 
 def period_us(gap_us: float, issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float) -> float:
-    """Eq. 2 with Eq. 3: T_period = T_iss + G = max(T_iss0 + G, V/R)."""
+    """Eq. 2 with Eq. 3: T_period = T_iss + G = max(T_iss0 + G, V/R) (exact within the capacity bound;
+    ``periodic_period_us`` adds the overrun term)."""
     return issue_time_us(gap_us, issue_time0_us, volume_bytes, drain_rate_Bpus) + gap_us
 
 
-def coupled_period_us(gap_us: float, volume_bytes: float, drain_rate_Bpus: float) -> float:
-    """Completion-coupled counterfactual (Sec. 3.4): T_period^cc = G + V/R."""
-    return gap_us + volume_bytes / drain_rate_Bpus
+def coupled_period_us(gap_us: float, volume_bytes: float, drain_rate_Bpus: float,
+                      issue_time0_us: float = 0.0) -> float:
+    """Completion-coupled counterfactual (Sec. 3.4): T_period^cc = max(T_iss0, V/R) + G.
+
+    Every coupled burst starts drained (the issuer waited for its bytes), so its last byte leaves at
+    max(T_iss0, V/R): at V/R if the burst outruns R (the queue then never empties), at T_iss0 if R keeps
+    up with the issue. The paper's G + V/R is the drain-dominated case; ``issue_time0_us`` = 0 gives it.
+    """
+    return coupled_issue_time_us(issue_time0_us, volume_bytes, drain_rate_Bpus) + gap_us
+
+
+def coupled_issue_time_us(issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float) -> float:
+    """Sender-visible issue of a completion-coupled burst = its drain completion from empty, max(T_iss0, V/R)."""
+    return max(issue_time0_us, volume_bytes / drain_rate_Bpus)
 
 
 def recovery_gap_us(issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float) -> float:
@@ -67,6 +80,42 @@ def isolated_issue_time_us(issue_time0_us: float, volume_bytes: float, drain_rat
                            capacity_bytes: float) -> float:
     """Eq. 7: T_iss^iso = max(T_iss0, (V - Q) / R)."""
     return max(issue_time0_us, (volume_bytes - capacity_bytes) / drain_rate_Bpus)
+
+
+def isolated_period_us(gap_us: float, issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float) -> float:
+    """Isolated bursts: the next starts G after the queue empties, max(T_iss0, V/R) + G.
+
+    From empty the last byte drains at max(T_iss0, V/R) (the same drain completion as the coupled burst),
+    whatever Q; the issue itself (Eq. 7) ends no later.
+    """
+    return coupled_issue_time_us(issue_time0_us, volume_bytes, drain_rate_Bpus) + gap_us
+
+
+def periodic_period_us(gap_us: float, issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float,
+                       capacity_bytes: float) -> float:
+    """Exact steady period of periodic bursts: max(T_iss0 + G, V/R, (V - Q)/R + G).
+
+    It is T_iss + G with T_iss = max(T_iss0, V/R - G, (V - Q)/R) (``issue_time_with_capacity_us``): the
+    steady state of the recurrence in ``warmup_bursts``.
+    """
+    return issue_time_with_capacity_us(gap_us, issue_time0_us, volume_bytes, drain_rate_Bpus, capacity_bytes) + gap_us
+
+
+def warmup_bursts(gap_us: float, issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float,
+                  capacity_bytes: float) -> int:
+    """Periodic bursts from an empty X-Stage: bursts before the steady state, ceil((Q - R G) / Delta).
+
+    With q_n the level at the start of burst n, a burst fills the queue iff q_n + V - R T_iss0 > Q, and
+    then ends when V - Q + q_n bytes have drained: T_n = max(T_iss0, (V - Q + q_n) / R); the gap drains
+    R G. So q_{n+1} = [min(q_n + Delta, Q - R G)]_+ with Delta = V - R (T_iss0 + G): from q_0 = 0 the
+    level climbs by Delta per burst to Q - R G, reached at burst ceil((Q - R G) / Delta), and stays.
+    If Delta <= 0 or R G >= Q every burst starts empty: 0. Unbounded as G -> G* (Delta -> 0).
+    """
+    delta = volume_bytes - drain_rate_Bpus * (issue_time0_us + gap_us)
+    cap = capacity_bytes - drain_rate_Bpus * gap_us
+    if delta <= 0.0 or cap <= 0.0:
+        return 0
+    return max(0, math.ceil(cap / delta))
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,12 @@
 
 Both return ``(per_tile, extras)``: per_tile arrays ml_start, ml_end, epi_start, epi_end, stall,
 dep_wait (NaN where a tile never ran: deadlock), extras drain_end, peak, occ_t, occ_q.
-The fast engine inlines ``FluidXStage``'s fluid queue (same equations, same tolerances, same
-"recompute once per instant" rule) so that both agree to floating-point noise.
+Both drive the one fluid queue, ``xstage.sim.fluid.FluidQueue``: the simpy engine through
+``FluidXStage``, the fast one directly from its own event heap, with the same "settle once per
+instant" rule. They differ only in the order in which same-instant events reach the queue, so they
+agree to rounding on most schedules; where the schedule is drain-limited and chaotic (a rounding-level
+difference in one tile's timing grows from tile to tile) per-tile times may differ by microseconds
+while makespans agree closely (docs/schedules.md, "How exact a tile record is").
 """
 
 import heapq
@@ -13,10 +17,10 @@ import math
 import numpy as np
 import simpy
 
+from xstage.sim.fluid import FluidQueue
 from xstage.sim.schedules import KIND_L1, KIND_L2
 from xstage.sim.xqueue import FluidXStage
 
-_EPS = 1e-9
 _MMA_END, _EPI_END, _ISSUE, _QUEUE = 0, 1, 2, 3
 
 
@@ -117,87 +121,6 @@ def run_simpy(schedule, ml, nbytes, platform, cfg, K):
 
 # --- fast engine -------------------------------------------------------------------------------
 
-class _Queue:
-    """FluidXStage's fluid dynamics without simpy: the caller owns the event heap."""
-    __slots__ = ("R", "Q", "coupled", "level", "admitted", "drained", "vclock", "scale", "demand", "active",
-                 "waiting", "t_last", "version", "dirty", "peak", "log_t", "log_q", "seq")
-
-    def __init__(self, R, Q, coupled, record):
-        self.R, self.Q, self.coupled = R, Q, coupled
-        self.level = self.admitted = self.drained = self.vclock = self.demand = 0.0
-        self.scale = 1.0
-        self.active, self.waiting = [], []
-        self.t_last = 0.0
-        self.version = 0
-        self.dirty = False
-        self.peak = 0.0
-        self.log_t = [] if record else None
-        self.log_q = [] if record else None
-        self.seq = itertools.count()
-
-    def advance(self, now):
-        dt = now - self.t_last
-        if dt <= 0:
-            return
-        admit = self.demand * self.scale
-        drain = self.R if self.level > _EPS * self.Q else min(self.R, admit)
-        level = self.level + (admit - drain) * dt
-        self.level = min(max(level, 0.0), self.Q)
-        self.admitted += admit * dt
-        self.drained += drain * dt
-        self.vclock += self.scale * dt
-        self.t_last = now
-
-    def recompute(self, now, done):
-        """Settle at ``now``; append finished (or, coupled, drained) producers to ``done``; return horizon."""
-        self.dirty = False
-        self.advance(now)
-        vtol = _EPS * max(1.0, abs(self.vclock))
-        active = self.active
-        while active and active[0][0] <= self.vclock + vtol:
-            _, _, rate, who = heapq.heappop(active)
-            self.demand -= rate
-            if self.coupled:
-                heapq.heappush(self.waiting, (self.admitted, next(self.seq), who))
-            else:
-                done.append(who)
-        if not active:
-            self.demand = 0.0
-        if self.level <= _EPS * self.Q:
-            self.level = 0.0
-        btol = _EPS * max(1.0, self.admitted)
-        waiting = self.waiting
-        while waiting and waiting[0][0] <= self.drained + btol:
-            done.append(heapq.heappop(waiting)[2])
-        # scale
-        if self.level >= self.Q * (1 - 1e-12) and self.demand > self.R:
-            self.level = self.Q
-            self.scale = self.R / self.demand
-        else:
-            self.scale = 1.0
-        if self.level > self.peak:
-            self.peak = self.level
-        if self.log_t is not None:
-            if self.log_t and self.log_t[-1] == now:
-                self.log_q[-1] = self.level
-            else:
-                self.log_t.append(now)
-                self.log_q.append(self.level)
-        # next change
-        admit = self.demand * self.scale
-        drain = self.R if self.level > _EPS * self.Q else min(self.R, admit)
-        horizon = math.inf
-        if active:
-            horizon = (active[0][0] - self.vclock) / self.scale
-        if admit > drain and self.level < self.Q:
-            horizon = min(horizon, (self.Q - self.level) / (admit - drain))
-        elif drain > admit and self.level > 0.0:
-            horizon = min(horizon, self.level / (drain - admit))
-        if waiting and drain > 0:
-            horizon = min(horizon, max(waiting[0][0] - self.drained, 0.0) / drain)
-        return horizon
-
-
 def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - one loop, on purpose
     T = len(schedule.tiles)
     tiles = schedule.tiles
@@ -214,7 +137,9 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
     local_us, remote_us = cfg.local_epilogue_us, cfg.remote_epilogue_us
     uniq, inverse = np.unique(nbytes_arr, return_inverse=True)
     rate = np.array([platform.producer_rate_Bpus(K, b) if b > 0 else 0.0 for b in uniq])[inverse].tolist()
-    q = _Queue(platform.drain_rate_Bpus, platform.capacity_bytes(K), cfg.coupled, cfg.record_occupancy)
+    q = FluidQueue(platform.drain_rate_Bpus, platform.capacity_bytes(K), coupled=cfg.coupled,
+                   record=cfg.record_occupancy)
+    qstate = [False, 0]      # queue: settle already pending at this instant, version of its pending event
     nan = math.nan
     ml_start, ml_end, epi_start, epi_end = [nan] * T, [nan] * T, [nan] * T, [nan] * T
     stall, dep_wait = [nan] * T, [nan] * T
@@ -234,7 +159,6 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
     heap = []
     push, pop = heapq.heappush, heapq.heappop
     nxt = itertools.count().__next__
-    done = []
 
     def try_mma(s, t):
         if mma_busy[s]:
@@ -263,14 +187,11 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
 
     def start_issue(s, t):
         g = je[s]
-        r = rate[g]
-        q.advance(t)
-        heapq.heappush(q.active, (q.vclock + nbytes[g] / r, next(q.seq), r, s))
-        q.demand += r
-        if not q.dirty:
-            q.dirty = True
-            q.version += 1
-            push(heap, (t, nxt(), _QUEUE, q.version))
+        q.add(t, nbytes[g], rate[g], s)
+        if not qstate[0]:
+            qstate[0] = True
+            qstate[1] += 1
+            push(heap, (t, nxt(), _QUEUE, qstate[1]))
 
     def try_epi(s, t):
         if epi_busy[s]:
@@ -336,15 +257,14 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
         elif typ == _ISSUE:
             start_issue(a, t)
         else:
-            if a != q.version:
+            if a != qstate[1]:
                 continue
-            horizon = q.recompute(t, done)
+            qstate[0] = False
+            finished, horizon = q.settle(t)
             if horizon < math.inf:
-                q.version += 1
-                push(heap, (t + max(horizon, 0.0), nxt(), _QUEUE, q.version))
-            if done:
-                finished = done[:]
-                done.clear()
+                qstate[1] += 1
+                push(heap, (t + horizon, nxt(), _QUEUE, qstate[1]))
+            if finished:
                 for s in finished:
                     if lat > 0:
                         push(heap, (t + lat, nxt(), _EPI_END, s))
@@ -352,6 +272,6 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
                         end_epi(s, t)
     out = {"ml_start": np.array(ml_start), "ml_end": np.array(ml_end), "epi_start": np.array(epi_start),
            "epi_end": np.array(epi_end), "stall": np.array(stall), "dep_wait": np.array(dep_wait)}
-    occ_t = np.array(q.log_t) if q.log_t is not None else np.zeros(0)
-    occ_q = np.array(q.log_q) if q.log_q is not None else np.zeros(0)
+    occ_t = np.array(q.log[0]) if q.log is not None else np.zeros(0)
+    occ_q = np.array(q.log[1]) if q.log is not None else np.zeros(0)
     return out, {"drain_end": t, "peak": q.peak, "occ_t": occ_t, "occ_q": occ_q}

@@ -17,22 +17,44 @@ def burst_model(platform, producers: int, bytes_per_producer: int, gap_us: float
     t0 = platform.issue_time0_us(K, B)
     Q = platform.capacity_bytes(K)
     test = model.design_test(G, t0, V, R, Q)
+    t_iss = model.issue_time_with_capacity_us(G, t0, V, R, Q)
     return {
         "platform": platform.name, "producers": K, "bytes_per_producer": B, "gap_us": G,
         "volume_MiB": V / MiB, "R_GBps": platform.drain_rate_GBps, "Q_MiB": Q / MiB, "T_iss0_us": t0,
-        "T_iss_us": model.issue_time_us(G, t0, V, R),
-        "delta_T_iss_us": model.issue_overhead_us(G, t0, V, R),
-        "T_iss_with_capacity_us": model.issue_time_with_capacity_us(G, t0, V, R, Q),
+        # exact steady state of the fluid queue (what `xstage sim bursts` converges to), V > Q included
+        "T_iss_us": t_iss,
+        "delta_T_iss_us": t_iss - t0,
+        "T_iss_with_capacity_us": t_iss,
+        "T_iss_eq3_us": model.issue_time_us(G, t0, V, R),
         "G_star_us": model.recovery_gap_us(t0, V, R),
-        "period_us": model.period_us(G, t0, V, R),
-        "period_coupled_us": model.coupled_period_us(G, V, R),
+        "period_us": model.periodic_period_us(G, t0, V, R, Q),
+        "period_eq2_us": model.period_us(G, t0, V, R),
+        "warmup_bursts": model.warmup_bursts(G, t0, V, R, Q),
+        "T_iss_coupled_us": model.coupled_issue_time_us(t0, V, R),
+        "period_coupled_us": model.coupled_period_us(G, V, R, t0),
         "drain_period_us": model.drain_period_us(V, R),
         "q_peak0_MiB": model.peak_outstanding_bytes(t0, V, R) / MiB,
         "T_iss_iso_us": model.isolated_issue_time_us(t0, V, R, Q),
+        "period_iso_us": model.isolated_period_us(G, t0, V, R),
         "injection_GBps": test.injection_rate_Bpus / 1e3,
         "rate_bound_ok": test.rate_bound_ok,
         "capacity_bound_ok": test.capacity_bound_ok,
     }
+
+
+def run_model(args) -> int:
+    from xstage.cli import print_json, print_table
+
+    if args.producers is None or args.bytes_per_producer is None:
+        missing = "--producers" if args.producers is None else "--bytes-per-producer"
+        raise InputError(missing, None, "is required (or use `xstage model fa ...`)")
+    platform = load_platform(args.platform)
+    K = platform.check_producers(require_int("producers", args.producers))
+    B = parse_size(args.bytes_per_producer, "bytes_per_producer")
+    G = _float("gap_us", args.gap_us, allow_zero=True)
+    out = burst_model(platform, K, B, G)
+    print_json(out) if args.json else print_table(out)
+    return 0
 
 
 def fa_model(platform, producers, block_m, block_n, head_dim, out_bytes, sigma_us) -> dict:

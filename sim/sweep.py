@@ -13,12 +13,13 @@ from concurrent.futures import as_completed
 import numpy as np
 import pandas as pd
 
-from xstage.errors import InputError, require_int
+from xstage.errors import InputError, require_int, require_positive
 from xstage.sim import model
 from xstage.sim.platform import Platform
 from xstage.sim.pool import WorkerPool
 from xstage.sim.replay import ReplayConfig, replay
 from xstage.sim.schedule_fa import burst_waves, fa_qloop
+from xstage.sim.schedules import WAVE_IMBALANCE, default_waves
 from xstage.sim.workloads.catalog import (FaConfig, MoeConfig, fa_catalog, fa_timing, moe_configs, moe_workload,
                                   parse_config)
 
@@ -50,19 +51,26 @@ def moe_replay_config(w, **kw) -> ReplayConfig:
 
 
 def run_moe_config(name: str, platform: Platform, *, num_sms: int | None = None, staging_slots: int = 2,
-                   lead_rows: int | None = None, overrides: dict | None = None) -> dict:
-    """Replay one configuration with both schedules; one flat row."""
+                   lead_rows: int | None = None, overrides: dict | None = None,
+                   wave_imbalance: float = WAVE_IMBALANCE) -> dict:
+    """Replay one configuration with both schedules; one flat row.
+
+    ``wave_imbalance``: the expert-wave heuristic's L1 tiles per wave in units of the SM count
+    (``schedules.default_waves``; 16 by default, DeepGEMM's own factor is about 4).
+    """
+    require_positive("wave_imbalance", wave_imbalance)
     cfg = parse_config(name) if isinstance(name, str) else name
     sms = num_sms or platform.sm_count - platform.sm_count % 2   # CTA pairs
     w = moe_workload(cfg, platform, num_sms=sms, mainloop_override_us=overrides)
+    waves = default_waves(w.grid, sms, avg_rows_per_expert=w.notes["avg_rows_per_expert"], imbalance=wave_imbalance)
     D = max(1, w.lead_knee_rows) if lead_rows is None else lead_rows
     rc = moe_replay_config(w, staging_slots=staging_slots, record_occupancy=False)
     row = {"config": cfg.name, "model": cfg.model, "precision": cfg.precision, "routing": cfg.routing,
            "setting": cfg.setting, "rank": w.notes["rank"], "local_experts": w.shape["local_experts"],
            "tokens_local": int(w.tokens_per_expert.sum()), "rows": w.grid.rows, "l1_us": w.l1_us, "l2_us": w.l2_us,
-           "lead_rows": D, "num_sms": sms, "staging_slots": staging_slots}
+           "lead_rows": D, "num_sms": sms, "staging_slots": staging_slots, "wave_imbalance": float(wave_imbalance)}
     for kind, short in (("expert_wave", "wave"), ("interleaved", "int")):
-        s = w.schedule(kind, sms, lead_rows=D)
+        s = w.schedule(kind, sms, lead_rows=D, wave_experts=waves if kind == "expert_wave" else None)
         if kind == "expert_wave":
             row["wave_experts"] = s.params["wave_experts"][0]
         r = replay(s, w.mainloop_us(s), w.remote_bytes(s), platform, rc)

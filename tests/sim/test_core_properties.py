@@ -12,7 +12,7 @@ platforms = st.builds(
     lambda R, t0, rate, q: Platform("h", 132, R, t0, rate, ((132, q),)),
     st.floats(1.0, 1000.0), st.floats(0.0, 2.0), st.floats(1.0, 100.0), st.floats(4096.0, 8 * 2**20))
 configs = st.builds(
-    lambda K, B, G, mode: BurstConfig(K, B, G, 12, mode=mode),
+    lambda K, B, G, mode: BurstConfig(K, B, G, 12, mode=mode, engine="simpy"),
     st.integers(1, 132), st.integers(16, 256 * 1024), st.floats(0.0, 20.0),
     st.sampled_from(["periodic", "isolated", "coupled"]))
 

@@ -137,3 +137,27 @@ def test_table2_small_setting(b200):
     assert t.loc["DSv4-Pro", "pred_wave_us"] == 0              # the paper's negative control
     assert t.loc["Qwen3.5", "pred_wave_us"] > 0 and t.loc["Hy3", "pred_wave_us"] > 0
     assert (t["span_wave_us"] >= t["span_int_us"] - 1e-9).all()
+
+
+def test_wave_imbalance_reaches_the_expert_wave_schedule(capsys, tmp_path):
+    from xstage.cli import main
+    from xstage.records import load_records
+    name = "DiT-MoE/w8a8/balanced/M"    # 2 experts per wave at imbalance 16, 1 at 4
+    rows = {}
+    for imb in ("16", "4"):
+        out = tmp_path / f"imb{imb}.csv"
+        assert main(["sweep", "moe", "-p", "paper-b200", "--configs", name, "--jobs", "1", "--no-progress",
+                     "--wave-imbalance", imb, "--out", str(out), "--json"]) == 0
+        capsys.readouterr()
+        frame, meta = load_records(out, "summary")
+        rows[imb] = frame.iloc[0]
+        assert meta["config"]["wave_imbalance"] == float(imb) and rows[imb]["wave_imbalance"] == float(imb)
+    assert rows["4"]["wave_experts"] < rows["16"]["wave_experts"]        # smaller waves
+    assert rows["4"]["int_us"] == pytest.approx(rows["16"]["int_us"])      # interleaved does not use waves
+    for bad, field in (("0", "--wave-imbalance(='0')"), ("many", "--wave-imbalance(='many')")):
+        code = main(["sweep", "moe", "-p", "paper-b200", "--configs", name, "--jobs", "1", "--no-progress",
+                     "--wave-imbalance", bad, "--out", str(tmp_path / "x.csv")])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and field in err
+    code = main(["sweep", "fa", "-p", "paper-b200", "--wave-imbalance", "4", "--out", str(tmp_path / "y.csv")])
+    assert code == 2 and "--wave-imbalance" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 
 
-from xstage.cli.common import add_json, add_out, add_platform, check_output, number, print_json, print_table
+from xstage.cli.common import add_json, add_out, add_platform, check_output, integer, number, print_json, print_table
 from xstage.errors import InputError, require_int
 from xstage.sim.platform import bundled_platforms, load_platform
 from xstage.sim.scenarios import burst_model, fa_model  # noqa: F401 - re-exported for older callers
@@ -49,6 +49,10 @@ def register(sub):
     b.add_argument("--chunk", default="4KiB", help="chunk size for --queue chunked")
     add_out(b, "write the burst records (.parquet, or .csv with a .meta.json beside it)")
     add_json(b)
+    b.add_argument("--engine", default="auto", help="auto (exact for the fluid queue) | exact (closed-form "
+                   "recurrence, K identical producers) | simpy (the event-driven reference)")
+    b.add_argument("--skip", default=None, help="bursts left out of the medians, counted from the first "
+                   "(default: the closed-form warm-up; the summary says whether its window is steady)")
     b.set_defaults(func=run_sim_bursts)
 
     pl = sub.add_parser("platforms", help="list bundled platforms or show one",
@@ -101,12 +105,13 @@ def run_sim_bursts(args) -> int:
         bytes_per_producer=parse_size(args.bytes_per_producer, "bytes_per_producer"),
         gap_us=_float("gap_us", args.gap_us, allow_zero=True),
         bursts=require_int("bursts", args.bursts, minimum=2),
-        mode=args.mode, queue=args.queue, chunk_bytes=parse_size(args.chunk, "chunk"))
+        mode=args.mode, queue=args.queue, chunk_bytes=parse_size(args.chunk, "chunk"),
+        skip=None if args.skip is None else integer("--skip", args.skip, minimum=0), engine=args.engine)
     if args.out:
         out = check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".parquet", ".csv"))
         if out.suffix == ".csv":  # its metadata goes beside it: never clobbered either
             check_output("--out", out.with_suffix(".meta.json"), overwrite=args.overwrite)
-    result = simulate_bursts(platform, cfg)
+    result = simulate_bursts(platform, cfg, record_occupancy=False)
     summary = result.summary(platform)
     if args.out:
         meta = {"config": summary, "platform": platform.to_dict(), "platform_hash": platform.content_hash,

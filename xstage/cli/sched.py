@@ -21,6 +21,9 @@ def register(sub):
     sw.add_argument("--scheduler", default=None, help="Dask distributed scheduler address (tcp://host:8786)")
     sw.add_argument("--configs", nargs="*", default=None,
                     help="moe: only these MODEL/PRECISION/ROUTING/SETTING names (default: all 84)")
+    sw.add_argument("--wave-imbalance", default=None,
+                    help="moe: expert-wave size heuristic, L1 tiles per wave in SM counts (default 16; "
+                    "DeepGEMM's factor is about 4)")
     add_out(sw, "output records (.parquet or .csv), kind 'summary'", required=True)
     add_json(sw, "print the summary as JSON")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar (there is none unless stderr "
@@ -164,15 +167,21 @@ def run_sweep(args) -> int:
         configs = [parse_config(c).name for c in args.configs]
         if not configs:
             raise InputError("--configs", args.configs, "must name at least one configuration")
+    kw = {}
+    if args.wave_imbalance is not None:
+        if args.kind != "moe":
+            raise InputError("--wave-imbalance", args.wave_imbalance, "only applies to sweep moe")
+        kw["wave_imbalance"] = number("--wave-imbalance", args.wave_imbalance, minimum=0, allow_equal=False)
     bar, tick = _progress(progress_enabled(args), 84 if args.kind == "moe" else 10)
     try:
-        frame = sweep(args.kind, platform, jobs=jobs, scheduler=args.scheduler, configs=configs, progress=tick)
+        frame = sweep(args.kind, platform, jobs=jobs, scheduler=args.scheduler, configs=configs, progress=tick,
+                      **kw)
     finally:
         if bar is not None:
             bar.close()
     summary = summarize_moe(frame) if args.kind == "moe" else summarize_fa(frame)
     meta = {"config": {"kind": args.kind, "platform": platform.name, "configs": configs, "jobs": jobs,
-                       "scheduler": args.scheduler},
+                       "scheduler": args.scheduler, **kw},
             "platform_hash": platform.content_hash, "platform": platform.to_dict(),
             "provenance": provenance(with_gpu=False), "summary": summary}
     save_records(out, "summary", frame, meta, table=f"{args.kind}_sweep", overwrite=args.overwrite)

@@ -1,0 +1,205 @@
+"""The fluid X-Stage as a pure state machine: no simpy, no clock of its own; the caller owns time.
+
+This is the one implementation of the paper's fluid queue (Sec. 3.2). ``FluidXStage``
+(``xstage.sim.xqueue``) wraps it for simpy processes; the replay's fast engine
+(``xstage.sim.replay_engines.run_fast``) drives it from its own event heap. Protocol:
+
+    q.add(now, nbytes, rate, token)      a producer starts injecting ``nbytes`` at up to ``rate``
+    released, horizon = q.settle(now)    after every producer of this instant called ``add``: the tokens
+                                         whose issue ended (coupled: whose bytes drained) at ``now``, and
+                                         the time until the next state change (``inf`` = nothing pending)
+
+Between state changes everything is linear. ``advance`` is exact for any step: if the step crosses the
+instant the queue fills or empties it splits there, so no byte is created or lost by a clamp. The only
+tolerance is the clock's own resolution (a few ulps of ``now``): anything due sooner than the clock can
+express is due now, and every such snap is booked as bytes (a snap to full admits the missing bytes, a
+snap to empty drains the rest), so ``admitted == drained + level`` holds at every instant, to rounding.
+The virtual clock (per-unit-rate progress of the producers) restarts at 0 whenever nobody issues, so its
+resolution does not decay with the length of a run.
+"""
+
+import heapq
+import itertools
+import math
+
+_ULPS = 8.0   # clock resolution in units in the last place of max(now, 1)
+
+
+class FluidQueue:
+    __slots__ = ("drain_rate", "capacity", "coupled", "level", "peak", "idle_since", "log",
+                 "_adm", "_adm_lo", "_drn", "_drn_lo", "_vclock", "_scale", "_demand", "_active", "_waiting", "_seq", "_t")
+
+    def __init__(self, drain_rate_Bpus: float, capacity_bytes: float, *, coupled: bool = False,
+                 record: bool = True):
+        if not drain_rate_Bpus > 0:
+            raise ValueError(f"drain_rate_Bpus(={drain_rate_Bpus}) must be > 0")
+        if not capacity_bytes > 0:
+            raise ValueError(f"capacity_bytes(={capacity_bytes}) must be > 0")
+        self.drain_rate, self.capacity, self.coupled = float(drain_rate_Bpus), float(capacity_bytes), coupled
+        self.level = self.peak = 0.0
+        self._adm = self._adm_lo = self._drn = self._drn_lo = 0.0   # compensated (Neumaier) running sums
+        self.idle_since = 0.0   # when nothing was last outstanding and nobody issuing (the last byte drained)
+        self.log = ([], [], [], []) if record else None   # time, level, admitted, drained
+        self._vclock, self._scale, self._demand = 0.0, 1.0, 0.0
+        self._active = []       # heap of (virtual finish, seq, rate, token)
+        self._waiting = []      # coupled: heap of (admitted-bytes mark, seq, token)
+        self._seq = itertools.count()
+        self._t = 0.0
+
+    @property
+    def admitted(self) -> float:
+        """Bytes accepted into the X-Stage so far."""
+        return self._adm + self._adm_lo
+
+    @property
+    def drained(self) -> float:
+        """Bytes drained out of it so far."""
+        return self._drn + self._drn_lo
+
+    def _book(self, admitted: float, drained: float) -> None:
+        """Add to the running sums without losing the low-order bits (conservation over 1e12 bytes)."""
+        if admitted:
+            s = self._adm + admitted
+            self._adm_lo += (self._adm - s) + admitted if self._adm >= admitted else (admitted - s) + self._adm
+            self._adm = s
+        if drained:
+            s = self._drn + drained
+            self._drn_lo += (self._drn - s) + drained if self._drn >= drained else (drained - s) + self._drn
+            self._drn = s
+
+    def _true_up(self, owed: float) -> None:
+        """A producer finishing within the clock's resolution of its due instant: book the bytes it still
+        owed (or, finishing a hair late, gave too many) so that it issued exactly its ``nbytes``. Anything
+        this pushes past full or below empty counts as drained in the same instant."""
+        if not owed:
+            return
+        self._book(owed, 0.0)
+        level = self.level + owed
+        if level > self.capacity:
+            self._book(0.0, level - self.capacity)
+            level = self.capacity
+        elif level < 0.0:
+            self._book(0.0, level)
+            level = 0.0
+        self.level = level
+
+    @property
+    def idle(self) -> bool:
+        """Nothing outstanding and nobody issuing."""
+        return not self._active and self.level == 0.0
+
+    def add(self, now: float, nbytes: float, rate_Bpus: float, token) -> None:
+        self.advance(now)
+        heapq.heappush(self._active, (self._vclock + nbytes / rate_Bpus, next(self._seq), rate_Bpus, token))
+        self._demand += rate_Bpus
+
+    # --- dynamics -------------------------------------------------------------------------
+    def _rates(self) -> tuple[float, float]:
+        admit = self._demand * self._scale
+        return admit, (self.drain_rate if self.level > 0.0 else min(self.drain_rate, admit))
+
+    def _set_scale(self) -> None:
+        full = self.level >= self.capacity
+        self._scale = self.drain_rate / self._demand if full and self._demand > self.drain_rate else 1.0
+
+    def advance(self, now: float) -> None:
+        """Move the state to ``now`` exactly, splitting the step where the queue fills or empties."""
+        dt = now - self._t
+        if dt <= 0.0:
+            return
+        self._t = now
+        while dt > 0.0:
+            admit, drain = self._rates()
+            net = admit - drain
+            if net > 0.0 and self.level < self.capacity:
+                seg, edge = (self.capacity - self.level) / net, self.capacity
+            elif net < 0.0 and self.level > 0.0:
+                seg, edge = self.level / -net, 0.0
+            else:
+                seg = math.inf
+            step = dt if dt < seg else seg
+            self._book(admit * step, drain * step)
+            self._vclock += self._scale * step
+            if step < seg:
+                self.level = min(max(self.level + net * step, 0.0), self.capacity)   # rounding only
+                return
+            self.level = edge
+            self._set_scale()
+            if edge == 0.0 and not self._active:
+                self.idle_since = now - (dt - step)
+            dt -= step
+
+    def settle(self, now: float):
+        """Apply everything due at ``now``; return (released tokens, time until the next change)."""
+        self.advance(now)
+        res = _ULPS * math.ulp(max(abs(now), 1.0))
+        R, Q = self.drain_rate, self.capacity
+        released = []
+        active, waiting = self._active, self._waiting
+        was_idle = self.idle
+        changed = True
+        while changed:
+            changed = False
+            vtol = self._scale * res + _ULPS * math.ulp(self._vclock)
+            finished = []
+            while active and active[0][0] - self._vclock <= vtol:
+                vfinish, _, rate, token = heapq.heappop(active)
+                self._demand -= rate
+                self._true_up(rate * (vfinish - self._vclock))
+                finished.append(token)
+            if finished:
+                changed = True
+                if self.coupled:   # each waits until the bytes admitted by now have drained
+                    mark = self._adm + self._adm_lo
+                    for token in finished:
+                        heapq.heappush(waiting, (mark, next(self._seq), token))
+                else:
+                    released.extend(finished)
+            if not active:
+                self._demand, self._vclock = 0.0, 0.0
+            self._set_scale()
+            admit, drain = self._rates()
+            if admit > drain and self.level < Q and Q - self.level <= (admit - drain) * res:
+                missing = Q - self.level           # admitted now: the producers get these bytes in
+                self._book(missing, 0.0)
+                self._vclock += missing / self._demand
+                self.level = Q
+                self._set_scale()
+                changed = True
+            elif drain > admit and 0.0 < self.level <= (drain - admit) * res:
+                self._book(0.0, self.level)        # drained now
+                self.level = 0.0
+                changed = True
+            _, drain = self._rates()
+            drained = self._drn + self._drn_lo
+            # nothing outstanding: every byte admitted so far has drained, whatever the sums' last bits say
+            while waiting and (self.level == 0.0 or waiting[0][0] - drained <= max(drain, R) * res):
+                released.append(heapq.heappop(waiting)[2])
+                changed = True
+        if not was_idle and self.idle:
+            self.idle_since = now
+        if self.level > self.peak:
+            self.peak = self.level
+        if self.log is not None:
+            t, lvl, adm, drn = self.log
+            if t and t[-1] == now:
+                lvl[-1], adm[-1], drn[-1] = self.level, self.admitted, self.drained
+            else:
+                t.append(now)
+                lvl.append(self.level)
+                adm.append(self.admitted)
+                drn.append(self.drained)
+        return released, self._horizon()
+
+    def _horizon(self) -> float:
+        admit, drain = self._rates()
+        horizon = math.inf
+        if self._active:
+            horizon = (self._active[0][0] - self._vclock) / self._scale
+        if admit > drain and self.level < self.capacity:
+            horizon = min(horizon, (self.capacity - self.level) / (admit - drain))
+        elif drain > admit and self.level > 0.0:
+            horizon = min(horizon, self.level / (drain - admit))
+        if self._waiting and drain > 0.0:
+            horizon = min(horizon, max(self._waiting[0][0] - self._drn - self._drn_lo, 0.0) / drain)
+        return horizon
