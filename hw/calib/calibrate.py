@@ -234,21 +234,25 @@ FILES = ("platform.json", "bursts.parquet", "points.parquet", "check.parquet", "
 
 
 def check_out_dir(out_dir, *, overwrite: bool = False) -> Path:
-    """The output folder, checked before the sweep starts: no calibration files in it unless ``overwrite``,
-    and writable (created if missing; a probe file is written and removed)."""
-    import tempfile
+    """The output folder, checked before the sweep starts and without creating anything: not a file, no
+    calibration files in it unless ``overwrite``, and writable (itself, or the nearest folder above it
+    that exists)."""
+    import os
 
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError("--out", str(out), "is a file, not a folder")
     if not overwrite:
         clash = [f for f in FILES if (out / f).exists()]
         if clash:
             raise InputError("--out", str(out), f"already holds {', '.join(clash)} (pass --overwrite)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as err:
-        raise InputError("--out", str(out), f"is not a writable folder ({err.strerror or type(err).__name__})") from None
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError("--out", str(out), f"cannot be created ({parent} is not a folder)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError("--out", str(out), f"is not writable ({parent} is not writable)")
     return out
 
 

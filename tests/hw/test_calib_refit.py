@@ -67,4 +67,4 @@ def test_sweep_checks_its_output_folder_before_it_starts(tmp_path, capsys, monke
     blocker.write_text("")
     assert main(["calibrate", "--sim", "paper-b200", "--target", "host", "--quick", "--out", str(blocker / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "is not a writable folder" in err[0] and str(blocker / "x") in err[0]
+    assert len(err) == 1 and "cannot be created" in err[0] and str(blocker / "x") in err[0]

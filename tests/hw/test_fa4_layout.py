@@ -1,7 +1,8 @@
 """The receive layout as strided views (hw/attention/fa4_layout.py) and FA4's out= conditions, on CPU."""
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs torch (the FA4 layout is tested on CPU torch tensors)")
 
 from xstage.errors import InputError
 from xstage.hw.attention import fa4_layout as L

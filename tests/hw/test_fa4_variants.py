@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs torch (the FA4 layout is tested on CPU torch tensors)")
 
 from xstage.hw.attention import fa4_layout as L
 from xstage.hw.attention.fa4 import Fa4
