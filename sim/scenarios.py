@@ -42,21 +42,6 @@ def burst_model(platform, producers: int, bytes_per_producer: int, gap_us: float
     }
 
 
-def run_model(args) -> int:
-    from xstage.cli import print_json, print_table
-
-    if args.producers is None or args.bytes_per_producer is None:
-        missing = "--producers" if args.producers is None else "--bytes-per-producer"
-        raise InputError(missing, None, "is required (or use `xstage model fa ...`)")
-    platform = load_platform(args.platform)
-    K = platform.check_producers(require_int("producers", args.producers))
-    B = parse_size(args.bytes_per_producer, "bytes_per_producer")
-    G = _float("gap_us", args.gap_us, allow_zero=True)
-    out = burst_model(platform, K, B, G)
-    print_json(out) if args.json else print_table(out)
-    return 0
-
-
 def fa_model(platform, producers, block_m, block_n, head_dim, out_bytes, sigma_us) -> dict:
     """Aligned output-tile burst, recovery gap G* and the sequence bound M_ub* (Eq. 17-20)."""
     B = model.fa_tile_bytes(block_m, head_dim, out_bytes)
