@@ -204,7 +204,7 @@ def test_launch_rejects_bad_tensors(A):
 @pytest.mark.parametrize("shape", [(1024, 2, 64, 8, 0, 128, 64, 3, False), (2048, 3, 128, 8, 3, 128, 64, 3, False),
                                    (2048, 3, 128, 4, 1, 128, 128, 2, True), (2048, 2, 64, 8, 6, 128, 64, 3, True)])
 def test_gpu_every_variant_matches_reference(shape):
-    from xstage.hw.attention.bench import check_shape
+    from xstage.hw.attention.checks import check_shape
 
     M, H, d, W, rank, bm, bn, st, tma = shape
     rows = check_shape(AttentionConfig(M, H, d, W, rank, bm, bn, num_stages=st, tma=tma), seed=M + d)

@@ -38,7 +38,7 @@ def test_kernel_source_compiles_for_sm90(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("target", ["local", "host"])
 def test_selftest_on_gpu(gpu, target):
-    from xstage.hw.microbench.runner import selftest
+    from xstage.hw.microbench.selftest import selftest
     out = selftest(target, small=True)
     assert out["timer"]["tick_ns"] > 0 and out["timer"]["sm_clock_GHz"] > 0.3
     assert all(r["T_iss_us"] > 0 for r in out["runs"])

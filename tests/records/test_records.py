@@ -21,7 +21,7 @@ EXPECTED = {"bursts.parquet": ("burst", None), "points.parquet": ("point", None)
             "check.parquet": ("summary", "calibration_check"), "copy.parquet": ("kernel", None),
             "attention-kernel.parquet": ("kernel", None), "moe-kernel.parquet": ("kernel", None),
             "attention-tile.parquet": ("tile", None), "moe-tile-small.parquet": ("tile", None),
-            "attention-fa4-kernel.parquet": ("kernel", None), "attention-fa4-persistent-kernel.parquet": ("kernel", None)}
+            "moe-tile.parquet": ("tile", None), "attention-fa4-kernel.parquet": ("kernel", None), "attention-fa4-persistent-kernel.parquet": ("kernel", None)}
 
 
 def committed_records():
