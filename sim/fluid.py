@@ -121,7 +121,10 @@ class FluidQueue:
             self._book(admit * step, drain * step)
             self._vclock += self._scale * step
             if step < seg:
+                was = self.level
                 self.level = min(max(self.level + net * step, 0.0), self.capacity)   # rounding only
+                if self.level == 0.0 < was and not self._active:   # emptied by the rounding: the last byte
+                    self.idle_since = now
                 return
             self.level = edge
             self._set_scale()

@@ -15,7 +15,6 @@ The parts: ``variants.py`` (what is timed, by name), ``checks.py``, ``tune.py``;
 
 
 import json
-import sys
 import time
 import traceback
 from dataclasses import replace
@@ -30,6 +29,7 @@ from xstage.hw.attention.variants import kernel_variants, random_qkv, reference,
 from xstage.hw.common.timing import device, gpu_clocks, paired_differences, sync, time_variants
 from xstage.records import atomic_write_text
 from xstage.records.attention import alias_best_backend, kernel_row, save_run, tile_frame
+from xstage.hw.common.log import hw_log
 
 
 def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int = 5) -> tuple:
@@ -50,7 +50,7 @@ def measure(cfg, trials: int = 25, seed: int = 2, warmup: int = 5, rounds: int =
             sync()
             checks.append({"config": cfg.label(), "variant": f"sdpa_{backend}", **A.compare(sdpa_out[backend], ref)})
         except RuntimeError as err:
-            print(f"  sdpa {backend} unavailable: {str(err)[:120]}", file=sys.stderr)
+            hw_log(f"  sdpa {backend} unavailable: {str(err)[:120]}")
     fns, variant_cfg = kernel_variants(cfg, q, k, v, out, dests.table)
     for backend, o in sdpa_out.items():
         fns[f"sdpa_{backend}"] = lambda b=backend: A.sdpa(q, k, v, b)
@@ -101,8 +101,8 @@ def run(args) -> dict:
     if device() == "cuda":
         from xstage.hw.common.hostmap import check_mapping
 
-        print("host mapping:", check_mapping(), file=sys.stderr)
-        print("clocks (sm, mem, temp, power, reasons):", gpu_clocks(), file=sys.stderr)
+        hw_log("host mapping:", check_mapping())
+        hw_log("clocks (sm, mem, temp, power, reasons):", gpu_clocks())
     shapes = DRY_RUN_SHAPES if args.dry_run else CHECK_SHAPES
     try:
         checks = [] if args.no_checks else run_checks(shapes)
@@ -119,7 +119,7 @@ def run(args) -> dict:
         cfg, tune_rows = tune(heads=args.heads, head_dim=args.head_dim, world=args.world_size)
         cfg, store_rows = pick_fused(cfg)
         tune_rows += store_rows
-    print(f"  kernel config: {cfg.label()} ({time.time() - t_start:.0f}s)", file=sys.stderr)
+    hw_log(f"  kernel config: {cfg.label()} ({time.time() - t_start:.0f}s)")
     rows, tiles, paths = list(tune_rows), [], []
     meta = {"args": vars(args), "kernel": cfg.label()}
     for M in (int(m) for m in args.seq_lens.split(",")):
@@ -137,7 +137,7 @@ def run(args) -> dict:
         failed += [x for x in c if x.get("ok") is False]
         # saved after every M, so that a run stopped by its time limit keeps what it measured
         paths = save_run(out_dir, rows, tiles, checks, meta, overwrite=True)
-        print(f"  M={M}: done ({time.time() - t_start:.0f}s)", file=sys.stderr)
+        hw_log(f"  M={M}: done ({time.time() - t_start:.0f}s)")
     if not [r for r in rows if not r["variant"].endswith("_tune")]:
         paths = [atomic_write_text(out_dir / "attention-checks.json", json.dumps(checks, indent=1, default=str),
                                    overwrite=True)]

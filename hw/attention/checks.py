@@ -4,11 +4,11 @@ order (GPU only). ``CHECK_SHAPES`` cover both head dims, block shapes, TMA and t
 ``DRY_RUN_SHAPES`` are the interpreter's.
 """
 
-import sys
 
 from xstage.hw.attention.config import AttentionConfig
 from xstage.hw.attention.variants import random_qkv, reference, sdpa_backends
 from xstage.hw.common.timing import device, sync
+from xstage.hw.common.log import hw_log
 
 
 def check_shape(cfg, seed: int = 0, instrument: bool = True) -> list:
@@ -77,5 +77,5 @@ def run_checks(shapes=CHECK_SHAPES, progress=True) -> list:
         rows += check_shape(cfg, seed=M + H + d)
         if progress:
             bad = [r["variant"] for r in rows if r.get("ok") is False and r["config"] == cfg.label()]
-            print(f"  check {cfg.label()} rank={rank}: {'FAIL ' + str(bad) if bad else 'ok'}", file=sys.stderr)
+            hw_log(f"  check {cfg.label()} rank={rank}: {'FAIL ' + str(bad) if bad else 'ok'}")
     return rows

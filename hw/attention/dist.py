@@ -27,7 +27,6 @@ NCCL ``all_to_all_single`` of the output rows and the local permute into D_j (``
 
 import dataclasses
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +41,7 @@ from xstage.hw.common.symm import init_distributed, symmetric_buffer
 from xstage.hw.common.targets import apply_launch_env
 from xstage.hw.common.timing import capture, gpu_clocks, paired_differences, sync, time_variants
 from xstage.records.attention import alias_best_backend, kernel_row, save_run, tile_frame
+from xstage.hw.common.log import hw_log
 
 NCCL_ALIASES = ("sdpa", "serial_best", "nccl")  # rows copied under the fastest SDPA backend's name
 
@@ -157,7 +157,7 @@ class Ranks:
 
     def say(self, *msg) -> None:
         if self.rank == 0:
-            print(*msg, file=sys.stderr, flush=True)
+            hw_log(*msg)
 
 
 def kernel_config(args, base, ranks, table) -> tuple:
@@ -202,7 +202,7 @@ def measure_rank(cfg, ranks, big, table, args, timed: bool = True) -> tuple:
             sync()
         except RuntimeError as err:
             o = None
-            print(f"  rank {cfg.rank}: sdpa {backend} unavailable: {str(err)[:120]}", file=sys.stderr)
+            hw_log(f"  rank {cfg.rank}: sdpa {backend} unavailable: {str(err)[:120]}")
         if ranks.all_true(o is not None):
             sdpa_out[backend] = o
     recv = torch.empty_like(q)

@@ -3,13 +3,13 @@
 W ranks: by the slowest rank).
 """
 
-import sys
 from dataclasses import replace
 
 from xstage.hw.attention.config import FUSED_FIELDS, AttentionConfig
 from xstage.hw.attention.variants import FUSED_OPTIONS, fused_options, fused_tag, random_qkv, reference
 from xstage.hw.common.timing import device, sync, time_variants
 from xstage.records.attention import kernel_row
+from xstage.hw.common.log import hw_log
 
 TUNE_CANDIDATES = (  # (block_n, num_stages, tma, num_warps, programs per SM) for d = 128, block_m = 128
     (64, 3, False, 8, 1), (128, 2, False, 8, 1), (64, 3, True, 8, 1), (128, 2, True, 8, 1), (64, 4, True, 8, 1),
@@ -42,10 +42,10 @@ def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, tr
             ref = reference(q, k, v) if ref is None else ref
             res = A.compare(out, ref)
         except Exception as err:  # noqa: BLE001 - e.g. a candidate that does not fit shared memory
-            print(f"  tune: {cfg.label()} failed: {type(err).__name__}: {str(err)[:300]}", file=sys.stderr)
+            hw_log(f"  tune: {cfg.label()} failed: {type(err).__name__}: {str(err)[:300]}")
             continue
         if not res["ok"]:
-            print(f"  tune: {cfg.label()} wrong result {res}", file=sys.stderr)
+            hw_log(f"  tune: {cfg.label()} wrong result {res}")
             continue
         cfgs[cfg.label()], fns[cfg.label()] = cfg, fn
     if not fns:
@@ -53,7 +53,7 @@ def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, tr
     times, _ = time_variants(fns, trials=trials, warmup=2, rounds=4)
     rows = [kernel_row(cfgs[name], "fa_tune", t) for name, t in times.items()]
     for r in sorted(rows, key=lambda r: r["time(us)"]):
-        print(f"  tune: {r['config']}: {r['time(us)']:.1f} us, {r['TFLOPs']:.0f} TFLOP/s", file=sys.stderr)
+        hw_log(f"  tune: {r['config']}: {r['time(us)']:.1f} us, {r['TFLOPs']:.0f} TFLOP/s")
     best = min(rows, key=lambda r: r["time(us)"])
     return cfgs[best["config"]], rows
 
@@ -77,6 +77,6 @@ def pick_fused(cfg, trials: int = 10, *, table=None, reduce_rows=None, verbose: 
             for tag, t in times.items()]
     rows = reduce_rows(rows) if reduce_rows else rows
     for r in sorted(rows, key=lambda r: r["time(us)"]) if verbose else ():
-        print(f"  fused {r['config']}: {r['time(us)']:.1f} us", file=sys.stderr)
+        hw_log(f"  fused {r['config']}: {r['time(us)']:.1f} us")
     best = min(rows, key=lambda r: r["time(us)"])
     return next(c for c in cfgs.values() if c.label() == best["config"]), rows

@@ -5,13 +5,13 @@ A runner has ``sm_count``, ``supports_fma``, ``describe() -> dict`` (goes into t
 ``copy_engine(volumes) -> DataFrame`` (kernel record rows; empty where it does not apply).
 """
 
-import sys
 import time
 
 import numpy as np
 import pandas as pd
 
 from xstage.hw.microbench.runner import BurstSpec
+from xstage.hw.common.log import hw_log
 
 
 class GpuRunner:
@@ -28,9 +28,9 @@ class GpuRunner:
         self.sm_count = self.mb.sm_count
         t = time.perf_counter()
         self.timer = self.mb.probe_timer()
-        print(f"[calibrate] %globaltimer tick {self.timer['tick_ns']:.0f} ns (distinct deltas "
+        hw_log(f"[calibrate] %globaltimer tick {self.timer['tick_ns']:.0f} ns (distinct deltas "
               f"{self.timer['distinct_deltas_ns']}), SM clock {self.timer['sm_clock_GHz']:.3f} GHz, "
-              f"durations from {self.timer['timebase']} ({time.perf_counter() - t:.1f} s)", file=sys.stderr)
+              f"durations from {self.timer['timebase']} ({time.perf_counter() - t:.1f} s)")
         self.verified_words = 0
 
     def run(self, spec: BurstSpec):

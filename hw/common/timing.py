@@ -10,8 +10,8 @@ dry runs time with the host clock). torch is imported inside the functions.
 """
 
 import subprocess
-import sys
 import time
+from xstage.hw.common.log import hw_log
 
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
 
@@ -65,7 +65,7 @@ def capture(fn, capture_error_mode: str = "global"):
         return graph.replay, "graph"
     except Exception as err:  # noqa: BLE001 - any capture failure falls back to eager timing
         sync()
-        print(f"  graph capture failed ({type(err).__name__}: {err}); timing eagerly", file=sys.stderr)
+        hw_log(f"  graph capture failed ({type(err).__name__}: {err}); timing eagerly")
         return fn, "eager"
 
 

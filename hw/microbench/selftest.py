@@ -4,13 +4,13 @@ through the same mapping). ``python -m xstage.hw.microbench.runner --selftest`` 
 (flags: ``xstage.cli.bench_microbench``).
 """
 
-import sys
 from dataclasses import asdict
 
 from xstage.hw.microbench.pattern import MicrobenchError, check_pattern
 from xstage.hw.microbench.runner import Microbench
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.hw.microbench.summary import summarize_run
+from xstage.hw.common.log import hw_log
 
 
 def selftest(target_name: str = "host", small: bool = False, timeout_ms: float = 2000.0,
@@ -28,9 +28,9 @@ def selftest(target_name: str = "host", small: bool = False, timeout_ms: float =
     try:
         mb = Microbench(target, timeout_ms=timeout_ms)
         out["timer"] = mb.probe_timer(reads=1024 if small else 4096, span_us=500 if small else 2000)
-        print(f"[selftest] %globaltimer tick {out['timer']['tick_ns']:.0f} ns, distinct deltas "
+        hw_log(f"[selftest] %globaltimer tick {out['timer']['tick_ns']:.0f} ns, distinct deltas "
               f"{out['timer']['distinct_deltas_ns']}, SM clock {out['timer']['sm_clock_GHz']:.3f} GHz, "
-              f"timebase {out['timer']['timebase']}", file=sys.stderr)
+              f"timebase {out['timer']['timebase']}")
         runs = []
         for spec in (BurstSpec(K, 4096, 0.0, bursts=6, trials=1),
                      BurstSpec(K, 4096, 1.0, mode="free", bursts=6, trials=1),
@@ -42,7 +42,7 @@ def selftest(target_name: str = "host", small: bool = False, timeout_ms: float =
             runs.append({**{k: v for k, v in asdict(spec).items() if k in ("producers", "bytes_per_producer",
                                                                        "mode", "gap_kind")},
                          **summarize_run(frame), "verified_words": info["verified_words"]})
-            print(f"[selftest] ok {runs[-1]}", file=sys.stderr)
+            hw_log(f"[selftest] ok {runs[-1]}")
         out["runs"] = runs
         # the check must catch a lost store: corrupt one word after a run, then check again (on the
         # CPU for the host target; on the device, through the same mapping, for the others)
@@ -61,7 +61,7 @@ def selftest(target_name: str = "host", small: bool = False, timeout_ms: float =
             out["corruption_caught"] = str(err)
         else:
             raise MicrobenchError("a corrupted word was NOT caught by the pattern check")
-        print(f"[selftest] corrupted word caught: {out['corruption_caught'][:80]}...", file=sys.stderr)
+        hw_log(f"[selftest] corrupted word caught: {out['corruption_caught'][:80]}...")
     finally:
         target.close()
     return out

@@ -5,13 +5,13 @@ W8A8: ``torch._scaled_grouped_mm`` with the kernel's quantization (row-wise acti
 per-channel weight scales), where it runs. Each is checked against float32 math before it is timed.
 """
 
-import sys
 
 import numpy as np
 
 from xstage.hw.common.timing import device, sync
 from xstage.hw.moe.refs import quantize_rows
 from xstage.hw.moe.setup import Setup
+from xstage.hw.common.log import hw_log
 
 
 def grouped_mm_fn(s: Setup):
@@ -33,9 +33,9 @@ def grouped_mm_fn(s: Setup):
             sync()
             if float((y.float() - ref.float()).norm() / ref.float().norm()) < 1e-2:
                 return gmm, "torch._grouped_mm"
-            print("  torch._grouped_mm disagrees with matmul; using the loop", file=sys.stderr)
+            hw_log("  torch._grouped_mm disagrees with matmul; using the loop")
         except Exception as err:  # noqa: BLE001 - any failure: fall back and say so
-            print(f"  torch._grouped_mm unavailable ({type(err).__name__}: {str(err)[:120]})", file=sys.stderr)
+            hw_log(f"  torch._grouped_mm unavailable ({type(err).__name__}: {str(err)[:120]})")
     return loop, "matmul_loop"
 
 
@@ -68,14 +68,13 @@ def scaled_grouped_mm_fns(s: Setup):
         sync()
         err = float((h.float() - ref).norm() / ref.norm())
         if err > 2e-2:
-            print(f"  torch._scaled_grouped_mm disagrees with float32 (rel err {err:.3g}); no fp8 baseline",
-                  file=sys.stderr)
+            hw_log(f"  torch._scaled_grouped_mm disagrees with float32 (rel err {err:.3g}); no fp8 baseline")
             return None
         act_q, sact = quantize_rows(torch.nn.functional.silu(h[:, 0::2].float()) * h[:, 1::2].float())
         ffn()
         sync()
     except Exception as err:  # noqa: BLE001 - any failure: no fp8 baseline, and say so
-        print(f"  torch._scaled_grouped_mm unavailable ({type(err).__name__}: {str(err)[:160]})", file=sys.stderr)
+        hw_log(f"  torch._scaled_grouped_mm unavailable ({type(err).__name__}: {str(err)[:160]})")
         return None
     del ref
     return (lambda: (gemm(xq, sx, w1t, s.wq.sw1), gemm(act_q, sact, w2t, s.wq.sw2))), ffn, "torch._scaled_grouped_mm"

@@ -19,7 +19,6 @@ The parts: ``setup.py`` (one problem on the device), ``checks.py``, ``baseline.p
 
 import json
 import math
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -33,6 +32,7 @@ from xstage.hw.moe.setup import Setup, num_sms, tune_lead
 from xstage.records import atomic_write_text
 from xstage.records.moe import SCHEDULES, kernel_row, measured_columns, same_order, save_run, tile_frame, tile_timings
 from xstage.sim.workloads.moe_layout import MoeProblem
+from xstage.hw.common.log import hw_log
 
 # (hidden, intermediate, tokens, routing, precision, world_size): one GPU's share, 8 local experts, top-8.
 # Combine drain time ~ tokens*hidden*2*(W-1)/W / R against compute ~ 6*tokens*hidden*I / rate: the large-I
@@ -186,11 +186,11 @@ def tune(sms: int, trials: int = 8, precision: str = "bf16") -> tuple:
             sync()
             ok[c] = fn
         except Exception as err:  # noqa: BLE001 - a config that does not compile is skipped
-            print(f"  tune {precision} {c}: {type(err).__name__}: {str(err)[:100]}", file=sys.stderr)
+            hw_log(f"  tune {precision} {c}: {type(err).__name__}: {str(err)[:100]}")
     times, _ = time_variants(ok, trials=trials, warmup=2, rounds=2)
     med = {c: float(np.median(t)) for c, t in times.items()}
     for c, t in sorted(med.items(), key=lambda x: x[1]):
-        print(f"  tune {precision} {', '.join(keys)} = {c}: {t:.0f} us", file=sys.stderr)
+        hw_log(f"  tune {precision} {', '.join(keys)} = {c}: {t:.0f} us")
     best = min(med, key=med.get)
     return dict(zip(keys, best)), med
 
@@ -210,7 +210,7 @@ def run(args) -> dict:
     if device() == "cuda":
         from xstage.hw.common.hostmap import check_mapping
 
-        print("host mapping:", check_mapping(), file=sys.stderr)
+        hw_log("host mapping:", check_mapping())
     checks = []
     if not args.no_checks:
         try:
@@ -219,16 +219,16 @@ def run(args) -> dict:
                     continue
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **blocks), sms,
                                         kw8 if prec == "w8a8" else kw, seed=t)
-                print(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
-                      for c in checks if c["config"] == checks[-1]["config"]), file=sys.stderr)
+                hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
+                      for c in checks if c["config"] == checks[-1]["config"]))
             if not dry and args.precision != "w8a8":
                 checks.append(check_deadlock_bails(MoeProblem(2048, 512, 2000, **blocks), sms, kw))
-                print(f"  D=0 bails: {checks[-1]}", file=sys.stderr)
+                hw_log(f"  D=0 bails: {checks[-1]}")
         except Exception as err:  # noqa: BLE001 - report, then still measure
             traceback.print_exc()
             checks.append({"variant": "checks", "ok": False, "error": f"{type(err).__name__}: {err}"})
     failed = [c for c in checks if not c.get("ok")]
-    print(f"  checks: {len(checks) - len(failed)}/{len(checks)} ok ({time.time() - t_start:.0f}s)", file=sys.stderr)
+    hw_log(f"  checks: {len(checks) - len(failed)}/{len(checks)} ok ({time.time() - t_start:.0f}s)")
     tune_med = {}
     for prec in ("bf16", "w8a8") if not dry and not args.no_tune else ():
         if args.precision in (None, prec):
@@ -238,12 +238,12 @@ def run(args) -> dict:
                 tune_med.update({(prec, *c): t for c, t in med.items()})
             except Exception:  # noqa: BLE001 - keep the defaults
                 traceback.print_exc()
-    print(f"  kernel {kw} ({time.time() - t_start:.0f}s)", file=sys.stderr)
+    hw_log(f"  kernel {kw} ({time.time() - t_start:.0f}s)")
     rows, tiles = [], []
     sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[4])]
     for h, i, t, r, prec, world in sweep[:args.max_configs]:
         if time.time() - t_start > args.budget_s:
-            print(f"  budget reached: skipping {h}/{i}/{t}/{r}/{prec}/W{world}", file=sys.stderr)
+            hw_log(f"  budget reached: skipping {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, routing=r, precision=prec, world_size=world, **blocks), sms,
@@ -260,10 +260,9 @@ def run(args) -> dict:
         tiles += tr
         by = {x["variant"]: x for x in kr}
         gm = by["grouped_mm"]["time(us)"] if "grouped_mm" in by else math.nan
-        print(f"  {kr[0]['config']}: wave {by['expert_wave']['time(us)']:.0f} int {by['interleaved']['time(us)']:.0f}"
+        hw_log(f"  {kr[0]['config']}: wave {by['expert_wave']['time(us)']:.0f} int {by['interleaved']['time(us)']:.0f}"
               f" local {by['expert_wave_local']['time(us)']:.0f}/{by['interleaved_local']['time(us)']:.0f}"
-              f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)",
-              file=sys.stderr)
+              f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
     tune_us = {str(k): v for k, v in tune_med.items()}
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "num_sms": sms, "tune_us": tune_us,
                        "sweep": sweep},
@@ -272,11 +271,11 @@ def run(args) -> dict:
     if rows:
         paths = save_run(out_dir, rows, tiles, checks, meta, args.overwrite)
         for path in paths:
-            print(f"wrote {path}", file=sys.stderr)
+            hw_log(f"wrote {path}")
     else:
         paths = [atomic_write_text(out_dir / "moe-checks.json", json.dumps(checks, indent=1, default=str),
                                    overwrite=True)]
-    print(f"moe_bench: {len(failed)} failed checks, {time.time() - t_start:.0f}s", file=sys.stderr)
+    hw_log(f"moe_bench: {len(failed)} failed checks, {time.time() - t_start:.0f}s")
     return {"rows": rows, "checks": checks, "failed": failed, "paths": paths}
 
 

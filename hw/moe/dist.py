@@ -50,6 +50,7 @@ from xstage.hw.moe.refs import dispatch as dispatch_rows
 from xstage.hw.moe.setup import Setup, num_sms, tune_lead
 from xstage.records.moe import SCHEDULES, measured_columns
 from xstage.sim.workloads.ep import EpProblem, all_layouts, ep_layout
+from xstage.hw.common.log import hw_log
 
 PLATFORM = "h200-nvlink"
 _SHAPES = ((2048, 4096, 8192), (4096, 8192, 8192), (7168, 2048, 8192), (2048, 512, 4096), (4096, 1024, 8192),
@@ -268,7 +269,7 @@ def run(args) -> dict:
     sms = num_sms(False)
     kw = {**KERNEL_KW, "tma": bool(args.tma)}
     kw8 = dict(W8A8_KW)
-    log = lambda msg: print(f"[{time.time() - t_start:5.0f}s] {msg}", file=sys.stderr)  # noqa: E731
+    log = lambda msg: hw_log(f"[{time.time() - t_start:5.0f}s] {msg}")  # noqa: E731
     log(f"rank {rank}/{world}: kernel {kw}, w8a8 {kw8}, dispatch {args.dispatch}")
 
     def problem(h, i, t, r, prec, seed=0):

@@ -7,7 +7,6 @@ Combine destinations; ``run`` launches one schedule's kernel. ``tune_lead`` pick
 local stores. The kernels (triton) are imported inside ``Setup.run``.
 """
 
-import sys
 
 import numpy as np
 
@@ -18,6 +17,7 @@ from xstage.hw.moe.refs import (W8A8Weights, dispatch, pack_w1, quantize_activat
 from xstage.sim.model import lead_knee_rows
 from xstage.sim.schedules import make_moe_schedule
 from xstage.sim.workloads.moe_layout import MoeProblem, check_layout, dispatch_layout, sequential_schedule
+from xstage.hw.common.log import hw_log
 
 
 def num_sms(dry: bool) -> int:
@@ -121,6 +121,5 @@ def tune_lead(s: Setup, kw: dict, dry: bool, trials: int = 10, pick=None) -> dic
     med = {int(d): float(np.median(t)) for d, t in times.items()}
     best = pick(med) if pick is not None else min(med, key=med.get)
     s.lead, (s.schedules["interleaved"], s.dev["interleaved"]) = best, built.get(best) or lead_schedule(s, best)
-    print(f"  lead D (knee {s.knee}): " + ", ".join(f"{d}: {t:.0f} us" for d, t in med.items()) + f" -> {best}",
-          file=sys.stderr)
+    hw_log(f"  lead D (knee {s.knee}): " + ", ".join(f"{d}: {t:.0f} us" for d, t in med.items()) + f" -> {best}")
     return med

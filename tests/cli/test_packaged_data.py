@@ -24,6 +24,8 @@ def shipped_files() -> list[Path]:
     found = set()
     for pattern in config["package-data"]["xstage.data"]:
         found |= {p for p in folder.glob(pattern) if p.is_file()}
+    for pattern in config.get("exclude-package-data", {}).get("xstage.data", []):
+        found -= set(folder.glob(pattern))
     return sorted(found)
 
 

@@ -125,3 +125,14 @@ def test_cli_engine_and_skip(capsys):
         assert main([*argv, flag, value]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and field in err
+
+
+def test_drained_is_recorded_when_rounding_empties_the_queue():
+    """Found by the burst-by-burst property: the queue emptied inside a step that rounding ended a hair short
+    of the empty edge (the level clamped to 0 there), so the instant the last byte drained was never recorded
+    and simpy reported drained_us = 0. Both engines must give 2V/R."""
+    plat = Platform("rnd", 16, 874.125, 0.0, 90.0, ((12, 1000.0),))
+    K, B = 12, 113
+    for engine in ("simpy", "exact"):
+        s = simulate_bursts(plat, BurstConfig(K, B, 0.0, 2, mode="periodic", engine=engine)).summary(plat)
+        assert s["drained_us"] == pytest.approx(2 * K * B / plat.drain_rate_Bpus, rel=1e-12), engine

@@ -9,7 +9,7 @@ import importlib
 
 from xstage.cli.common import Parser as _Parser
 from xstage.cli.common import clean, print_json, print_table  # noqa: F401 - the public printing helpers
-from xstage.cli.exits import call
+from xstage.cli.exits import call, show_hw_progress
 
 _clean = clean  # older name, still imported by callers outside the CLI
 
@@ -45,6 +45,7 @@ def main(argv=None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
+        show_hw_progress(quiet=bool(getattr(args, "quiet", False)))
         return args.func(args)
 
     return call(run, "xstage")

@@ -42,6 +42,9 @@ def check_sweep_flags(args) -> None:
 
 def guard(name: str, body, argv=None) -> int:
     """``body(argv)``'s exit status; an ``InputError`` becomes one line on stderr and status 2."""
+    from xstage.cli.exits import show_hw_progress
+
+    show_hw_progress()
     try:
         return int(body(argv) or 0)
     except InputError as err:

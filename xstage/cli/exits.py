@@ -64,6 +64,20 @@ def require_libraries(*names: str) -> None:
             raise missing_library(name)
 
 
+def show_hw_progress(quiet: bool = False) -> None:
+    """Point the ``xstage.hw`` logger (the GPU runs' progress lines) at stderr; ``quiet`` keeps warnings only."""
+    import logging
+
+    logger = logging.getLogger("xstage.hw")
+    if not any(getattr(h, "_xstage", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler._xstage = True
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
 def call(fn, prog: str = "xstage") -> int:
     """Run ``fn()`` and return its exit status, every failure mode as at most one stderr line."""
     main_thread = threading.current_thread() is threading.main_thread()
