@@ -16,6 +16,14 @@ measured time and replays the fused kernel on a platform's X-Stage:
     send       ``tile_end``: each tile's bytes are issued when its Q-loop ends (FA4 writing straight into
                the receive layout); ``stagger``: the project's staggered send (``staggered_mainloops``)
     cover      one K/V step of the next Q-loop may run before the previous tile's issue ends (Eq. 17)
+    SM stage   ``exit_waits_for_drain`` (off by default; today's one-stage X-Stage otherwise): a tile's bytes
+               leave its SM at most at ``sm_store_GBps`` (r_sm) into a small shared buffer
+               (``shared_buffer_MiB``, Q_eff) drained at the platform's R, and the program's next tile (for a
+               non-persistent kernel: the next CTA on that SM, since a CTA cannot exit before its TMA store
+               has left shared memory) starts only when they have left: no cover window. The defaults are
+               the MoE tile logs' two-stage figures (``benchmarks/moe_magnitudes.py``: r_sm = 1.065 GB/s =
+               one L2 tile's 32.8 KB per its 30.8 us mainloop slow-down, Q_eff = 0.78 MiB), fitted on no
+               FlashAttention kernel, so every FA record judges them held out.
 
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
@@ -23,7 +31,7 @@ while its system-memory writes are in flight). E_res = fused - FA-only; the hidi
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,6 +42,8 @@ from xstage.sim.schedule_fa import fa_qloop, staggered_mainloops
 from xstage.sim.schedules import TILE_COLUMNS
 
 SENDS = ("tile_end", "stagger")
+MOE_SM_STORE_GBPS = 1.065    # r_sm from the MoE tile logs (benchmarks/moe_magnitudes.py), 2026-12-01
+MOE_SHARED_BUFFER_MIB = 0.78  # Q_eff from the same logs
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,9 @@ class FaKernel:
     num_sms: int | None = None             # programs; default the platform's SMs
     efficiency: float = 0.70               # share of the per-SM bf16 rate, used only without fa_us
     qloop_fixed_us: float = 1.0            # per-tile fixed cost, used only without fa_us
+    exit_waits_for_drain: bool = False     # the SM-side stage (module docstring); False: today's model
+    sm_store_GBps: float = MOE_SM_STORE_GBPS        # r_sm, used only with exit_waits_for_drain
+    shared_buffer_MiB: float = MOE_SHARED_BUFFER_MIB  # Q_eff, used only with exit_waits_for_drain
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -75,6 +88,10 @@ class FaKernel:
             require_int("num_sms", self.num_sms)
         require_positive("efficiency", self.efficiency)
         require_positive("qloop_fixed_us", self.qloop_fixed_us, allow_zero=True)
+        if not isinstance(self.exit_waits_for_drain, bool):
+            raise InputError("exit_waits_for_drain", self.exit_waits_for_drain, "must be true or false")
+        require_positive("sm_store_GBps", self.sm_store_GBps)
+        require_positive("shared_buffer_MiB", self.shared_buffer_MiB)
 
     @property
     def tile_bytes(self) -> int:
@@ -102,6 +119,14 @@ def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int) -> flo
     return k.qloop_fixed_us + k.kv_steps * 4.0 * k.block_m * k.block_n * k.head_dim / rate
 
 
+def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_MiB: float) -> Platform:
+    """``platform`` seen through the SM-side stage: each producer's bytes leave at r_sm (no fixed issue part)
+    into a shared buffer of Q_eff at every K, drained at the platform's R (the MoE two-stage replay)."""
+    q = shared_buffer_MiB * 2**20
+    return replace(platform, producer_issue_GBps=float(sm_store_GBps), t_fixed_us=0.0,
+                   capacity_points=tuple((n, q) for n, _ in platform.capacity_points))
+
+
 def predict_fa(k: FaKernel, platform: Platform) -> dict:
     """FA-only and fused replays of ``k`` on ``platform``: times, residual exposure and hiding ratio."""
     programs = k.num_sms or platform.sm_count
@@ -110,13 +135,15 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     qloop = _qloop_us(k, platform, T, programs)
     nbytes = _tile_remote_bytes(k, schedule)
     K = min(programs, T)
-    cfg = ReplayConfig(staging_slots=0, cover_us=qloop / k.kv_steps, remote_epilogue_us=0.0,
-                       local_epilogue_us=0.0, record_occupancy=False, producers=K)
+    stage = sm_stage_platform(platform, k.sm_store_GBps, k.shared_buffer_MiB) if k.exit_waits_for_drain \
+        else platform
+    cfg = ReplayConfig(staging_slots=0, cover_us=0.0 if k.exit_waits_for_drain else qloop / k.kv_steps,
+                       remote_epilogue_us=0.0, local_epilogue_us=0.0, record_occupancy=False, producers=K)
     ml = np.full(T, qloop)
     only = replay(schedule, ml, np.zeros(T), platform, cfg)
     if k.send == "stagger":
         ml = staggered_mainloops(schedule, qloop, k.kv_steps)
-    fused = replay(schedule, ml, nbytes, platform, cfg)
+    fused = replay(schedule, ml, nbytes, stage, cfg)
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)
     a2a_us = float(nbytes.sum()) / platform.drain_rate_Bpus
@@ -131,4 +158,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         "speedup_vs_serial": (fa_us + a2a_us) / fused_us,
         "fused_peak_queue_MiB": fused.peak_queue_bytes / 2**20, "platform": platform.name,
         "fa_us_source": "measured" if k.fa_us is not None else "platform tensor rate",
+        "exit_waits_for_drain": k.exit_waits_for_drain,
+        **({"sm_store_GBps": k.sm_store_GBps, "shared_buffer_MiB": k.shared_buffer_MiB}
+           if k.exit_waits_for_drain else {}),
     }

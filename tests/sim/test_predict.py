@@ -65,3 +65,49 @@ def test_stagger_exposes_less_than_tile_end_on_the_host_path():
 def test_bad_kernel_names_the_field(field, kw):
     with pytest.raises(InputError, match=field):
         FaKernel(**kw)
+
+
+def test_default_reproduces_the_pre_registered_fa4_prediction():
+    # the committed record (data/predictions/fa4-direct-h200-pcie-host.json) was made with the one-stage
+    # model; the SM-stage option is off by default, so the same inputs give the same E_res
+    fa_us = 4.0 * 8192 * 8192 * 3 * 128 / 557e12 * 1e6
+    r = predict_fa(FaKernel(seq_len=8192, fa_us=fa_us), load_platform("h200-pcie-host"))
+    assert r["E_res_us"] == pytest.approx(48.785692901697075, rel=1e-9)
+    assert r["exit_waits_for_drain"] is False and "sm_store_GBps" not in r
+
+
+def test_sm_stage_hand_worked(toy_platform):
+    # 1 program, 4 tiles of 8 rows x d=8 x 2 B = 128 B; W = 2: tiles 0, 1 local, tiles 2, 3 remote; Q-loop 10 us.
+    # Bytes leave the SM at r_sm = 2 B/us into a buffer that never fills, drained at R = 1 B/us; the next
+    # tile waits for them: tile 2 ends at 30 and sends until 94; tile 3 runs 94-104 and sends until 168.
+    # Buffer: +1 B/us over 30-94 (64 B), -1 B/us over 94-104 (54 B), +1 B/us over 104-168 (118 B), empty at 286.
+    k = FaKernel(seq_len=32, heads=1, head_dim=8, block_m=8, block_n=8, world_size=2, fa_us=40.0, num_sms=1,
+                 exit_waits_for_drain=True, sm_store_GBps=0.002, shared_buffer_MiB=1.0)
+    r = predict_fa(k, toy_platform)
+    assert r["fa_us"] == pytest.approx(40.0)
+    assert r["fused_us"] == pytest.approx(286.0, rel=1e-9)
+    assert r["E_res_us"] == pytest.approx(246.0, rel=1e-9)
+    assert r["fused_peak_queue_MiB"] * 2**20 == pytest.approx(118.0, rel=1e-9)
+    assert r["sm_store_GBps"] == 0.002 and r["shared_buffer_MiB"] == 1.0
+
+
+def test_sm_stage_exposes_the_wave_bursts_that_the_one_stage_model_hides():
+    # FA4-like: one tile per CTA per wave; with the SM stage each wave's 4 MiB burst waits on the SMs
+    p = load_platform("h200-pcie-host")
+    for M, fa in ((8192, 184.4), (65536, 9173.0)):
+        one = predict_fa(FaKernel(seq_len=M, heads=3, fa_us=fa, remote_fraction=1.0), p)
+        two = predict_fa(FaKernel(seq_len=M, heads=3, fa_us=fa, remote_fraction=1.0, exit_waits_for_drain=True), p)
+        assert two["fa_us"] == pytest.approx(one["fa_us"])
+        assert two["E_res_us"] > one["E_res_us"]
+        assert two["fused_peak_queue_MiB"] <= 0.78 + 1e-9
+        assert 0.0 <= two["hiding_ratio"] < one["hiding_ratio"]
+
+
+@pytest.mark.parametrize("field,kw", [
+    ("sm_store_GBps", {"sm_store_GBps": 0.0}),
+    ("shared_buffer_MiB", {"shared_buffer_MiB": -1.0}),
+    ("exit_waits_for_drain", {"exit_waits_for_drain": "yes"}),
+])
+def test_bad_sm_stage_names_the_field(field, kw):
+    with pytest.raises(InputError, match=field):
+        FaKernel(seq_len=8192, **kw)

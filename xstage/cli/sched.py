@@ -69,6 +69,24 @@ def register(sub):
     rf.add_argument("--shape", default="fa4", help="fa3 | fa4 (default)")
     rf.add_argument("--seq-len", "-M", required=True, help="sequence length M")
     rf.add_argument("--heads", default=None, help="heads per rank (default from the catalog)")
+    pr = rf.add_argument_group("predict a kernel from the outside (any of these uses xstage.sim.predict; "
+                               "tile sizes default to --shape's)")
+    pr.add_argument("--head-dim", default=None, help="head dimension d")
+    pr.add_argument("--block-m", default=None, help="query rows per output tile b_m")
+    pr.add_argument("--block-n", default=None, help="K/V columns per mainloop step b_n")
+    pr.add_argument("--world-size", default=None, help="Ulysses ranks W (default 8)")
+    pr.add_argument("--rank", default=None, help="this rank; its own sequence chunk stays local (default 0)")
+    pr.add_argument("--remote-fraction", default=None,
+                    help="share of every tile's bytes that crosses the X-Stage (default: the Ulysses layout, "
+                    "own chunk local, (W-1)/W of the tiles remote)")
+    pr.add_argument("--fa-us", default=None, help="measured FA-only time (us); the per-tile Q-loop is derived "
+                    "from it (default: the platform's tensor rate)")
+    pr.add_argument("--send", default=None, help="tile_end (default: each tile sent when its Q-loop ends) | stagger")
+    pr.add_argument("--exit-waits-for-drain", action="store_true",
+                    help="the SM-side stage: a tile's bytes leave its SM at r_sm into a small shared buffer and "
+                    "the SM's next tile waits for them (defaults from the MoE tile logs)")
+    pr.add_argument("--sm-store-GBps", default=None, help="r_sm with --exit-waits-for-drain (default 1.065)")
+    pr.add_argument("--shared-buffer-MiB", default=None, help="Q_eff with --exit-waits-for-drain (default 0.78)")
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
@@ -259,11 +277,58 @@ def run_replay_moe(args) -> int:
     return 0
 
 
+PREDICT_FLAGS = ("head_dim", "block_m", "block_n", "world_size", "rank", "remote_fraction", "fa_us", "send",
+                 "sm_store_GBps", "shared_buffer_MiB")
+
+
+def _fa_kernel(args):
+    """The FaKernel that ``replay fa``'s predictor flags describe (tile sizes default to --shape's)."""
+    from xstage.sim.predict import SENDS, FaKernel
+    from xstage.sim.workloads.catalog import fa_catalog
+    shapes = fa_catalog()["shapes"]
+    if args.shape not in shapes:
+        raise InputError("--shape", args.shape, f"must be one of {', '.join(shapes)}")
+    s = shapes[args.shape]
+    if args.send is not None and args.send not in SENDS:
+        raise InputError("--send", args.send, f"must be one of {', '.join(SENDS)}")
+    if not args.exit_waits_for_drain:
+        for flag, value in (("--sm-store-GBps", args.sm_store_GBps), ("--shared-buffer-MiB", args.shared_buffer_MiB)):
+            if value is not None:
+                raise InputError(flag, value, "only applies with --exit-waits-for-drain")
+    world = integer("--world-size", args.world_size, default=8)
+    kw = dict(
+        seq_len=require_int("--seq-len", args.seq_len),
+        heads=integer("--heads", args.heads, default=fa_catalog()["heads_per_rank"]),
+        head_dim=integer("--head-dim", args.head_dim, default=s["head_dim"]),
+        block_m=integer("--block-m", args.block_m, default=s["block_m"]),
+        block_n=integer("--block-n", args.block_n, default=s["block_n"]),
+        out_bytes=s["out_bytes"], world_size=world,
+        rank=integer("--rank", args.rank, minimum=0, maximum=world - 1, default=0),
+        remote_fraction=number("--remote-fraction", args.remote_fraction, minimum=0),
+        fa_us=number("--fa-us", args.fa_us, minimum=0, allow_equal=False),
+        send=args.send or "tile_end", efficiency=s["efficiency"], qloop_fixed_us=s["qloop_fixed_us"],
+        exit_waits_for_drain=args.exit_waits_for_drain)
+    if kw["remote_fraction"] is not None and kw["remote_fraction"] > 1:
+        raise InputError("--remote-fraction", args.remote_fraction, "must be in [0, 1]")
+    for flag, field, text in (("--sm-store-GBps", "sm_store_GBps", args.sm_store_GBps),
+                              ("--shared-buffer-MiB", "shared_buffer_MiB", args.shared_buffer_MiB)):
+        if text is not None:
+            kw[field] = number(flag, text, minimum=0, allow_equal=False)
+    try:
+        return FaKernel(**kw)
+    except InputError as err:   # a combination (seq_len vs tiles and ranks): name the flag
+        raise InputError("--" + err.field.replace("_", "-"), err.value, err.must) from None
+
+
 def run_replay_fa(args) -> int:
     from xstage.sim.sweep import run_fa_config
     platform = load_platform(args.platform)
-    row = run_fa_config(args.shape, require_int("--seq-len", args.seq_len), platform,
-                        heads=integer("--heads", args.heads))
+    if args.exit_waits_for_drain or any(getattr(args, f) is not None for f in PREDICT_FLAGS):
+        from xstage.sim.predict import predict_fa
+        row = predict_fa(_fa_kernel(args), platform)
+    else:
+        row = run_fa_config(args.shape, require_int("--seq-len", args.seq_len), platform,
+                            heads=integer("--heads", args.heads))
     if args.json:
         print_json(row)
     else:

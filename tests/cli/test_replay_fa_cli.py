@@ -1,0 +1,90 @@
+"""``xstage replay fa``: the catalog replay unchanged without predictor flags; the predictor with any of them."""
+
+import json
+
+import pytest
+
+from xstage.cli import main
+
+CATALOG_KEYS = {"shape", "M", "heads", "tiles", "burst_waves", "kv_step_us", "G_Qloop_us", "cover_us", "fa_us",
+                "fused_us", "coupled_us", "serial_us", "E_res_us", "E_cc_us", "hiding_ratio", "speedup_vs_serial",
+                "V_MiB", "T_iss0_us", "G_star_us", "M_ub_star", "model_dt_us", "model_E_drain_us", "model_E_cc_us",
+                "fused_peak_queue_MiB"}
+HOST = ["replay", "fa", "-M", "16384", "--heads", "3", "-p", "h200-pcie-host"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_without_predictor_flags_the_output_is_the_catalog_replay(capsys):
+    code, out, _ = run(capsys, "replay", "fa", "-M", "8192", "--json")
+    assert code == 0 and set(json.loads(out)) == CATALOG_KEYS
+
+
+def test_fa_us_drives_the_predictor(capsys):
+    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3", "--json")
+    d = json.loads(out)
+    assert code == 0
+    assert d["fa_us"] == pytest.approx(553.3) and d["fa_us_source"] == "measured"
+    assert d["qloop_us"] == pytest.approx(553.3 / 3)
+    assert d["remote_MiB"] == pytest.approx(3 * 16384 * 128 * 2 * 7 / 8 / 2**20)   # Ulysses: own chunk local
+    assert d["fused_us"] == pytest.approx(d["fa_us"] + d["E_res_us"])
+    assert d["hiding_ratio"] == pytest.approx(1 - d["E_res_us"] / d["a2a_us"])
+    assert d["exit_waits_for_drain"] is False
+
+
+def test_flags_reach_the_kernel(capsys):
+    code, out, _ = run(capsys, *HOST, "--world-size", "4", "--rank", "3", "--remote-fraction", "0.5",
+                       "--head-dim", "64", "--block-m", "64", "--block-n", "64", "--send", "stagger", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["fa_us_source"] == "platform tensor rate"
+    assert (d["world_size"], d["head_dim"], d["block_m"], d["block_n"], d["send"]) == (4, 64, 64, 64, "stagger")
+    assert d["tiles"] == 3 * 16384 // 64
+    assert d["remote_MiB"] == pytest.approx(3 * 16384 * 64 * 2 * 0.5 / 2**20)
+
+
+def test_sm_stage_option(capsys):
+    _, plain, _ = run(capsys, *HOST, "--fa-us", "553.3", "--json")
+    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3", "--exit-waits-for-drain", "--json")
+    d, p = json.loads(out), json.loads(plain)
+    assert code == 0 and d["exit_waits_for_drain"] is True
+    assert (d["sm_store_GBps"], d["shared_buffer_MiB"]) == (1.065, 0.78)
+    assert d["E_res_us"] > p["E_res_us"]
+    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3", "--exit-waits-for-drain", "--sm-store-GBps", "2.5",
+                       "--shared-buffer-MiB", "0.5", "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["sm_store_GBps"], d["shared_buffer_MiB"]) == (2.5, 0.5)
+
+
+def test_table_output(capsys):
+    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3")
+    assert code == 0
+    assert {line.split()[0] for line in out.splitlines()} >= {"fa_us", "fused_us", "E_res_us", "hiding_ratio"}
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--fa-us", "-1"], "--fa-us(='-1')"),
+    (["--fa-us", "nan"], "--fa-us(='nan')"),
+    (["--head-dim", "0"], "--head-dim(='0')"),
+    (["--block-m", "x"], "--block-m(='x')"),
+    (["--block-m", "96"], "--seq-len(=16384)"),
+    (["--block-n", "-4"], "--block-n(='-4')"),
+    (["--world-size", "3"], "--seq-len(=16384)"),
+    (["--world-size", "0"], "--world-size(='0')"),
+    (["--rank", "8"], "--rank(='8')"),
+    (["--rank", "-1"], "--rank(='-1')"),
+    (["--remote-fraction", "1.5"], "--remote-fraction(='1.5')"),
+    (["--remote-fraction", "-0.1"], "--remote-fraction(='-0.1')"),
+    (["--send", "drip"], "--send(='drip')"),
+    (["--sm-store-GBps", "2"], "--sm-store-GBps(='2')"),
+    (["--exit-waits-for-drain", "--shared-buffer-MiB", "0"], "--shared-buffer-MiB(='0')"),
+    (["--fa-us", "100", "--shape", "fa9"], "--shape(='fa9')"),
+])
+def test_bad_values_one_line_exit_2(capsys, extra, needle):
+    code, out, err = run(capsys, *HOST, *extra)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], err
