@@ -14,9 +14,18 @@ config label; older records have neither: tile end). Then each program's send go
 steps into its next Q-loop (``xstage.sim.schedule_fa.staggered_mainloops``), and the ``send`` column
 says "stagger". Not modelled: the split tail (the last partial wave's tiles as K/V parts on two
 programs, ",split-tail"), which the replay runs as whole tiles.
+
+FA4 records (experiment ``attention-fa4``, ``compare_fa4``): every measured fused variant of every run
+and M beside the same Q-loop replay, with FA4's FA-only time (``fa4``, or ``fa4_t<m>x<n>`` for a tile_mn
+variant) over the waves as the Q-loop time and the tile-end send (FA4 has no stagger). All-host variants
+(``fused_allhost*``, ``fused_cm``) send the own chunk over PCIe too; the others keep it in HBM. Not
+modelled: chunk-major order, per-chunk launches and their start delays (``fused_perchunk_st<us>``), the
+non-persistent CTA held until its bulk store has left shared memory. ``fused_hbm`` sends nothing and is
+left out.
 """
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -96,9 +105,10 @@ def measured_summary(kernel: pd.DataFrame) -> pd.DataFrame:
 
 
 def simulate_like(row: dict, platform: Platform, *, num_sms: int | None = None,
-                  latency_us: float | None = None) -> dict:
+                  latency_us: float | None = None, all_remote: bool = False) -> dict:
     """Replay the measured configuration ``row`` (one line of ``measured_summary``); its ``stagger``
-    (absent: False) sends each tile at the stagger's point of the next Q-loop instead of the tile's end."""
+    (absent: False) sends each tile at the stagger's point of the next Q-loop instead of the tile's end.
+    ``all_remote``: the sender's own rows cross the link too (one host-mapped buffer for all W chunks)."""
     M, heads, d, W = int(row["M"]), int(row["heads"]), int(row["head_dim"]), int(row["world_size"])
     bm = int(row.get("block_m") or 128)
     bn = int(row.get("block_n") or 128)
@@ -111,7 +121,7 @@ def simulate_like(row: dict, platform: Platform, *, num_sms: int | None = None,
     cover = qloop / math.ceil(M / bn)
     tile_bytes = bm * d * 2
     dest = sched.column("m_block") * bm // (M // W)
-    nbytes = np.where(dest == rank, 0.0, float(tile_bytes))
+    nbytes = np.where((dest == rank) & (not all_remote), 0.0, float(tile_bytes))
     stagger = bool(row.get("stagger", False))
     ml = replay_mainloops(sched, qloop, M // bn, stagger)
     lat = fa_catalog()["completion_latency_us"] if latency_us is None else latency_us
@@ -211,3 +221,79 @@ def compare_attention_tiles(tiles: pd.DataFrame, platform: Platform, kernel: pd.
                      "simulated_makespan(us)": float(r.makespan_us)})
     out = pd.DataFrame(rows)
     return add_relative_errors(out, ["span_median(us)", "makespan(us)"]) if len(out) else out
+
+
+FA4_EXPERIMENT = "attention-fa4"
+
+
+def _fa4_tile(variant: str) -> tuple:
+    """(block_m, block_n) of an FA4 variant: ``..._t<m>x<n>`` names FA4's tile_mn, else its default 128x128."""
+    tag = variant.rsplit("_t", 1)[-1] if "_t" in variant else ""
+    m, _, n = tag.partition("x")
+    return (int(m), int(n)) if m.isdigit() and n.isdigit() else (128, 128)
+
+
+def fa4_summary(kernel: pd.DataFrame) -> pd.DataFrame:
+    """Per FA4 run (``record_file``) and M: the summary rows of ``xstage results attention`` (fa_core "fa4"),
+    with ``E_res/T_FA`` from the best fused variant's paired residual."""
+    from xstage.compare.attention_records import FA4_HEADLINE, fa4_summary_rows
+
+    if "record_file" not in kernel:
+        kernel = kernel.assign(record_file="")
+    rows = []
+    for run, g in kernel.groupby("record_file", sort=True):
+        name = Path(str(run)).parent.name or str(run)  # the run's folder (data/attention-fa4/<run>/...)
+        rows += fa4_summary_rows(g, run=name, records=str(run), headline=name == FA4_HEADLINE)
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["E_res/T_FA"] = out["e_res_paired_us"] / out["fa_us"]
+    return out
+
+
+def compare_fa4(kernel: pd.DataFrame, platform: Platform) -> pd.DataFrame:
+    """Per FA4 run (``record_file``), M and measured fused variant: measured time, E_res (median and
+    paired) and paired H beside the tile-end Q-loop replay with the measured FA4 time as input."""
+    from xstage.compare.attention_records import fa4_results
+
+    kernel = fa4_results(kernel)
+    if "record_file" not in kernel:
+        kernel = kernel.assign(record_file="")
+    rows, cache = [], {}
+    for (run, M), g in kernel.groupby(["record_file", "M"], sort=True):
+        g = g.drop_duplicates("variant", keep="last").set_index("variant")
+        t = g["time(us)"]
+        paired = g["paired_minus_fa(us)"] if "paired_minus_fa(us)" in g else pd.Series(dtype=float)
+        transfer = paired.get("serial_fa4", np.nan)
+        first = g.iloc[0]
+        for variant in sorted(v for v in t.index if v.startswith("fused") and v != "fused_hbm"):
+            bm, bn = _fa4_tile(variant)
+            fa_name = "fa4" if (bm, bn) == (128, 128) else f"fa4_t{bm}x{bn}"
+            if fa_name not in t:
+                continue
+            fa = float(t[fa_name])
+            all_remote = variant.startswith(("fused_allhost", "fused_cm"))
+            key = (int(M), bm, bn, fa, all_remote)
+            if key not in cache:
+                cache[key] = simulate_like({"M": M, "heads": first["heads"], "head_dim": first["head_dim"],
+                                            "world_size": first["world_size"], "rank": first.get("rank", 0),
+                                            "block_m": bm, "block_n": bn, "fa_us": fa}, platform,
+                                           all_remote=all_remote)
+            sim = cache[key]
+            res_paired = float(paired.get(variant, np.nan))
+            serial = float(t.get("serial_fa4", np.nan))
+            rows.append({"record_file": run, "M": int(M), "variant": variant, "heads": int(first["heads"]),
+                         "head_dim": int(first["head_dim"]), "world_size": int(first["world_size"]),
+                         "platform": str(first["platform"]), "simulated_platform": platform.name,
+                         "send": SENDS[False], "own_chunk_remote": all_remote, "block_n": bn,
+                         "measured_fa_only(us)": fa, "measured_fused(us)": float(t[variant]),
+                         "simulated_fused(us)": fa + sim["simulated_e_res(us)"],
+                         "measured_e_res(us)": float(t[variant]) - fa, "measured_e_res_paired(us)": res_paired,
+                         "simulated_e_res(us)": sim["simulated_e_res(us)"],
+                         "simulated_e_cc(us)": sim["simulated_e_cc(us)"],
+                         "measured_hiding_ratio_paired": 1.0 - res_paired / transfer if transfer else np.nan,
+                         "simulated_hiding_ratio": 1.0 - sim["simulated_e_res(us)"] / sim["simulated_a2a(us)"],
+                         "measured_speedup_vs_serial": serial / float(t[variant]),
+                         "simulated_speedup_vs_serial": sim["simulated_speedup_vs_serial"],
+                         "simulated_a2a(us)": sim["simulated_a2a(us)"]})
+    out = pd.DataFrame(rows)
+    return add_relative_errors(out, QUANTITIES) if len(out) else out

@@ -4,6 +4,16 @@ per variant and M; tile rows, one per output tile of the instrumented kernel): t
 Records of W ranks (``attention_dist``) hold one row per variant, M and rank; the summary reduces
 them by the maximum over ranks (the slowest rank sets the step time).
 
+FA4 records (experiment ``attention-fa4``, ``data/attention-fa4/<run>/``: one H200, W = 8 emulated, one
+row per variant and M; per-run figures from ``xstage.hw.attention.fa4_records.summarise``, a pure module)
+become rows of the same summary with ``fa_core`` = "fa4": FA-only is FA4 (``fa_vs_sdpa`` = cuDNN / FA4),
+Serial-best the faster of FA4 + CE and cuDNN + CE, the pipelined FA4 + CE the best unfused baseline, the
+fused figures those of the fastest fused variant (``fused_hbm`` left out: it sends nothing). Every run is a
+row; ``headline`` marks the latest (``FA4_HEADLINE``). The Triton kernel measured in the same lease
+(``attention-fa4/triton/``) is put beside each FA4 row (``triton_*``), so the fastest fused and unfused
+paths per M read off one row. Runs with another scheduler than FA4's own (the SM90 persistent patch:
+wrong results) are not results and are left out.
+
 Pure pandas/numpy: the GPU side hands over plain numbers and arrays.
 """
 
@@ -12,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from xstage.errors import InputError
+from xstage.hw.attention import fa4_records
 from xstage.records import load_records
 from xstage.records.attention import EXPERIMENT
 
@@ -125,6 +136,121 @@ def summarize(data_dir: Path, platform: str | None = None) -> list:
     if not folders:
         raise InputError("data", str(Path(data_dir) / EXPERIMENT),
                          f"does not exist (nor {FOLDERS[1]}/: no attention records committed)")
-    return summary_rows(load_kernel_records(folders, platform))
+    fa4_dir = Path(data_dir) / FA4_FOLDER
+    if not folders and not fa4_dir.is_dir():
+        raise InputError("data", str(Path(data_dir) / EXPERIMENT),
+                         f"does not exist (nor {FOLDERS[1]}/ or {FA4_FOLDER}/: no attention records committed)")
+    triton = []
+    if folders:
+        try:
+            triton = [{**r, "fa_core": "triton"} for r in summary_rows(load_kernel_records(folders, platform))]
+        except InputError:
+            if not fa4_dir.is_dir():
+                raise
+    fa4 = fa4_rows(fa4_dir, platform) if fa4_dir.is_dir() else []
+    if not triton and not fa4:
+        raise InputError("--platform", platform, f"has no attention records in {data_dir}")
+    return triton + fa4
+
+
+# --- FA4 (issue 16): data/attention-fa4/<run>/attention-fa4-kernel.parquet
+
+FA4_FOLDER = "attention-fa4"
+FA4_EXPERIMENT = fa4_records.EXPERIMENT
+FA4_TRITON = "triton"  # the Triton bench of the same lease (experiment "attention")
+# rep: the latest run, a repeat of run1's identical configuration in the same lease (later records win,
+# as for every other record kind); run1 is kept beside it as a row with headline False
+FA4_HEADLINE = "rep"
+
+
+def fa4_results(kernel: pd.DataFrame) -> pd.DataFrame:
+    """FA4 kernel rows that are results: FA4's own scheduler (``scheduler`` "single", where recorded)."""
+    kernel = kernel[kernel["experiment"] == FA4_EXPERIMENT]
+    return kernel[kernel["scheduler"] == "single"] if "scheduler" in kernel else kernel
+
+
+def fa4_summary_rows(kernel: pd.DataFrame, triton: list = (), **labels) -> list:
+    """Summary rows (one per M) of one FA4 run's kernel rows; ``triton``: the same lease's Triton summary
+    rows (``summary_rows``), matched by M; ``labels`` (run, records, headline) go into every row."""
+    kernel = fa4_results(kernel)
+    if kernel.empty:
+        return []
+    by_m = {int(r["M"]): r for r in triton}
+    rows = []
+    for s in fa4_records.summarise(kernel.drop_duplicates(["M", "variant"], keep="last").to_dict("records")):
+        first = kernel[kernel["M"] == s["M"]].iloc[0]
+        row = {"M": s["M"], "heads": int(first["heads"]), "head_dim": int(first["head_dim"]),
+               "world_size": int(first["world_size"]), "platform": str(first["platform"]), "ranks": 1,
+               "fa_core": "fa4", **labels}
+        times = kernel[kernel["M"] == s["M"]].drop_duplicates("variant", keep="last").set_index("variant")["time(us)"]
+        row.update(fa_us=s["fa4_us"], sdpa_us=s["cudnn_us"], fa_vs_sdpa=s.get("fa_vs_sdpa"),
+                   fa_tflops=s.get("fa_tflops"), sdpa_tflops=s.get("sdpa_tflops"), ce_us=s["ce_us"],
+                   serial_us=s["serial_fa4_us"], serial_best_us=s["serial_best_us"], serial_best_is=s["serial_best_is"],
+                   pipelined_best_us=s["pipelined_best_us"], pipelined_best_is=s["pipelined_best_is"],
+                   best_unfused_us=s["best_unfused_us"], best_unfused_is=s["best_unfused_is"])
+        fa, serial = row["fa_us"], row["serial_us"]
+        if "best_fused_is" in s:
+            fused = s["best_fused_us"]
+            row.update(best_fused_is=s["best_fused_is"], fused_us=fused, e_res_us=fused - fa,
+                       hiding_ratio=1.0 - (fused - fa) / (serial - fa) if serial != fa else float("nan"),
+                       e_res_paired_us=s.get("best_fused_e_res_paired_us"),
+                       hiding_ratio_paired=s.get("best_fused_hiding_ratio_paired"),
+                       speedup_vs_serial=serial / fused, speedup_vs_serial_best=row["serial_best_us"] / fused,
+                       speedup_vs_best_unfused=row["best_unfused_us"] / fused)
+        row["serial_fa4_minus_fa_paired_us"] = s["serial_fa4_minus_fa_paired_us"]
+        for variant, t in times.items():  # every measured variant, as the Triton rows name theirs
+            row.setdefault(f"{variant}_us", float(t))
+        for name, d in s["fused"].items():
+            tag = name[len("fused_"):]
+            row[f"e_res_paired_{tag}_us"] = d.get("e_res_paired_us")
+            row[f"hiding_ratio_paired_{tag}"] = d.get("hiding_ratio_paired")
+        row.update(_beside_triton(row, by_m.get(s["M"])))
+        row.update({f"target_{k}": v for k, v in fa4_records.targets(s).items() if k != "M"})
+        rows.append(row)
+    return rows
+
+
+def _beside_triton(row: dict, tri: dict | None) -> dict:
+    """The same lease's Triton figures beside an FA4 row, and the fastest FA, fused and unfused path of both."""
+    fa = {"fa4": row["fa_us"], "cudnn": row["sdpa_us"]}
+    fused = {row["best_fused_is"]: row["fused_us"]} if "best_fused_is" in row else {}
+    out = {}
+    if tri is not None:
+        out = {"triton_fa_us": tri["fa_us"], "triton_fused_us": tri["fused_us"],
+               "triton_e_res_paired_us": tri.get("e_res_paired_us"),
+               "triton_hiding_ratio_paired": tri.get("hiding_ratio_paired"),
+               "triton_fa_vs_sdpa": tri["fa_vs_sdpa"]}
+        fa["triton"], fused["triton_fused"] = tri["fa_us"], tri["fused_us"]
+    have = {k: v for k, v in fa.items() if v == v and v is not None}
+    out["fa_fastest_is"] = min(have, key=have.get)
+    out["fa_fastest_us"] = have[out["fa_fastest_is"]]
+    if fused:
+        best = min(fused, key=fused.get)
+        out.update(fastest_fused_is=best, fastest_fused_us=fused[best], fastest_unfused_is=row["best_unfused_is"],
+                   fastest_unfused_us=row["best_unfused_us"], fastest_fused_vs_unfused=row["best_unfused_us"] / fused[best])
+    return out
+
+
+def fa4_rows(folder: Path, platform: str | None = None) -> list:
+    """Summary rows of every FA4 run under ``folder`` (one sub-folder per run; ``FA4_TRITON`` beside them)."""
+    folder = Path(folder)
+    triton = []
+    if (folder / FA4_TRITON).is_dir():
+        try:
+            triton = summary_rows(load_kernel_records(folder / FA4_TRITON, platform))
+        except InputError:
+            triton = []
+    rows = []
+    for run in sorted(p for p in folder.iterdir() if p.is_dir() and p.name != FA4_TRITON):
+        frames = [load_records(path)[0] for path in sorted(run.glob("*.parquet"))]
+        frames = [f for f in frames if "experiment" in f and (f["experiment"] == FA4_EXPERIMENT).any()]
+        if not frames:
+            continue
+        kernel = pd.concat(frames, ignore_index=True)
+        if platform is not None:
+            kernel = kernel[kernel["platform"] == platform]
+        rows += fa4_summary_rows(kernel, triton, run=run.name, records=f"{folder.name}/{run.name}",
+                                 headline=run.name == FA4_HEADLINE)
+    return sorted(rows, key=lambda r: (not r["headline"], r["run"], r["M"]))
 
 

@@ -135,6 +135,13 @@ def attention_page_frames(m: Measured, quick: bool = False) -> dict:
             attention["compare_platform"] = ", ".join(names)
         except InputError as err:
             attention["compare_error"] = str(err)
+    fa4 = m.kernels[m.kernels["experiment"] == att.FA4_EXPERIMENT] if len(m.kernels) else m.kernels
+    if len(fa4):  # FA4 as the FA core (issue 16): its own series, one per run
+        attention["fa4"] = att.fa4_summary(fa4)
+        try:
+            attention["fa4_compare"] = att.compare_fa4(fa4, m.platform(str(fa4["platform"].iloc[0])))
+        except InputError as err:
+            attention["fa4_compare_error"] = str(err)
     return attention
 
 

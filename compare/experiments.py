@@ -6,7 +6,8 @@
 Calibration folders (``data/calibration/<platform>``) or their points.parquet: every measured
 configuration re-simulated from its aggregate figures (T_iss, period, measured gap).
 Burst records: every (mode, K, B, G) experiment re-simulated with the calibrated platform.
-Kernel records: attention (per M: fused time, E_res, speedup) and MoE (per configuration: expert-wave
+Kernel records: attention (per M: fused time, E_res, speedup), FA4 attention (per run, M and fused
+variant: the same, paired E_res and H) and MoE (per configuration: expert-wave
 and interleaved times, speedup and its sign). Tile records: MoE tiles re-simulated per configuration
 (span / stall / makespan summaries), FlashAttention tiles beside their Q-loop replay (issue spans).
 Other records (summaries, copy-engine rows) are skipped.
@@ -30,7 +31,7 @@ from xstage.records import declares
 
 # experiment label -> the metrics entry that summarizes it
 METRICS = {"calibration points": "calibration points", "bursts": "bursts", "attention": "attention", "moe": "moe",
-           "attention tiles": "attention_tiles", "tiles": "tiles"}
+           "attention fa4": "attention_fa4", "attention tiles": "attention_tiles", "tiles": "tiles"}
 
 
 def compare_parts(grouped: dict, platform=None, data_dir=None, progress=None) -> tuple[dict, dict]:
@@ -60,12 +61,18 @@ def compare_parts(grouped: dict, platform=None, data_dir=None, progress=None) ->
             rows = att.compare_attention(a, plat_of(a))
             metrics["attention"] = att.attention_error_summary(rows)
             parts["attention"] = rows
+        if (k["experiment"] == att.FA4_EXPERIMENT).any():
+            a = k[k["experiment"] == att.FA4_EXPERIMENT]
+            rows = att.compare_fa4(a, plat_of(a))
+            if len(rows):
+                metrics["attention_fa4"] = att.attention_error_summary(rows)
+                parts["attention fa4"] = rows
         if (k["experiment"] == "moe").any():
             m = k[k["experiment"] == "moe"]
             rows = moe_cmp.compare_moe(m, plat_of(m), progress=progress)
             metrics["moe"] = moe_cmp.moe_error_summary(rows)
             parts["moe"] = rows
-        others = sorted(set(k["experiment"].astype(str)) - {"attention", "moe"})
+        others = sorted(set(k["experiment"].astype(str)) - {"attention", att.FA4_EXPERIMENT, "moe"})
         if others:
             metrics["skipped"] = {"kernel experiments without a simulated counterpart": others}
     if "tile" in grouped:

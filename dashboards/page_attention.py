@@ -21,10 +21,30 @@ def _hw_groups(hw):
     for i, (key, g) in enumerate(hw.groupby(keys, sort=True)):
         key = key if isinstance(key, tuple) else (key,)
         label = ", ".join(f"W={v}" if k == "world_size" else str(v) for k, v in zip(keys, key))
-        yield f" ({label})", _HW_SYMBOLS[i % len(_HW_SYMBOLS)], g
+        yield f" (Triton, {label})", _HW_SYMBOLS[i % len(_HW_SYMBOLS)], g
 
 
-def residual_figure(sim, hw, title: str, compare=None, compare_platform: str = ""):
+FA4_COLOR = "#6a4c93"
+
+
+def _fa4_groups(fa4):
+    """(label suffix, rows) per FA4 run and platform: the headline run first, solid; the others open."""
+    if fa4 is None or not len(fa4):
+        return
+    for (headline, run, platform, W), g in fa4.groupby(["headline", "run", "platform", "world_size"], sort=True):
+        yield f" (FA4 {run}{', headline' if headline else ''}, {platform}, W={W})", bool(headline), g
+
+
+def _fa4_best_replay(fa4, fa4_compare):
+    """The replay rows of the headline FA4 run's best fused variant, per M (None when there are none)."""
+    if fa4 is None or fa4_compare is None or not len(fa4) or not len(fa4_compare) or not fa4["headline"].any():
+        return None
+    best = fa4.loc[fa4["headline"], ["records", "M", "best_fused_is"]].rename(
+        columns={"records": "record_file", "best_fused_is": "variant"})
+    return fa4_compare.merge(best, on=["record_file", "M", "variant"])
+
+
+def residual_figure(sim, hw, title: str, compare=None, compare_platform: str = "", fa4=None, fa4_compare=None):
     fig = go.Figure()
     for shape, g in sim.groupby("shape", sort=False):
         c = _SHAPE_COLORS.get(shape, "#444")
@@ -47,13 +67,22 @@ def residual_figure(sim, hw, title: str, compare=None, compare_platform: str = "
         fig.add_trace(go.Scatter(x=compare["M"], y=100 * compare["simulated_e_cc(us)"] / fa, mode="markers",
                                  name=f"its completion-coupled counterfactual ({compare_platform})",
                                  marker=dict(size=11, color="#e9a03b", symbol="x-open", line_width=2)))
+    for suffix, solid, g in _fa4_groups(fa4):
+        fig.add_trace(go.Scatter(x=g["M"], y=100 * g["E_res/T_FA"], mode="markers",
+                                 name=f"measured best fused paired E_res / T_FA{suffix}",
+                                 marker=dict(size=11, color=FA4_COLOR, symbol="square" if solid else "square-open")))
+    head = _fa4_best_replay(fa4, fa4_compare)
+    if head is not None and len(head):
+        fig.add_trace(go.Scatter(x=head["M"], y=100 * head["simulated_e_res(us)"] / head["measured_fa_only(us)"],
+                                 mode="markers", name="replay of the FA4 best fused variant (headline run, tile-end send)",
+                                 marker=dict(size=11, color=FA4_COLOR, symbol="diamond-open", line_width=2)))
     fig.add_hrect(y0=-2, y1=2, fillcolor="#9fb8e0", opacity=0.25, line_width=0)
     fig.update_layout(title=title, xaxis_title="sequence length M (tokens)", yaxis_title="residual / T_FA (%)",
                       height=460)
     return fig
 
 
-def speedup_figure(sim, hw, title: str):
+def speedup_figure(sim, hw, title: str, fa4=None):
     fig = go.Figure()
     for shape, g in sim.groupby("shape", sort=False):
         fig.add_trace(go.Scatter(x=g["M"], y=g["speedup_vs_serial"], mode="lines+markers",
@@ -66,6 +95,14 @@ def speedup_figure(sim, hw, title: str):
             fig.add_trace(go.Scatter(x=g["M"], y=g["speedup_vs_serial_best"], mode="markers",
                                      name=f"measured, over serial-best{suffix}",
                                      marker=dict(size=11, color="#e9a03b", symbol=f"{symbol}-open")))
+    for suffix, solid, g in _fa4_groups(fa4):
+        open_ = "" if solid else "-open"
+        fig.add_trace(go.Scatter(x=g["M"], y=g["speedup_vs_serial_best"], mode="markers",
+                                 name=f"measured, best fused over serial-best{suffix}",
+                                 marker=dict(size=11, color=FA4_COLOR, symbol=f"square{open_}")))
+        fig.add_trace(go.Scatter(x=g["M"], y=g["speedup_vs_best_unfused"], mode="markers",
+                                 name=f"measured, best fused over the best unfused (pipelined){suffix}",
+                                 marker=dict(size=11, color="#1982c4", symbol=f"triangle-down{open_}")))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444")
     fig.update_layout(title=title, xaxis_title="sequence length M (tokens)", yaxis_title="speedup", height=420)
     return fig
@@ -92,10 +129,14 @@ def attention_page(frames: dict) -> Page:
                      "with M); band: +-2 % (the paper's DVFS envelope).")
     page.figure(residual_figure(sim, hw, f"E_res(M) / T_FA: catalog replays on {frames['platform']}"
                                 + (" and measurement" if hw is not None else ""),
-                                frames.get("compare"), frames.get("compare_platform", "")),
+                                frames.get("compare"), frames.get("compare_platform", ""),
+                                frames.get("fa4"), frames.get("fa4_compare")),
                 "Lines: the catalog's FA3/FA4 shapes replayed on the simulated platform. Markers: measured E_res, and "
-                "the replay of each measured configuration on the measured platform with the measured FA time.")
-    page.figure(speedup_figure(sim, hw, "speedup of the fused kernel"))
+                "the replay of each measured configuration on the measured platform with the measured FA time; "
+                "one series per kernel family (Triton, FA4 per run) and platform.")
+    page.figure(speedup_figure(sim, hw, "speedup of the fused kernel", frames.get("fa4")),
+                "FA4: the fastest fused variant over Serial-best (the fastest FA + copy engine) and over the best "
+                "unfused path (the pipelined FA4 + copy engine included).")
     if "tiles" in frames and len(frames["tiles"]):
         page.figure(tile_figure(frames["tiles"], "fused kernel: per-tile issue span, measured vs Q-loop replay"))
     if hw is None:
@@ -104,6 +145,12 @@ def attention_page(frames: dict) -> Page:
     for title, frame in tables(frames).items():
         page.table(frame, title, open_=title.startswith("Table 3"))
     return page
+
+
+FA4_TABLE = ("run", "headline", "M", "fa_us", "sdpa_us", "fa_vs_sdpa", "triton_fa_us", "serial_best_us",
+             "best_unfused_is", "best_unfused_us", "best_fused_is", "fused_us", "e_res_paired_us",
+             "hiding_ratio_paired", "speedup_vs_serial_best", "speedup_vs_best_unfused", "fastest_fused_is",
+             "fastest_fused_vs_unfused")
 
 
 def tables(frames: dict) -> dict:
@@ -115,6 +162,11 @@ def tables(frames: dict) -> dict:
         out["Table 3 (measured)"] = frames["hw"]
     if "compare" in frames:
         out["measured vs simulated per M"] = frames["compare"]
+    if frames.get("fa4") is not None and len(frames["fa4"]):
+        cols = [c for c in FA4_TABLE if c in frames["fa4"].columns]
+        out["FA4 as the FA core (measured, per run)"] = frames["fa4"][cols]
+    if frames.get("fa4_compare") is not None and len(frames["fa4_compare"]):
+        out["FA4 fused variants: measured vs the Q-loop replay"] = frames["fa4_compare"]
     if "tiles" in frames and len(frames["tiles"]):
         out["per-tile instrumentation vs the Q-loop replay, per M"] = frames["tiles"]
     return out

@@ -9,9 +9,10 @@ rounds after warm-up (``bench.time_variants``), and each non-FA variant paired a
 (``bench.paired_differences``). Records are saved after every M.
 
     python3 -m xstage.hw.attention.fa4_bench --out $OUT/attention-fa4
+
+The flags and the printed summary: ``xstage.cli.bench_fa4``; ``run(args)`` takes its checked flags.
 """
 
-import argparse
 import json
 import sys
 import time
@@ -30,40 +31,6 @@ STAGGER_FRACTIONS = (1 / 3,)  # stagger step of fused_perchunk_st as a fraction 
 def tile_us(lay, sms: int = 132) -> float:
     """Estimated mainloop time of one 128-row tile (one head) at ``TILE_RATE_TFLOPS`` over ``sms`` SMs."""
     return 4.0 * 128 * lay.seq_len * lay.head_dim / (TILE_RATE_TFLOPS * 1e12 / sms) * 1e6
-
-
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m xstage.hw.attention.fa4_bench", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="output folder for the records")
-    p.add_argument("--seq-lens", default="8192,16384,32768,65536")
-    p.add_argument("--heads", type=int, default=3)
-    p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--world-size", type=int, default=8)
-    p.add_argument("--rank", type=int, default=0)
-    p.add_argument("--trials", type=int, default=25)
-    p.add_argument("--pairs", type=int, default=30)
-    p.add_argument("--variants", default="all", help="comma list, or 'all'")
-    p.add_argument("--tile-mn", default="128x64", help="extra FA4 tile_mn to time (comma list; '' for none)")
-    p.add_argument("--no-vmm", action="store_true")
-    p.add_argument("--persistent", action="store_true",
-                   help="EXPERIMENT: FA4's SM90 forward with StaticPersistentTileScheduler (own process, under timeout)")
-    p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
-    p.add_argument("--seed", type=int, default=16)
-    p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
-    p.add_argument("--overwrite", action="store_true")
-    a = p.parse_args(argv)
-    try:
-        a.seq_lens = [int(x) for x in a.seq_lens.split(",") if x.strip()]
-        a.tile_mn = [tuple(int(v) for v in t.lower().split("x")) for t in a.tile_mn.split(",") if t.strip()]
-    except ValueError:
-        raise InputError("--seq-lens/--tile-mn", f"{a.seq_lens} / {a.tile_mn}", "must be integers (MxN for tiles)") from None
-    if a.trials < 10:
-        raise InputError("--trials", a.trials, "must be >= 10")
-    if a.pairs < 10:
-        raise InputError("--pairs", a.pairs, "must be >= 10")
-    for m in a.seq_lens:
-        ReceiveLayout(m, a.heads, a.head_dim, a.world_size, a.rank)  # validates every shape before any GPU work
-    return a
 
 
 def check_case(case, fns, log) -> list:
@@ -207,13 +174,11 @@ def save(out_dir: Path, tag: str, rows, checks, summaries, meta) -> list:
     return paths
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def run(args) -> dict:
+    """The checked sweep (``xstage.cli.bench_fa4.parse_args``): records saved after every M; returns rows,
+    checks, summaries, paths and wall_s."""
     t_start = time.monotonic()
     out_dir = Path(args.out)
-    sfx = f"-{args.tag}" if args.tag else ""
-    if not args.overwrite and (out_dir / f"attention-fa4{sfx}-kernel.parquet").exists():
-        raise InputError("--out", str(out_dir), "already holds FA4 records (pass --overwrite to replace them)")
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
@@ -252,16 +217,12 @@ def main(argv=None) -> int:
         log(f"  M={M}: {len(r)} variants timed ({time.monotonic() - t_start:.0f}s)")
     if not paths:
         paths = save(out_dir, args.tag, rows, checks, summaries, meta)
-    failed = [c for c in checks if c.get("ok") is False]
-    print(R.table(summaries))
-    for s in summaries:
-        print(f"M={s['M']}: " + ", ".join(f"{n} {d['us']:.1f}us res {d.get('e_res_paired_us', float('nan')):.1f} "
-                                          f"H {d.get('hiding_ratio_paired', float('nan')):.3f}" for n, d in s["fused"].items()))
-    print("records:", *map(str, paths))
-    print(f"checks: {len(checks)} rows, {len(failed)} failed" + (f": {[c.get('variant') for c in failed]}" if failed else ""))
-    print(f"wall: {time.monotonic() - t_start:.0f}s")
-    return 1 if failed else 0
+    return {"rows": rows, "checks": checks, "summaries": summaries, "paths": paths,
+            "wall_s": time.monotonic() - t_start}
 
 
-if __name__ == "__main__":
-    exit_with(main, "fa4_bench")
+if __name__ == "__main__":  # the flags: xstage.cli.bench_fa4
+    from xstage.cli.bench_fa4 import NAME, main
+    from xstage.errors import exit_with
+
+    exit_with(main, NAME)

@@ -41,14 +41,28 @@ def test_summary_judges_fused_against_the_best_unfused():
     assert "fused_perchunk" in R.table([s])
 
 
-def test_bench_rejects_bad_arguments_in_one_line():
-    from xstage.hw.attention.fa4_bench import parse_args
+def test_bench_rejects_bad_arguments_in_one_line(tmp_path):
+    from xstage.cli.bench_fa4 import parse_args
 
+    out = str(tmp_path / "x")
     for argv, field in ((["--seq-lens", "1000"], "seq_len"), (["--trials", "5"], "--trials"),
-                        (["--seq-lens", "8k"], "--seq-lens")):
+                        (["--seq-lens", "8k"], "--seq-lens"), (["--seq-lens", ""], "--seq-lens"),
+                        (["--pairs", "x"], "--pairs"), (["--tile-mn", "128"], "--tile-mn"),
+                        (["--budget-s", "0"], "--budget-s")):
         with pytest.raises(InputError) as err:
-            parse_args(["--out", "x", *argv])
+            parse_args(["--out", out, *argv])
         assert str(err.value).startswith(field)
+    args = parse_args(["--out", out, "--tile-mn", "", "--seq-lens", "8192,16384"])
+    assert args.seq_lens == [8192, 16384] and args.tile_mn == []
+
+
+def test_bench_refuses_to_overwrite_records_before_any_gpu_work(tmp_path):
+    from xstage.cli.bench_fa4 import main
+
+    (tmp_path / "attention-fa4-kernel.parquet").write_text("measured")
+    assert main(["--out", str(tmp_path)]) == 2
+    assert main(["--out", str(tmp_path), "--tag", "persistent", "--seq-lens", "1000"]) == 2  # the shape, first
+    assert (tmp_path / "attention-fa4-kernel.parquet").read_text() == "measured"
 
 
 def test_bench_main_exits_2_on_bad_input(tmp_path):

@@ -1,0 +1,103 @@
+"""``python -m xstage.hw.attention.fa4_bench``: FA4 as the FA core of FlashAttention + Ulysses All-to-All
+(issue 16), one H200, W ranks emulated.
+
+    python3 -m xstage.hw.attention.fa4_bench --out $OUT/attention-fa4     # benchmarks/gpu/attention_fa4.sh
+
+Flags are checked (every shape, and the output folder) before any GPU work; the run
+(``xstage.hw.attention.fa4_bench.run``) writes the records; this prints the per-M summary. Exit status 1
+if a check failed, 2 on bad input.
+"""
+
+import sys
+
+from xstage.cli.bench_args import BenchParser, guard, out_folder
+from xstage.errors import InputError, require_int, require_positive
+
+NAME = "fa4_bench"
+
+
+def add_flags(p) -> None:
+    """The FA4 sweep's flags, declared once."""
+    p.add_argument("--out", required=True, help="output folder for the records")
+    p.add_argument("--seq-lens", default="8192,16384,32768,65536")
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--world-size", type=int, default=8)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--trials", type=int, default=25)
+    p.add_argument("--pairs", type=int, default=30)
+    p.add_argument("--variants", default="all", help="comma list, or 'all'")
+    p.add_argument("--tile-mn", default="128x64", help="extra FA4 tile_mn to time (comma list; '' for none)")
+    p.add_argument("--no-vmm", action="store_true")
+    p.add_argument("--persistent", action="store_true",
+                   help="EXPERIMENT: FA4's SM90 forward with StaticPersistentTileScheduler (own process, under timeout)")
+    p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
+    p.add_argument("--seed", type=int, default=16)
+    p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
+    p.add_argument("--overwrite", action="store_true")
+
+
+def parser() -> BenchParser:
+    p = BenchParser(prog="python -m xstage.hw.attention.fa4_bench", description=__doc__.splitlines()[0])
+    add_flags(p)
+    return p
+
+
+def parse_args(argv=None):
+    """The checked flags; bad input → ``InputError``."""
+    return check(parser().parse_args(argv))
+
+
+def check(args):
+    """Every flag's value (every shape validated) and the output folder, before any GPU work."""
+    from xstage.hw.attention.fa4_layout import ReceiveLayout
+
+    try:
+        args.seq_lens = [int(x) for x in args.seq_lens.split(",") if x.strip()]
+    except ValueError:
+        raise InputError("--seq-lens", args.seq_lens, "must be comma-separated integers") from None
+    if not args.seq_lens:
+        raise InputError("--seq-lens", "", "must name at least one sequence length")
+    try:
+        args.tile_mn = [tuple(int(v) for v in t.lower().split("x")) for t in args.tile_mn.split(",") if t.strip()]
+    except ValueError:
+        raise InputError("--tile-mn", args.tile_mn, "must be MxN integers, comma-separated") from None
+    if any(len(t) != 2 for t in args.tile_mn):
+        raise InputError("--tile-mn", args.tile_mn, "must be MxN integers, comma-separated")
+    require_int("--trials", args.trials, minimum=10)
+    require_int("--pairs", args.pairs, minimum=10)
+    require_positive("--budget-s", args.budget_s)
+    for m in args.seq_lens:
+        ReceiveLayout(m, args.heads, args.head_dim, args.world_size, args.rank)
+    sfx = f"-{args.tag}" if args.tag else ""
+    out_folder(args.out, overwrite=args.overwrite, holds=(f"attention-fa4{sfx}-kernel.parquet",))
+    return args
+
+
+def execute(args) -> int:
+    """Run the checked sweep and print its per-M summary; exit status 1 if a check failed."""
+    from xstage.hw.attention import fa4_bench, fa4_records as R
+
+    result = fa4_bench.run(args)
+    summaries, checks = result["summaries"], result["checks"]
+    failed = [c for c in checks if c.get("ok") is False]
+    print(R.table(summaries))
+    for s in summaries:
+        print(f"M={s['M']}: " + ", ".join(f"{n} {d['us']:.1f}us res {d.get('e_res_paired_us', float('nan')):.1f} "
+                                          f"H {d.get('hiding_ratio_paired', float('nan')):.3f}" for n, d in s["fused"].items()))
+    print("records:", *map(str, result["paths"]))
+    print(f"checks: {len(checks)} rows, {len(failed)} failed" + (f": {[c.get('variant') for c in failed]}" if failed else ""))
+    print(f"wall: {result['wall_s']:.0f}s")
+    return 1 if failed else 0
+
+
+def _main(argv) -> int:
+    return execute(parse_args(argv))
+
+
+def main(argv=None) -> int:
+    return guard(NAME, _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
