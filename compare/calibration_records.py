@@ -1,33 +1,82 @@
 """Summaries of committed calibration records (``xstage results calibration``): per platform folder under
-``data/calibration/``, the fitted platform checked against its points again (``sim.platform_fit``), with
-the copy-engine rate beside it.
+``data/calibration/`` (and ``data/calibration-extra/``), the fitted platform checked against its points
+again (``sim.platform_fit``), with the copy-engine rate beside it, and the held-out validation.
+
+Held-out figures (``heldout_*``, ``fit_*``): a folder whose points carry a ``split`` column (a sweep since
+issue 15) was fitted on its ``fit`` points, so its own platform is checked on both sets. A folder without
+one (older runs, fitted on every point) gets the default split (``split_pairs``, default fraction and
+seed) computed here, and a platform refitted in memory on its ``fit`` points only is checked on both sets
+(``split_source: computed``; ``heldout_platform`` says what that refit gave); the committed files are
+never rewritten. The all-points keys (``median_rel_err_T_iss``, ...) stay the committed platform's.
 """
 
 from pathlib import Path
 
 from xstage.errors import InputError
 from xstage.records import load_records
-from xstage.sim.platform_fit import check_and_summarize
+from xstage.sim import fit as calib_fit
+from xstage.sim.platform_fit import (DEFAULT_HELDOUT_FRACTION, DEFAULT_SPLIT_SEED, check_and_summarize,
+                                     fit_split_platform, split_errors, split_pairs)
+from xstage.units import KiB, MiB
+
+ROOTS = ("calibration", "calibration-extra")
+
+
+def _folders(data_dir) -> dict:
+    """platform folder name -> folder, over the record roots (the first root wins a name)."""
+    found = {}
+    for root in ROOTS:
+        base = Path(data_dir) / root
+        if base.is_dir():
+            for p in sorted(base.glob("*/platform.json")):
+                found.setdefault(p.parent.name, p.parent)
+    return found
+
+
+def heldout_summary(points, platform, meta: dict | None = None) -> dict:
+    """The held-out keys of one folder (see the module doc)."""
+    config = (meta or {}).get("config", {})
+    if "split" in points:
+        split = points["split"].astype(str)
+        check = calib_fit.model_check(points, platform)
+        out = split_errors(check, split, fraction=config.get("heldout_fraction"), seed=config.get("split_seed"))
+        out["split_source"] = "recorded"
+        return out
+    split = split_pairs(points, DEFAULT_HELDOUT_FRACTION, DEFAULT_SPLIT_SEED)
+    refit, _ = fit_split_platform(points, split, name=platform.name, target=platform.target,
+                                  sm_count=platform.sm_count)
+    check = calib_fit.model_check(points, refit)
+    out = split_errors(check, split, fraction=DEFAULT_HELDOUT_FRACTION, seed=DEFAULT_SPLIT_SEED)
+    kmax = max(k for k, _ in refit.capacity_points)
+    out["split_source"] = "computed"
+    out["heldout_platform"] = {"R_GBps": refit.drain_rate_GBps, "T_iss0_us_at_32KiB": refit.issue_time0_us(kmax, 32 * KiB),
+                               "Q_MiB": refit.capacity_bytes(kmax) / MiB, "t_fixed_us": refit.t_fixed_us,
+                               "producer_issue_GBps": refit.producer_issue_GBps,
+                               "note": "refitted in memory on the fit points of the computed split"}
+    return out
 
 
 def summarize_results(data_dir, platform: str | None = None):
-    """Summary of committed calibration records under ``data_dir/calibration/<platform>/``."""
+    """Summary of committed calibration records under ``data_dir/calibration*/<platform>/``."""
     from xstage.sim.platform import Platform
 
-    root = Path(data_dir) / "calibration"
-    found = sorted(p.parent.name for p in root.glob("*/platform.json")) if root.is_dir() else []
-    if platform is not None and platform not in found:
+    folders = _folders(data_dir)
+    root = Path(data_dir) / ROOTS[0]
+    if platform is not None and platform not in folders:
         raise InputError("--platform", platform, f"has no calibration records under {root} "
-                         f"(found: {', '.join(found) or 'none'})")
-    if not found:
+                         f"(found: {', '.join(folders) or 'none'})")
+    if not folders:
         raise InputError("data", str(root), "holds no calibration records (run `xstage calibrate`)")
     rows = []
-    for name in ([platform] if platform else found):
-        plat = Platform.load(root / name / "platform.json")
-        points, _ = load_records(root / name / "points.parquet", "point")
+    for name in ([platform] if platform else list(folders)):
+        folder = folders[name]
+        plat = Platform.load(folder / "platform.json")
+        points, meta = load_records(folder / "points.parquet", "point")
         check, summary = check_and_summarize(points, plat)
-        if (root / name / "copy.parquet").exists():
-            copy, _ = load_records(root / name / "copy.parquet", "kernel")
+        if (folder / "copy.parquet").exists():
+            copy, _ = load_records(folder / "copy.parquet", "kernel")
             summary["copy_engine_GBps"] = float(copy["GBps"].max())
+        summary.update(heldout_summary(points, plat, meta))
+        summary["records"] = f"{folder.parent.name}/{folder.name}"
         rows.append(summary)
     return rows[0] if platform else rows

@@ -5,12 +5,20 @@
 parameter was fitted (``fit_notes``). ``check_and_summarize``: the model against every point and the
 headline figures of a calibration. Pure numpy/pandas: the sweep (``xstage.hw.calib``) hands over a
 points frame; the records' summaries (``xstage.compare.calibration_records``) call the check again.
+
+Held-out validation (issue 15): ``split_pairs`` assigns every point to ``fit`` or ``heldout`` by its
+(K, B) pair -- all gaps, phases and modes of a pair go together -- with a seeded generator, so the split
+is reproducible from (fraction, seed) and the set of pairs alone. Per K, the pairs with periodic points
+(the rate / plateau / gap grid) and the isolated-only pairs are split separately; in each, the smallest
+and the largest B stay in the fit (held-out pairs are interpolations in B at a fitted K) and
+round(fraction x n) of the others are held out. ``check_and_summarize(..., split=)`` then reports the
+model check on each set (``fit_*`` and ``heldout_*`` keys beside the all-points ones).
 """
 
 import numpy as np
 import pandas as pd
 
-from xstage.errors import InputError
+from xstage.errors import InputError, require_int
 from xstage.sim import fit as calib_fit
 from xstage.units import KiB, MiB
 
@@ -131,9 +139,81 @@ def fit_notes(fit: dict) -> dict:
     }
 
 
-def check_and_summarize(points: pd.DataFrame, platform) -> tuple[pd.DataFrame, dict]:
+DEFAULT_HELDOUT_FRACTION = 0.3
+DEFAULT_SPLIT_SEED = 0
+SPLIT_RULE = ("whole (K, B) pairs, all gaps and modes together; per K and per stratum (pairs with periodic "
+              "points / isolated-only pairs) the smallest and largest B stay fitted and round(fraction x n) of "
+              "the others are held out, chosen by numpy.random.default_rng(seed)")
+
+
+def check_split_args(fraction, seed) -> tuple[float, int]:
+    """(fraction, seed) of a held-out split, checked: 0 <= fraction < 1, seed a non-negative integer."""
+    try:
+        f = float(fraction)
+    except (TypeError, ValueError):
+        raise InputError("heldout_fraction", fraction, "must be a number in [0, 1)") from None
+    if isinstance(fraction, bool) or not 0.0 <= f < 1.0:
+        raise InputError("heldout_fraction", fraction, "must be a number in [0, 1)")
+    return f, require_int("split_seed", seed, minimum=0)
+
+
+def split_pairs(points: pd.DataFrame, fraction: float = DEFAULT_HELDOUT_FRACTION,
+                seed: int = DEFAULT_SPLIT_SEED) -> pd.Series:
+    """``fit`` / ``heldout`` per point (a Series named ``split`` on the points' index); see the module doc."""
+    fraction, seed = check_split_args(fraction, seed)
+    K = points["producers"].astype(int).to_numpy()
+    B = points["bytes_per_producer"].astype(int).to_numpy()
+    periodic = {(k, b) for k, b, m in zip(K, B, points["mode"]) if m != "isolated"}
+    pairs = sorted(set(zip(K.tolist(), B.tolist())))
+    rng = np.random.default_rng(seed)
+    held = set()
+    for k in sorted({k for k, _ in pairs}):
+        for stratum in (True, False):
+            sizes = [b for kk, b in pairs if kk == k and ((kk, b) in periodic) == stratum]
+            inner = sizes[1:-1]
+            n = min(len(inner), int(np.floor(fraction * len(sizes) + 0.5)))
+            if n:
+                held.update((k, int(b)) for b in rng.choice(inner, size=n, replace=False))
+    split = np.array(["heldout" if (k, b) in held else "fit" for k, b in zip(K.tolist(), B.tolist())])
+    return pd.Series(split, index=points.index, name="split")
+
+
+def fit_split_platform(points: pd.DataFrame, split: pd.Series, **fit_kw):
+    """``fit_platform`` on the ``fit`` points only. Returns (Platform, fit dict)."""
+    fitted = points[split.reindex(points.index).to_numpy() == "fit"]
+    return fit_platform(fitted, **fit_kw)
+
+
+def split_errors(check: pd.DataFrame, split: pd.Series, *, fraction=None, seed=None) -> dict:
+    """The model check's error figures on the fitted and on the held-out points (``fit_*``, ``heldout_*``),
+    and the split itself (``split``: the rule and the held-out pairs)."""
+    s = np.asarray(split)
+    out = {}
+    for name in ("fit", "heldout"):
+        errs = calib_fit.error_summary(check[s == name])
+        out.update({f"{name}_{k}": v for k, v in errs.items()})
+    pairs = lambda mask: sorted({(int(k), int(b)) for k, b in zip(check["producers"][mask],  # noqa: E731
+                                                                 check["bytes_per_producer"][mask])})
+    held = pairs(s == "heldout")
+    out["heldout_n_pairs"] = len(held)
+    out["fit_n_pairs"] = len(pairs(s == "fit"))
+    if fraction is not None:
+        out["heldout_fraction"] = float(fraction)
+    if seed is not None:
+        out["split_seed"] = int(seed)
+    out["split"] = {"rule": SPLIT_RULE, "heldout_pairs": [list(p) for p in held]}
+    return out
+
+
+def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None = None, *, fraction=None,
+                        seed=None) -> tuple[pd.DataFrame, dict]:
+    """The model check on every point and its headline figures; with ``split``, the check carries a
+    ``split`` column and the summary the figures of each set (``split_errors``)."""
     check = calib_fit.model_check(points, platform)
     errs = calib_fit.error_summary(check)
+    if split is not None:
+        check["split"] = np.asarray(split.reindex(points.index))
+        errs.update(split_errors(check, check["split"], fraction=fraction, seed=seed))
     kmax = max(k for k, _ in platform.capacity_points)
     summary = {"platform": platform.name, "target": platform.target, "R_GBps": platform.drain_rate_GBps,
                "T_iss0_us_at_32KiB": platform.issue_time0_us(kmax, 32 * KiB), "T_iss0_K": kmax,

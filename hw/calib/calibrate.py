@@ -33,7 +33,7 @@ import pandas as pd
 from xstage.errors import InputError, require_int, require_positive
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.hw.microbench.summary import summarize_run
-from xstage.sim.platform_fit import check_and_summarize, fit_platform
+from xstage.sim.platform_fit import SPLIT_RULE, check_and_summarize, check_split_args, fit_platform, split_pairs
 from xstage.units import KiB, MiB
 
 PHASES = ("rate", "plateau", "gap", "fma", "isolated", "free-rate", "free-gap", "aligned-rate", "aligned-gap")
@@ -66,6 +66,10 @@ class CalibConfig:
     free_running: bool = True      # also run the rate grid and one gap sweep free-running (no lockstep)
     aligned: bool = False          # also run the rate grid and every gap sweep with a fence-free barrier
     peer_pattern: str = "next"     # peer target: next (one sender -> the next rank) or all (all-to-all)
+    free_gaps: int = 1             # this many gap sweeps (the first of the sorted gap_configs) also free-running
+    grid: str = "default"          # the grid's name (``grids.GRIDS``), recorded with the run
+    heldout_fraction: float = 0.3  # share of (K, B) pairs held out of the fit (0: fit on every point)
+    split_seed: int = 0            # seed of the held-out split (``xstage.sim.platform_fit.split_pairs``)
 
     def __post_init__(self):
         from xstage.hw.common.targets import check_peer_pattern
@@ -94,6 +98,10 @@ class CalibConfig:
             raise InputError("max_bursts", self.max_bursts, f"must be >= bursts ({self.bursts})")
         require_int("warmup", self.warmup, minimum=0)
         require_int("keep_producers", self.keep_producers, minimum=0)
+        require_int("free_gaps", self.free_gaps, minimum=0)
+        fraction, seed = check_split_args(self.heldout_fraction, self.split_seed)
+        object.__setattr__(self, "heldout_fraction", fraction)
+        object.__setattr__(self, "split_seed", seed)
 
     def periodic_bursts(self, volume_bytes: int) -> int:
         """Bursts of a periodic run: >= bursts, injecting >= steady_bytes, <= max_bursts; even."""
@@ -159,7 +167,7 @@ def plan_size(cfg: CalibConfig, fma: bool = True) -> int:
     n = 2 * grid + len(cfg.gap_configs) * len(cfg.gap_fractions)
     n += len(cfg.iso_producers) * len(cfg.iso_sizes) + (len(cfg.fma_iters) if fma else 0)
     if cfg.free_running:
-        n += grid + len(cfg.gap_fractions)
+        n += grid + min(cfg.free_gaps, len(cfg.gap_configs)) * len(cfg.gap_fractions)
     if cfg.aligned:
         n += grid + len(cfg.gap_configs) * len(cfg.gap_fractions)
     return n
@@ -217,9 +225,9 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True):
     if cfg.free_running:   # the same bursts without the per-burst barrier: producers may drift apart
         for k, b in grid:
             measure("free-rate", periodic(k, b, mode="free"))
-        k, b = cfg.gap_configs[0]
-        for f in cfg.gap_fractions:
-            measure("free-gap", periodic(k, b, f * period0[(k, b)], mode="free"))
+        for k, b in cfg.gap_configs[:cfg.free_gaps]:
+            for f in cfg.gap_fractions:
+                measure("free-gap", periodic(k, b, f * period0[(k, b)], mode="free"))
     for k in cfg.iso_producers:
         for b in cfg.iso_sizes:
             measure("isolated", BurstSpec(k, b, 0.0, mode="isolated", bursts=cfg.iso_bursts, trials=cfg.trials,
@@ -288,18 +296,40 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     meta = {"config": asdict(cfg), "provenance": provenance_block, "runner": described,
             "link": _link_info(provenance_block.get("gpu", {}) or {}), "wall_s": time.perf_counter() - t}
     name = cfg.name or default_name(cfg.target, described.get("gpu_name", ""), cfg.peer_pattern)
-    return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite)
+    return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
+                  split_args=(cfg.heldout_fraction, cfg.split_seed))
 
 
 _RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
 
 
-def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool) -> dict:
+def _split(points: pd.DataFrame, meta: dict, split_args) -> tuple[pd.DataFrame, pd.Series | None, dict]:
+    """The held-out split of a run: a new one from ``split_args`` = (fraction, seed), else the one recorded in
+    the points' ``split`` column (fraction and seed from the recorded config), else none (fit on all)."""
+    config = dict(meta["config"])
+    if split_args is not None:
+        fraction, seed = check_split_args(*split_args)
+        split = split_pairs(points, fraction, seed)
+        config.update(heldout_fraction=fraction, split_seed=seed)
+        points = points.assign(split=split)
+    elif "split" in points:
+        split = points["split"].astype(str)
+        if not split.isin(("fit", "heldout")).all():
+            raise InputError("points.split", sorted(set(split) - {"fit", "heldout"}), "must be fit or heldout")
+    else:
+        return points, None, meta
+    return points, split, {**meta, "config": config}
+
+
+def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
-    a meta block loaded from a record file loses its ``kind`` (and ``table``) first."""
+    a meta block loaded from a record file loses its ``kind`` (and ``table``) first. With a split (new from
+    ``split_args``, or recorded in the points), the platform is fitted on the ``fit`` points only and the
+    check reports both sets."""
     from xstage.records import atomic_write_text, save_records
 
     meta = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
+    points, split, meta = _split(points, meta, split_args)
     target = meta["config"]["target"]
     tensor = H200_TENSOR_TFLOPS if "H200" in str(meta["runner"].get("gpu_name", "")) else {}
     notes = {"provenance": meta["provenance"], "timer": meta["runner"].get("timer"), "link": meta["link"],
@@ -309,12 +339,23 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool)
     pattern = meta["config"].get("peer_pattern", "next") if target == "peer" else None
     if pattern:
         notes["peer_pattern"] = peer_pattern_note(pattern, (meta["runner"].get("target_info") or {}).get("world_size"))
-    platform, fit = fit_platform(points, name=name, target=target,
+    if split is not None:
+        held = sorted({(int(k), int(b) // KiB) for k, b in
+                       zip(points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])})
+        notes["heldout_split"] = (f"Fitted on the 'fit' points only ({int((split == 'fit').sum())} of {len(points)}); "
+                                  f"held out (K, B KiB): {held or 'none'}; heldout_fraction "
+                                  f"{meta['config'].get('heldout_fraction')}, split_seed "
+                                  f"{meta['config'].get('split_seed')}. Rule: {SPLIT_RULE}.")
+    fitted = points if split is None else points[split.to_numpy() == "fit"]
+    platform, fit = fit_platform(fitted, name=name, target=target,
                                  sm_count=int(meta["runner"].get("sm_count", 132)), tensor_TFLOPs=tensor, notes=notes)
     if pattern == "all":
         platform = dataclasses.replace(platform, description="Calibrated by `xstage calibrate --target peer "
                                        "--peer-pattern all` (all-to-all).")
-    check, summary = check_and_summarize(points, platform)
+    check, summary = check_and_summarize(points, platform, split, fraction=meta["config"].get("heldout_fraction"),
+                                         seed=meta["config"].get("split_seed"))
+    if split is not None:
+        summary["grid"] = meta["config"].get("grid", "default")
     if len(copy):
         summary["copy_engine_GBps"] = float(copy["GBps"].max())
     summary["pcie_limit_GBps"] = meta["link"].get("pcie_limit_GBps") or meta["link"]["pcie_gen5_x16_GBps"]
@@ -330,7 +371,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool)
         summary["free_rate_GBps_max"] = float((free_pts["volume_bytes"] / free_pts["period_us"]).max() / 1e3)
     summary["R_drain_dominated_points"] = int(fit["R"]["n_used"])
     summary["R_is_lower_bound"] = not fit["R"]["drain_limited"]
-    model_errors = {k: summary[k] for k in summary if "rel_err" in k or k.startswith("n_")}
+    model_errors = {k: summary[k] for k in summary if "rel_err" in k or k.startswith("n_") or k.endswith("n_points")
+                    or k.endswith("n_pairs")}
     platform = dataclasses.replace(platform, notes={**platform.notes, "model_check": model_errors})
     meta = {**meta, "platform": platform.name, "platform_hash": platform.content_hash}
     out.mkdir(parents=True, exist_ok=True)
@@ -346,10 +388,11 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool)
     return summary
 
 
-def refit(out_dir, *, name: str | None = None, overwrite: bool = False) -> dict:
+def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_args=None) -> dict:
     """Re-fit an existing output folder from its points.parquet (no GPU needed). It rewrites every file of
     the folder (the fit files, and the records' metadata and platform name), so only with ``overwrite``;
-    each record file keeps its kind."""
+    each record file keeps its kind. The split: a new one from ``split_args`` = (fraction, seed), else the
+    recorded one, else none (records from before the split are fitted on every point, as they were)."""
     from xstage.records import load_records
 
     out = Path(out_dir)
@@ -360,6 +403,7 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False) -> dict:
     points, meta = load_records(out / "points.parquet", "point")
     bursts, _ = load_records(out / "bursts.parquet", "burst")
     copy = load_records(out / "copy.parquet", "kernel")[0] if (out / "copy.parquet").exists() else pd.DataFrame()
-    return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit", overwrite=True)
+    return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit", overwrite=True,
+                  split_args=split_args)
 
 

@@ -4,6 +4,7 @@
     xstage calibrate --target local --out /tmp/calib-local --quick
     xstage calibrate --refit --overwrite --out data/calibration/h200-pcie-host   # re-fit stored points, no GPU
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
+    xstage calibrate --target host --grid wide --heldout-fraction 0.3 --split-seed 0 --out DIR   # issue 15
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
     torchrun --standalone --nproc-per-node=8 -m xstage.cli calibrate --target peer --peer-pattern all --out DIR
 """
@@ -43,16 +44,24 @@ def register(sub):
                    help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
                    "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
-    p.add_argument("--producers", default="16,33,66,132", help="K values of the rate/plateau grid")
-    p.add_argument("--sizes", default="8KiB,16KiB,32KiB,64KiB", help="B values of the rate/plateau grid")
-    p.add_argument("--gap-configs", default="132:32KiB,66:64KiB,33:16KiB,132:8KiB,16:64KiB",
-                   help="K:B pairs of the gap sweep")
+    p.add_argument("--grid", default="default", metavar="{default,wide}",
+                   help="the (K, B) grid: default (K 16,33,66,132 x B 8-64 KiB, five gap sweeps) or wide (K "
+                   "4,8,16,24,33,48,66,99,132 x B 2,4,8,16,24,32,48,64,128,256 KiB, ten gap sweeps, each also "
+                   "free-running; isolated sweep at every K). --producers, --sizes, --gap-configs, --iso-producers "
+                   "and --iso-sizes override it")
+    p.add_argument("--heldout-fraction", type=str, default=None, metavar="F",
+                   help="share of (K, B) pairs held out of the fit and checked separately (0 <= F < 1; default "
+                   "0.3 for a sweep; --refit keeps the recorded split unless F is given; 0: fit on every point)")
+    p.add_argument("--split-seed", type=str, default="0", metavar="S", help="seed of the held-out split (default 0)")
+    p.add_argument("--producers", default=None, help="K values of the rate/plateau grid (default: the grid's)")
+    p.add_argument("--sizes", default=None, help="B values of the rate/plateau grid (default: the grid's)")
+    p.add_argument("--gap-configs", default=None, help="K:B pairs of the gap sweep (default: the grid's)")
     p.add_argument("--gap-fractions", default="0.05,0.1,0.2,0.3,0.45,0.6,0.75,0.9,1.0,1.1,1.3,1.6",
                    help="gaps of the sweep, as fractions of the zero-gap period")
-    p.add_argument("--iso-producers", default="16,33,66,132", help="K values of the isolated (capacity) sweep")
-    p.add_argument("--iso-sizes", default="2KiB,4KiB,8KiB,12KiB,16KiB,20KiB,24KiB,28KiB,32KiB,40KiB,48KiB,64KiB,96KiB,"
-                   "128KiB,192KiB,256KiB",
-                   help="B values of the isolated sweep")
+    p.add_argument("--iso-producers", default=None, help="K values of the isolated (capacity) sweep (default: the "
+                   "grid's)")
+    p.add_argument("--iso-sizes", default=None, help="B values of the isolated sweep (default: the grid's: 2, 4, 8, "
+                   "12, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128, 192, 256 KiB)")
     p.add_argument("--bursts", type=int, default=32, help="bursts per periodic run (medians use the second half)")
     p.add_argument("--steady", default="128MiB",
                    help="periodic runs inject at least this volume (so the queue fills: steady state)")
@@ -62,7 +71,8 @@ def register(sub):
     p.add_argument("--settle-us", type=float, default=10.0, help="isolated mode: wait after the drain barrier")
     p.add_argument("--keep-producers", type=int, default=4,
                    help="producers per run kept in bursts.parquet (0 = all; medians always use all)")
-    p.add_argument("--quick", action="store_true", help="a small sweep (smoke test)")
+    p.add_argument("--quick", action="store_true", help="a small sweep (smoke test): short runs, 2 trials, 5 gaps; "
+                   "the default grid shrinks to K 16,132 x B 8,64 KiB, the wide grid keeps every (K, B) pair")
     p.add_argument("--no-copy", action="store_true", help="skip the copy-engine comparison")
     p.add_argument("--aligned", action="store_true",
                    help="also run the rate grid and the gap sweeps with a fence-free per-burst barrier")
@@ -80,17 +90,43 @@ def register(sub):
     p.set_defaults(func=run)
 
 
-def build_config(args):
-    """The sweep's CalibConfig. Every flag is checked, also those --quick replaces."""
-    from xstage.hw.calib.calibrate import CalibConfig
+def split_args(args, default=None):
+    """(fraction, seed) of --heldout-fraction / --split-seed, checked; ``default`` fraction when not given
+    (None: no new split)."""
+    from xstage.sim.platform_fit import check_split_args
+    seed = require_int("--split-seed", args.split_seed, minimum=0)
+    if args.heldout_fraction is None:
+        return None if default is None else (default, seed)
+    fraction = number("--heldout-fraction", args.heldout_fraction, minimum=0)
+    if fraction >= 1:
+        raise InputError("--heldout-fraction", args.heldout_fraction, "must be < 1")
+    return check_split_args(fraction, seed)
+
+
+def _pairs(text):
     pairs = []
-    for item in str(args.gap_configs).split(","):
+    for item in str(text).split(","):
         if not item.strip():  # "" = no gap sweep
             continue
         if ":" not in item:
-            raise InputError("--gap-configs", args.gap_configs, "must be K:B pairs such as 132:32KiB")
+            raise InputError("--gap-configs", text, "must be K:B pairs such as 132:32KiB")
         k, b = item.split(":", 1)
         pairs.append((require_int("--gap-configs K", k.strip()), parse_size(b, "--gap-configs B")))
+    return tuple(pairs)
+
+
+def build_config(args):
+    """The sweep's CalibConfig: the grid's fields (``hw/calib/grids.py``), the grid flags given over them, and
+    --quick's short variant over both (as before). Every flag is checked, also those --quick replaces."""
+    from xstage.hw.calib.calibrate import CalibConfig
+    from xstage.hw.calib.grids import QUICK_GRIDS, QUICK_RUNS, grid_fields
+    from xstage.sim.platform_fit import DEFAULT_HELDOUT_FRACTION
+    grid = grid_fields(args.grid)
+    given = {"producers": (_ints, args.producers, "--producers"), "sizes": (_sizes, args.sizes, "--sizes"),
+             "gap_configs": (lambda t, f: _pairs(t), args.gap_configs, "--gap-configs"),
+             "iso_producers": (_ints, args.iso_producers, "--iso-producers"),
+             "iso_sizes": (_sizes, args.iso_sizes, "--iso-sizes")}
+    chosen = {fld: parse(text, flag) for fld, (parse, text, flag) in given.items() if text is not None}
     for flag, value, minimum in (("--bursts", args.bursts, 2), ("--max-bursts", args.max_bursts, 2),
                                  ("--iso-bursts", args.iso_bursts, 2), ("--trials", args.trials, 1),
                                  ("--keep-producers", args.keep_producers, 0)):
@@ -100,19 +136,16 @@ def build_config(args):
     number("--settle-us", args.settle_us, minimum=0)
     number("--timeout-ms", args.timeout_ms, minimum=0, allow_equal=False)
     parse_size(args.ring, "--ring")
-    kw = dict(target=args.target, name=args.name, producers=_ints(args.producers, "--producers"),
-              sizes=_sizes(args.sizes, "--sizes"), gap_configs=tuple(pairs),
-              gap_fractions=_floats(args.gap_fractions, "--gap-fractions"),
-              iso_producers=_ints(args.iso_producers, "--iso-producers"), iso_sizes=_sizes(args.iso_sizes, "--iso-sizes"),
+    fraction, seed = split_args(args, DEFAULT_HELDOUT_FRACTION)
+    kw = dict(target=args.target, name=args.name, gap_fractions=_floats(args.gap_fractions, "--gap-fractions"),
               bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
               keep_producers=args.keep_producers, copy_engine=not args.no_copy, aligned=args.aligned,
-              peer_pattern=args.peer_pattern)
-    if args.quick:
-        kw.update(producers=(16, 132), sizes=(8192, 65536), gap_configs=((132, 32768),),
-                  gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), iso_producers=(132,),
-                  iso_sizes=tuple(k * 1024 for k in (8, 32, 64, 128, 256)), bursts=12, iso_bursts=4, trials=2,
-                  steady_bytes=16 * 2**20, max_bursts=128)
+              peer_pattern=args.peer_pattern, grid=args.grid, heldout_fraction=fraction, split_seed=seed)
+    kw.update(grid)                     # the grid ...
+    kw.update(chosen)                   # ... under the grid flags given ...
+    if args.quick:                      # ... and --quick over both
+        kw.update(QUICK_RUNS, **QUICK_GRIDS[args.grid])
     return CalibConfig(**kw)
 
 
@@ -127,7 +160,8 @@ def run(args) -> int:
     from xstage.hw.calib import calibrate
 
     if args.refit:
-        summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite)
+        summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite,
+                                  split_args=split_args(args))
     else:
         if args.target is None:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")

@@ -1,0 +1,49 @@
+"""The (K, B) grids of a calibration sweep: ``default`` (today's 4 x 4 grid) and ``wide`` (issue 15).
+
+A grid names the producer counts K and per-producer sizes B of the rate / plateau / free-rate phases,
+the (K, B) pairs of the gap sweeps, the isolated sweep's K and B, and how many of the gap sweeps are
+also run free-running (``free_gaps``; the first ones of ``gap_configs``).
+
+``wide`` adds pairs between and beyond the default grid -- K in {4, 8, 16, 24, 33, 48, 66, 99, 132},
+B in {2, 4, 8, 16, 24, 32, 48, 64, 128, 256} KiB -- so that held-out pairs (see
+``xstage.sim.platform_fit.split_pairs``) fall between fitted ones in both K and B; ten gap sweeps (the
+default five plus five at new K and B), each also free-running; the isolated sweep at every K.
+
+``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
+shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
+simulator exercises the whole wide grid.
+"""
+
+from xstage.errors import InputError
+from xstage.units import KiB, MiB
+
+ISO_SIZES = tuple(k * KiB for k in (2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128, 192, 256))
+DEFAULT_GAPS = ((132, 32 * KiB), (66, 64 * KiB), (33, 16 * KiB), (132, 8 * KiB), (16, 64 * KiB))
+WIDE_K = (4, 8, 16, 24, 33, 48, 66, 99, 132)
+
+GRIDS = {
+    "default": dict(producers=(16, 33, 66, 132), sizes=(8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB),
+                    gap_configs=DEFAULT_GAPS, iso_producers=(16, 33, 66, 132), iso_sizes=ISO_SIZES, free_gaps=1),
+    "wide": dict(producers=WIDE_K, sizes=tuple(k * KiB for k in (2, 4, 8, 16, 24, 32, 48, 64, 128, 256)),
+                 gap_configs=DEFAULT_GAPS + ((4, 256 * KiB), (8, 128 * KiB), (24, 48 * KiB), (48, 24 * KiB),
+                                             (99, 16 * KiB)),
+                 iso_producers=WIDE_K, iso_sizes=ISO_SIZES, free_gaps=10),
+}
+
+QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
+                  steady_bytes=16 * MiB, max_bursts=128)
+QUICK_GRIDS = {
+    "default": dict(producers=(16, 132), sizes=(8 * KiB, 64 * KiB), gap_configs=((132, 32 * KiB),),
+                    iso_producers=(132,), iso_sizes=tuple(k * KiB for k in (8, 32, 64, 128, 256)), free_gaps=1),
+    "wide": dict(gap_configs=((132, 32 * KiB), (24, 48 * KiB)), free_gaps=2),
+}
+
+
+def grid_fields(grid: str, quick: bool = False) -> dict:
+    """The CalibConfig fields of a grid (and of its quick variant)."""
+    if grid not in GRIDS:
+        raise InputError("--grid", grid, f"must be one of {', '.join(GRIDS)}")
+    fields = dict(GRIDS[grid])
+    if quick:
+        fields.update(QUICK_RUNS, **QUICK_GRIDS[grid])
+    return fields
