@@ -14,15 +14,15 @@ The flags and the printed summary: ``xstage.cli.bench_fa4``; ``run(args)`` takes
 """
 
 import json
-import sys
 import time
 import traceback
 from pathlib import Path
 
-from xstage.errors import InputError, exit_with
+from xstage.errors import InputError
 from xstage.hw.attention import fa4, fa4_records as R
 from xstage.hw.attention.fa4_layout import ReceiveLayout, row_slices
 from xstage.hw.attention.fa4_variants import Fa4Case
+from xstage.hw.common.log import hw_log
 
 TILE_RATE_TFLOPS = 680.0  # FA4 on the H200 (issue 16's probe): sets the stagger step from the tile time
 STAGGER_FRACTIONS = (1 / 3,)  # stagger step of fused_perchunk_st as a fraction of one tile's mainloop
@@ -180,8 +180,7 @@ def run(args) -> dict:
     t_start = time.monotonic()
     out_dir = Path(args.out)
 
-    def log(msg):
-        print(msg, file=sys.stderr, flush=True)
+    log = hw_log
 
     import torch
 
