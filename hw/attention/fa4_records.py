@@ -13,25 +13,18 @@ speedups over Serial-best and over the best unfused variant.
 
 import numpy as np
 
-from xstage.errors import InputError
+from xstage.records.kernel import timed_row
 
 EXPERIMENT = "attention-fa4"
 PLATFORM = "h200-pcie-host"
 
 
 def kernel_row(lay, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
-    t = np.asarray(times_us, dtype=float)
-    if t.size == 0:
-        raise InputError("times_us", [], "must hold at least one trial")
-    median = float(np.median(t))
-    row = {"source": "hw", "experiment": EXPERIMENT, "config": lay.label(), "variant": variant, "time(us)": median,
-           "trials": int(t.size), "platform": platform, "M": lay.seq_len, "heads": lay.heads,
-           "head_dim": lay.head_dim, "world_size": lay.world_size, "rank": lay.rank, "flops": lay.flops,
-           "TFLOPs": lay.flops / median / 1e6, "bytes_remote": lay.remote_bytes,
-           "time_min(us)": float(t.min()), "time_p25(us)": float(np.percentile(t, 25)),
-           "time_p75(us)": float(np.percentile(t, 75)), "time_max(us)": float(t.max())}
+    row = timed_row(EXPERIMENT, lay.label(), variant, times_us, flops=lay.flops, platform=platform, M=lay.seq_len,
+                    heads=lay.heads, head_dim=lay.head_dim, world_size=lay.world_size, rank=lay.rank,
+                    bytes_remote=lay.remote_bytes)
     if variant == "ce":
-        row["GB_per_s"] = lay.remote_bytes * lay.world_size / (lay.world_size - 1) / median / 1e3
+        row["GB_per_s"] = lay.remote_bytes * lay.world_size / (lay.world_size - 1) / row["time(us)"] / 1e3
     row.update(extra)
     return row
 

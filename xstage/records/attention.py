@@ -13,6 +13,7 @@ import pandas as pd
 
 from xstage.errors import InputError
 from xstage.records import COLUMNS, atomic_write_text, save_records
+from xstage.records.kernel import timed_row
 
 EXPERIMENT = "attention"
 PLATFORM = "h200-pcie-host"
@@ -20,21 +21,11 @@ PLATFORM = "h200-pcie-host"
 
 def kernel_row(cfg, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
     """One kernel record row from the per-trial times (us) of ``variant`` on ``cfg``."""
-    times = np.asarray(times_us, dtype=float)
-    if times.size == 0:
-        raise InputError("times_us", [], "must hold at least one trial")
-    median = float(np.median(times))
     lay = cfg.layout
-    row = {"source": "hw", "experiment": EXPERIMENT, "config": cfg.label(), "variant": variant,
-           "time(us)": median, "trials": int(times.size), "platform": platform,
-           "M": cfg.seq_len, "heads": cfg.heads, "head_dim": cfg.head_dim, "world_size": cfg.world_size,
-           "rank": cfg.rank, "block_m": cfg.block_m, "block_n": cfg.block_n, "num_warps": cfg.num_warps,
-           "num_stages": cfg.num_stages, "flops": cfg.flops, "TFLOPs": cfg.flops / median / 1e6,
-           "bytes_total": lay.total_bytes, "bytes_remote": lay.remote_bytes,
-           "time_min(us)": float(times.min()), "time_p25(us)": float(np.percentile(times, 25)),
-           "time_p75(us)": float(np.percentile(times, 75)), "time_max(us)": float(times.max())}
-    row.update(extra)
-    return row
+    return timed_row(EXPERIMENT, cfg.label(), variant, times_us, flops=cfg.flops, platform=platform,
+                     M=cfg.seq_len, heads=cfg.heads, head_dim=cfg.head_dim, world_size=cfg.world_size, rank=cfg.rank,
+                     block_m=cfg.block_m, block_n=cfg.block_n, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                     bytes_total=lay.total_bytes, bytes_remote=lay.remote_bytes, **extra)
 
 
 def tile_frame(cfg, log, *, schedule: str, platform: str = PLATFORM) -> pd.DataFrame:

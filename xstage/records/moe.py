@@ -18,6 +18,7 @@ import pandas as pd
 
 from xstage.errors import InputError
 from xstage.records import COLUMNS, atomic_write_text, save_records
+from xstage.records.kernel import timed_row
 
 EXPERIMENT = "moe"
 PLATFORM = "h200-pcie-host"
@@ -26,18 +27,8 @@ SCHEDULES = ("expert_wave", "interleaved")
 
 def kernel_row(problem, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
     """One kernel record row from the per-trial times (us) of ``variant`` on ``problem`` (a ``MoeProblem``)."""
-    times = np.asarray(times_us, dtype=float)
-    if times.size == 0:
-        raise InputError("times_us", [], "must hold at least one trial")
-    median = float(np.median(times))
-    row = {"source": "hw", "experiment": EXPERIMENT, "config": problem.label(), "variant": variant,
-           "time(us)": median, "trials": int(times.size), "platform": platform,
-           **{k: v for k, v in problem.to_dict().items()}, "flops": problem.flops,
-           "TFLOPs": problem.flops / median / 1e6,
-           "time_min(us)": float(times.min()), "time_p25(us)": float(np.percentile(times, 25)),
-           "time_p75(us)": float(np.percentile(times, 75)), "time_max(us)": float(times.max())}
-    row.update(extra)
-    return row
+    return timed_row(EXPERIMENT, problem.label(), variant, times_us, flops=problem.flops, platform=platform,
+                     **{**problem.to_dict(), **extra})
 
 
 def tile_frame(layout, tiles: np.ndarray, log: np.ndarray, *, schedule: str, remote: bool,
