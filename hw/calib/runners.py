@@ -20,10 +20,11 @@ class GpuRunner:
     supports_fma = True
 
     def __init__(self, target: str, buffer_bytes: int, *, self_peer: bool = False, timeout_ms: float = 2000.0,
-                 ring_bytes: int = 256 * 2**20, peer_pattern: str = "next"):
+                 ring_bytes: int = 256 * 2**20, peer_pattern: str = "next", backend: str = "torch"):
         from xstage.hw.microbench.runner import Microbench
         from xstage.hw.common.targets import open_target
-        self.target = open_target(target, buffer_bytes, self_peer=self_peer, peer_pattern=peer_pattern)
+        self.target = open_target(target, buffer_bytes, self_peer=self_peer, peer_pattern=peer_pattern,
+                                  backend=backend)
         self.mb = Microbench(self.target, timeout_ms=timeout_ms, ring_bytes=ring_bytes)
         self.sm_count = self.mb.sm_count
         t = time.perf_counter()

@@ -257,14 +257,19 @@ class PeerLayout:
         return self.rank << 16 if self.pattern == "all" else 0
 
 
-def peer_buffer(nbytes: int, pattern: str = "next") -> TargetBuffer:
-    """Symmetric buffers of the other ranks, mapped into this GPU (torch symmetric memory).
+def peer_buffer(nbytes: int, pattern: str = "next", backend: str = "torch") -> TargetBuffer:
+    """Symmetric buffers of the other ranks, mapped into this GPU (torch symmetric memory; ``backend``
+    "nvshmem": NVSHMEM's heap, ``xstage.hw.common.nvshmem.peer_target``, the same TargetBuffer).
 
     ``next``: ``ptr`` is the next rank's buffer (one destination). ``all``: ``peer_ptrs`` holds every
     rank's buffer (from the handle's buffer pointers, index = rank; ``ptr`` = the next rank's) and
     ``sync`` is a torch.distributed barrier, so that all ranks start every trial together.
     """
     check_peer_pattern(pattern, "peer")
+    if backend != "torch":
+        from xstage.hw.common.nvshmem import check_backend, peer_target
+        check_backend(backend, "peer")
+        return peer_target(nbytes, pattern)
     rank, world = init_distributed()
     import torch
     import torch.distributed as dist
@@ -294,12 +299,20 @@ def peer_buffer(nbytes: int, pattern: str = "next") -> TargetBuffer:
                         peer_ptrs=ptrs, sync=sync)
 
 
-def open_target(target: str, nbytes: int, *, self_peer: bool = False, peer_pattern: str = "next") -> TargetBuffer:
-    """Check the target exists on this machine, then allocate ``nbytes`` there."""
+def open_target(target: str, nbytes: int, *, self_peer: bool = False, peer_pattern: str = "next",
+                backend: str = "torch") -> TargetBuffer:
+    """Check the target exists on this machine, then allocate ``nbytes`` there (peer: through ``backend``,
+    torch symmetric memory or nvshmem)."""
     check_peer_pattern(peer_pattern, target)
+    if backend != "torch":
+        from xstage.hw.common.nvshmem import check_backend, core
+        check_backend(backend, target)
+        core()                       # one line before any GPU work when nvshmem4py is missing
     check_target(target, self_peer=self_peer)
     if target == "local":
         return local_buffer(nbytes)
     if target == "host":
         return host_buffer(nbytes)
+    if backend != "torch":
+        return peer_buffer(nbytes, peer_pattern, backend)
     return peer_buffer(nbytes, peer_pattern)

@@ -76,6 +76,10 @@ def register(sub):
     p.add_argument("--no-copy", action="store_true", help="skip the copy-engine comparison")
     p.add_argument("--aligned", action="store_true",
                    help="also run the rate grid and the gap sweeps with a fence-free per-burst barrier")
+    p.add_argument("--backend", default="torch", metavar="{torch,nvshmem}",
+                   help="peer target only: where the symmetric buffers come from. torch (default): torch symmetric "
+                   "memory; nvshmem: NVSHMEM's symmetric heap through nvshmem4py (unique-ID bootstrap over the same "
+                   "torchrun launch, self-PE at world size 1); the kernels store through the peer pointers either way")
     p.add_argument("--self-peer", action="store_true", help="peer target at world size 1 (this GPU's own buffer)")
     p.add_argument("--ring", default="256MiB",
                    help="a buffer slot is rewritten only after this many bytes of other stores (fresh addresses)")
@@ -137,6 +141,10 @@ def build_config(args):
     number("--timeout-ms", args.timeout_ms, minimum=0, allow_equal=False)
     parse_size(args.ring, "--ring")
     fraction, seed = split_args(args, DEFAULT_HELDOUT_FRACTION)
+    backend = getattr(args, "backend", "torch")
+    if backend != "torch":
+        from xstage.hw.common.nvshmem import check_backend
+        check_backend(backend, args.target)
     kw = dict(target=args.target, name=args.name, gap_fractions=_floats(args.gap_fractions, "--gap-fractions"),
               bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
@@ -174,11 +182,16 @@ def run(args) -> int:
         else:
             from xstage.hw.common.targets import apply_launch_env, check_target
             apply_launch_env()
+            if args.backend != "torch":
+                from xstage.hw.common.nvshmem import check_backend, core
+                check_backend(args.backend, args.target)
+                core()
             check_target(args.target, self_peer=args.self_peer)
             from xstage.hw.calib.runners import GpuRunner
             ring = parse_size(args.ring, "--ring")
             runner = GpuRunner(args.target, buffer_bytes(cfg, ring), self_peer=args.self_peer,
-                               timeout_ms=args.timeout_ms, ring_bytes=ring, peer_pattern=cfg.peer_pattern)
+                               timeout_ms=args.timeout_ms, ring_bytes=ring, peer_pattern=cfg.peer_pattern,
+                               backend=args.backend)
         rank = int(os.environ.get("RANK", "0"))
         try:
             if rank != 0:  # other ranks drive their own peer stores (the same sweep); rank 0 records
