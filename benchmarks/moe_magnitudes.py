@@ -53,10 +53,10 @@ SCHEDS = ("expert_wave", "interleaved")
 
 
 # --- tile logs ------------------------------------------------------------------------------------
-def load_tiles(records: Path) -> pd.DataFrame:
-    frames = [load_records(f, "tile")[0] for f in sorted(records.glob("**/moe-tile*.parquet"))]
+def load_tiles(records: Path, pattern: str = "**/moe-tile*.parquet") -> pd.DataFrame:
+    frames = [load_records(f, "tile")[0] for f in sorted(records.glob(pattern))]
     if not frames:
-        raise InputError("records", str(records), "hold no moe-tile*.parquet files")
+        raise InputError("records", str(records), f"hold no {pattern} files")
     t = pd.concat(frames, ignore_index=True)
     t["ml(us)"] = t["mainloop_end(us)"] - t["mainloop_start(us)"]
     t = t.sort_values(["config", "schedule", "sm", "seq"], kind="stable").reset_index(drop=True)
