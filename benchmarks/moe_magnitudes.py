@@ -54,7 +54,11 @@ SCHEDS = ("expert_wave", "interleaved")
 
 # --- tile logs ------------------------------------------------------------------------------------
 def load_tiles(records: Path, pattern: str = "**/moe-tile*.parquet") -> pd.DataFrame:
-    frames = [load_records(f, "tile")[0] for f in sorted(records.glob(pattern))]
+    """Tile records under ``records`` matching ``pattern``; later reruns (``run-*/`` folders, analysed by
+    ``moe_sm_stage_heldout.py``) are left out so that one configuration's tiles are read once."""
+    files = [f for f in sorted(records.glob(pattern))
+             if not any(part.startswith("run-") for part in f.relative_to(records).parts[:-1])]
+    frames = [load_records(f, "tile")[0] for f in files]
     if not frames:
         raise InputError("records", str(records), f"hold no {pattern} files")
     t = pd.concat(frames, ignore_index=True)
