@@ -5,6 +5,7 @@ else the records shipped inside the installed package (``xstage/data``, from a w
 """
 
 import os
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -28,3 +29,28 @@ def data_dir() -> Path:
     if env:
         return Path(env)
     return checkout_data() or packaged_data() or REPO_ROOT / "data"
+
+
+def output_folder(path, *, field: str = "--out", overwrite: bool = False, holds=()) -> Path:
+    """``path`` as an output folder, checked before any long work and without creating anything: not a file,
+    without any of the files ``holds`` unless ``overwrite``, and writable (itself, or the nearest folder above
+    it that exists; a temporary probe file is made and removed there). Bad → ``InputError``."""
+    from xstage.errors import InputError
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InputError(field, str(out), "is a file, not a folder")
+    clash = [name for name in holds if (out / name).exists()]
+    if clash and not overwrite:
+        raise InputError(field, str(out), f"already holds {', '.join(clash)} (pass --overwrite to replace them)")
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError(field, str(out), f"cannot be created ({probe} is not a folder)")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        raise InputError(field, str(out), f"is not writable ({probe}: {err.strerror or type(err).__name__})") from None
+    return out

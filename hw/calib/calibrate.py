@@ -242,26 +242,11 @@ FILES = ("platform.json", "bursts.parquet", "points.parquet", "check.parquet", "
 
 
 def check_out_dir(out_dir, *, overwrite: bool = False) -> Path:
-    """The output folder, checked before the sweep starts and without creating anything: not a file, no
-    calibration files in it unless ``overwrite``, and writable (itself, or the nearest folder above it
-    that exists)."""
-    import os
+    """The output folder, checked before the sweep starts and without creating anything
+    (``xstage.paths.output_folder``): no calibration files in it unless ``overwrite``."""
+    from xstage.paths import output_folder
 
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError("--out", str(out), "is a file, not a folder")
-    if not overwrite:
-        clash = [f for f in FILES if (out / f).exists()]
-        if clash:
-            raise InputError("--out", str(out), f"already holds {', '.join(clash)} (pass --overwrite)")
-    parent = out
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InputError("--out", str(out), f"cannot be created ({parent} is not a folder)")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError("--out", str(out), f"is not writable ({parent} is not writable)")
-    return out
+    return output_folder(out_dir, overwrite=overwrite, holds=FILES)
 
 
 def _link_info(gpu: dict) -> dict:

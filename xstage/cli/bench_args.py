@@ -10,10 +10,9 @@ status 2, never a traceback.
 import argparse
 import re
 import sys
-import tempfile
-from pathlib import Path
 
 from xstage.errors import InputError, require_int, require_positive
+from xstage.paths import output_folder
 
 
 class BenchParser(argparse.ArgumentParser):
@@ -52,22 +51,4 @@ def guard(name: str, body, argv=None) -> int:
         return 2
 
 
-def out_folder(path, *, field: str = "--out", overwrite: bool = False, holds=()) -> Path:
-    """``path`` as an output folder, checked before any long work: not a file, writable (itself, or the
-    nearest folder above it that exists; nothing is created), and without any of the files ``holds``
-    unless ``overwrite``."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise InputError(field, str(out), "is a file, not a folder")
-    clash = [name for name in holds if (out / name).exists()]
-    if clash and not overwrite:
-        raise InputError(field, str(out), f"already holds {', '.join(clash)} (pass --overwrite to replace them)")
-    probe = out
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError as err:
-        raise InputError(field, str(out), f"is not writable ({probe}: {err.strerror or type(err).__name__})") from None
-    return out
+out_folder = output_folder  # the one output-folder check (xstage.paths), shared with hw/calib
