@@ -43,6 +43,7 @@ from xstage.compare.moe_records import load_kernel_records, per_config, problem_
 from xstage.errors import InputError, exit_with
 from xstage.paths import data_dir
 from xstage.records import load_records
+from xstage.records.moe import measured
 from xstage.sim.platform import load_platform
 from xstage.sim.replay import ReplayConfig, replay
 from xstage.sim.schedules import make_moe_schedule
@@ -140,7 +141,7 @@ def setup(row) -> dict:
     sms, lead = int(row["num_sms"]), int(row["lead_rows"])
     scheds = {s: make_moe_schedule(s, lay.grid, sms, **({"lead_rows": lead} if s == "interleaved" else {}))
               for s in SCHEDS}
-    return {"layout": lay, "schedules": scheds, "timings": {k: float(row[f"measured_{k}"]) for k in KEYS}}
+    return {"layout": lay, "schedules": scheds, "timings": {k: float(row[measured(k)]) for k in KEYS}}
 
 
 def mainloops(sched, timings, *, delta=None, factor=1.0, remote=None) -> np.ndarray:
@@ -183,8 +184,8 @@ def speedups(kernel: pd.DataFrame, platform, delta: dict, tiles: pd.DataFrame | 
     out = []
     for cfg, r in inter.iterrows():
         s = setup(r)
-        copy = replace(platform, drain_rate_GBps=float(r["combine_copy_GBps"]))
-        b200 = scaled_b200(int(r["num_sms"]), float(r["combine_copy_GBps"]))
+        copy = replace(platform, drain_rate_GBps=float(r["combine_copy(GBps)"]))
+        b200 = scaled_b200(int(r["num_sms"]), float(r["combine_copy(GBps)"]))
         epi = epi_fixed_us(s, platform)
         fac = local_factors(s, platform, {"expert_wave": c.loc[cfg, "expert_wave_local(us)"],
                                           "interleaved": c.loc[cfg, "interleaved_local(us)"]})
@@ -253,7 +254,7 @@ def main(argv=None) -> int:
         raise InputError("--records", str(records), "is not a folder")
     platform = load_platform(args.platform)
     kernel = load_kernel_records(records)
-    copy = kernel.drop_duplicates("config", keep="last").set_index("config")["combine_copy_GBps"].to_dict()
+    copy = kernel.drop_duplicates("config", keep="last").set_index("config")["combine_copy(GBps)"].to_dict()
     tiles = load_tiles(records)
     figs, delta = tile_figures(tiles, platform, copy)
     pd.set_option("display.width", 250)

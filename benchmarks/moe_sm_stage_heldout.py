@@ -55,7 +55,7 @@ def replays(kernel: pd.DataFrame, platform, fit2) -> pd.DataFrame:
     rows = []
     for cfg, r in inter.iterrows():
         s = setup(r)
-        copy = replace(platform, drain_rate_GBps=float(r["combine_copy_GBps"]))
+        copy = replace(platform, drain_rate_GBps=float(r["combine_copy(GBps)"]))
         row = {"config": cfg, "measured": float(c.loc[cfg, "speedup_interleaved"]),
                "identical": bool(c.loc[cfg, "schedules_identical"])}
         for name, plat, epi in (("today", platform, None), ("2stage", two_stage(copy, *fit2), 0.0)):
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
     platform = load_platform(args.platform)
     kernel = load_kernel_records(records)
-    copy = kernel.drop_duplicates("config", keep="last").set_index("config")["combine_copy_GBps"].to_dict()
+    copy = kernel.drop_duplicates("config", keep="last").set_index("config")["combine_copy(GBps)"].to_dict()
     tiles = load_tiles(records, "moe-tile.parquet")
     missing = sorted(set(kernel["config"]) - set(tiles["config"]))
     if missing:

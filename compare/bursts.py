@@ -177,7 +177,7 @@ def compare_points(points: pd.DataFrame, platform: Platform | str | None = None,
     plat = platform_for(points, platform) if "platform" in points.columns or platform is not None else None
     if plat is None:
         raise InputError("calibration points", "no platform", "need a platform column or --platform")
-    pts = points.dropna(subset=["T_iss_us"])
+    pts = points.dropna(subset=["T_iss(us)"])
     unknown = sorted(set(pts["mode"]) - set(SIM_MODE))
     if unknown:
         raise InputError("points mode", unknown, f"must be one of {', '.join(SIM_MODE)}")
@@ -185,20 +185,20 @@ def compare_points(points: pd.DataFrame, platform: Platform | str | None = None,
     items = pts.to_dict("records")
     for r in (progress(items) if progress else items):
         K, B = int(r["producers"]), int(r["bytes_per_producer"])
-        G = float(r["gap_measured_us"]) if np.isfinite(r["gap_measured_us"]) else float(r["gap_us"])
+        G = float(r["gap_measured(us)"]) if np.isfinite(r["gap_measured(us)"]) else float(r["gap(us)"])
         sim_mode = SIM_MODE[r["mode"]]
         # an isolated burst starts from a drained path: its measured "gap" is the drain wait
-        G = float(r["gap_us"]) if sim_mode == "isolated" else max(G, 0.0)
+        G = float(r["gap(us)"]) if sim_mode == "isolated" else max(G, 0.0)
         n = 16 if fast and sim_mode == "periodic" else POINT_BURSTS[sim_mode]
         sim = simulate_experiment(plat, sim_mode, K, B, G, n)
         m_issue, m_period = _model_point(plat, sim_mode, K, B, G)
         rows.append({"platform": r.get("platform", plat.name), "simulated_platform": plat.name,
                      "target": r.get("target", plat.target), "phase": r["phase"], "mode": r["mode"],
                      "simulated_mode": sim_mode, "gap_kind": r.get("gap_kind", "spin"), "producers": K,
-                     "bytes_per_producer": B, "gap(us)": float(r["gap_us"]), "gap_measured(us)": G,
-                     "measured_issue(us)": float(r["T_iss_us"]), "simulated_issue(us)": sim["simulated_issue(us)"],
+                     "bytes_per_producer": B, "gap(us)": float(r["gap(us)"]), "gap_measured(us)": G,
+                     "measured_issue(us)": float(r["T_iss(us)"]), "simulated_issue(us)": sim["simulated_issue(us)"],
                      "model_issue(us)": m_issue,
-                     "measured_period(us)": float(r["period_us"]), "simulated_period(us)": sim["simulated_period(us)"],
+                     "measured_period(us)": float(r["period(us)"]), "simulated_period(us)": sim["simulated_period(us)"],
                      "model_period(us)": m_period})
     out = pd.DataFrame(rows)
     isolated = out["mode"] == "isolated"

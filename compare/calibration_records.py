@@ -75,7 +75,7 @@ def summarize_results(data_dir, platform: str | None = None):
         check, summary = check_and_summarize(points, plat)
         if (folder / "copy.parquet").exists():
             copy, _ = load_records(folder / "copy.parquet", "kernel")
-            summary["copy_engine_GBps"] = float(copy["GBps"].max())
+            summary["copy_engine_GBps"] = float(copy["copy(GBps)"].max())
         summary.update(heldout_summary(points, plat, meta))
         summary["records"] = f"{folder.parent.name}/{folder.name}"
         rows.append(summary)

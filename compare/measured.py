@@ -19,6 +19,7 @@ from xstage.compare.bursts import load_calibration_points
 from xstage.compare.frames import load_kind
 from xstage.compare.platforms import find_platform
 from xstage.errors import InputError
+from xstage.records.spelling import json_key
 from xstage.sim.platform import Platform, bundled_platforms
 
 
@@ -53,7 +54,8 @@ def calibration_points(data_dir: Path, platform: str) -> pd.DataFrame | None:
 
 def moe_sweep_records(data_dir: Path, platform: str) -> pd.DataFrame:
     """``xstage sweep moe --out`` files (summary records, table moe_sweep) of ``platform`` (named in their
-    meta config). Version 1 sweep files named no table and are not read."""
+    meta config), with the sweep's JSON-keyed column names (``wave(us)`` in the file, ``wave_us`` here).
+    Version 1 sweep files named no table and are not read."""
 
     def mine(frame, meta):
         if meta.get("table") != "moe_sweep":
@@ -62,7 +64,7 @@ def moe_sweep_records(data_dir: Path, platform: str) -> pd.DataFrame:
         named = (meta.get("config") or {}).get("platform") or (plat.get("name") if isinstance(plat, dict) else plat)
         return named in (None, platform)
 
-    frame = load_kind(data_dir, "summary", where=mine)
+    frame = load_kind(data_dir, "summary", where=mine).rename(columns=json_key)
     return frame.drop_duplicates("config", keep="last") if len(frame) else frame
 
 

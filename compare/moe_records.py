@@ -24,7 +24,7 @@ import pandas as pd
 
 from xstage.errors import InputError
 from xstage.records import load_records
-from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, same_order, tile_timings
+from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, measured, same_order, tile_timings
 
 
 # --- the simulator's prediction -----------------------------------------------------------------
@@ -119,7 +119,7 @@ def parse_label(label: str):
 
 def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
     """Fill ``sim_wave(us)``/``sim_int(us)`` of the schedule rows from the stored measured medians
-    (``measured_l1_us`` ...), rebuilding each configuration's layout and schedules (seeded)."""
+    (``measured_l1(us)`` ...), rebuilding each configuration's layout and schedules (seeded)."""
     from xstage.sim.workloads.moe_layout import MoeProblem, dispatch_layout
     from xstage.sim.schedules import make_moe_schedule
 
@@ -128,7 +128,7 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
     ranks = out["rank"] if "rank" in out else pd.Series(0, index=out.index)
     for (config, rank), grp in out[out["variant"].isin(SCHEDULES)].groupby(["config", ranks]):
         r = grp.iloc[0]
-        if not all(f"measured_{k}" in r and np.isfinite(r[f"measured_{k}"]) for k in keys):
+        if not all(measured(k) in r and np.isfinite(r[measured(k)]) for k in keys):
             continue
         fields = problem_fields(r)
         if str(r.get("layout", "")) == "ep":  # a W-rank record (xstage.hw.moe.dist): the EP routing
@@ -138,7 +138,7 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
         else:
             lay = dispatch_layout(MoeProblem(**fields))
         sms = int(r["num_sms"])
-        timings = {k: float(r[f"measured_{k}"]) for k in keys}
+        timings = {k: float(r[measured(k)]) for k in keys}
         wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms), timings, platform)
         inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"])),
                          timings, platform)

@@ -2,7 +2,7 @@
 
 Pure functions on a *points* frame: one row per measured configuration (medians), columns
 ``phase`` (rate | plateau | gap | fma | isolated), ``mode``, ``producers``, ``bytes_per_producer``,
-``volume_bytes``, ``gap_us``, ``T_iss_us``, ``period_us``, ``gap_measured_us``. The same code fits records
+``volume(bytes)``, ``gap(us)``, ``T_iss(us)``, ``period(us)``, ``gap_measured(us)`` (a point record). The same code fits records
 from the GPU and from the simulator (tests recover a known platform from simulated sweeps).
 
 - R (Sec. 3.3): zero-gap periodic points that are drain-dominated -- their issue time is clearly
@@ -166,13 +166,12 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
     """
     R = platform.drain_rate_Bpus
     rows = []
-    for p in points.itertuples(index=False):
-        d = p._asdict()
+    for d in points.to_dict("records"):
         K, B = int(d["producers"]), float(d["bytes_per_producer"])
         V = K * B
         t0 = platform.issue_time0_us(K, B)
         Q = platform.capacity_bytes(K)
-        G = max(float(d["gap_measured_us"]), 0.0)
+        G = max(float(d["gap_measured(us)"]), 0.0)
         if d["mode"] == "isolated":
             pred_t = eq3_t = model.isolated_issue_time_us(t0, V, R, Q)
             pred_p = eq3_p = np.nan
@@ -180,9 +179,9 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
             pred_t = periodic_issue_time_us(G, t0, V, R, Q)
             eq3_t = model.issue_time_us(G, t0, V, R)
             pred_p, eq3_p = pred_t + G, eq3_t + G
-        meas_t, meas_p = d["T_iss_us"], d["period_us"]
+        meas_t, meas_p = d["T_iss(us)"], d["period(us)"]
         rows.append({"phase": d["phase"], "mode": d["mode"], "gap_kind": d.get("gap_kind", "spin"), "producers": K,
-                     "bytes_per_producer": int(B), "gap(us)": d["gap_us"], "gap_measured(us)": G,
+                     "bytes_per_producer": int(B), "gap(us)": d["gap(us)"], "gap_measured(us)": G,
                      "T_iss(us)": meas_t, "period(us)": meas_p, "model_T_iss(us)": pred_t,
                      "model_period(us)": pred_p, "eq3_T_iss(us)": eq3_t, "eq3_period(us)": eq3_p,
                      "T_iss0(us)": t0, "V/R(us)": V / R, "Q(bytes)": Q,

@@ -45,16 +45,16 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     """
     from xstage.sim.platform import Platform
 
-    points = points.dropna(subset=["T_iss_us"])
-    points = points[points["T_iss_us"] > 0]
+    points = points.dropna(subset=["T_iss(us)"])
+    points = points[points["T_iss(us)"] > 0]
     free = points[points["phase"].isin(("plateau", "isolated"))]
     if len(free[free["phase"] == "plateau"]) < 3:
         raise InputError("points", len(free), "must hold >= 3 plateau points to fit T_iss0")
     iso = points[points["phase"] == "isolated"]
     if iso.empty:
         raise InputError("points", "isolated", "must hold isolated points to fit Q(K)")
-    rate = points[(points["phase"] == "rate") & (points["period_us"] > 0)]
-    K, B, V, T = (free[c].to_numpy(float) for c in ("producers", "bytes_per_producer", "volume_bytes", "T_iss_us"))
+    rate = points[(points["phase"] == "rate") & (points["period(us)"] > 0)]
+    K, B, V, T = (free[c].to_numpy(float) for c in ("producers", "bytes_per_producer", "volume(bytes)", "T_iss(us)"))
 
     def t0_fn(fit):
         inv_i = 0.0 if fit["injection_GBps"] is None else 1.0 / (fit["injection_GBps"] * 1e3)
@@ -69,17 +69,17 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         if (keep == use).all() or keep.sum() < 3:
             break
         use = keep
-    R = calib_fit.fit_drain_rate(rate["volume_bytes"], rate["period_us"])["R_Bpus"]
+    R = calib_fit.fit_drain_rate(rate["volume(bytes)"], rate["period(us)"])["R_Bpus"]
     caps, history = {}, []
     for _ in range(iterations):
         t0_of = t0_fn(t0)
-        r = calib_fit.fit_drain_rate(rate["volume_bytes"], rate["period_us"], rate["T_iss_us"],
+        r = calib_fit.fit_drain_rate(rate["volume(bytes)"], rate["period(us)"], rate["T_iss(us)"],
                                      t0_of(rate["producers"], rate["bytes_per_producer"]))
         R = r["R_Bpus"]
         fits = {}
         for k in sorted(set(iso["producers"])):
             grp = free[free["producers"] == k]
-            fits[int(k)] = calib_fit.fit_capacity(grp["volume_bytes"], grp["T_iss_us"],
+            fits[int(k)] = calib_fit.fit_capacity(grp["volume(bytes)"], grp["T_iss(us)"],
                                                   t0_of(grp["producers"], grp["bytes_per_producer"]), R)
         caps = {k: f["Q_bytes"] for k, f in fits.items()}
         explained = (V - _capacity_of(caps, K)) / R > T / calib_fit.KNEE_MARGIN
@@ -93,10 +93,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         history.append(state)
     t0["n_capacity_limited_excluded"] = int((~use).sum())
     fence = {}
-    if "fence_us" in iso and iso["fence_us"].notna().any():   # drain seen by the sender: V / (start -> fence)
-        for k, grp in iso.dropna(subset=["fence_us"]).groupby("producers"):
-            big = grp.loc[grp["volume_bytes"].idxmax()]
-            fence[int(k)] = float(big["volume_bytes"] / big["fence_us"] / 1e3)
+    if "fence(us)" in iso and iso["fence(us)"].notna().any():   # drain seen by the sender: V / (start -> fence)
+        for k, grp in iso.dropna(subset=["fence(us)"]).groupby("producers"):
+            big = grp.loc[grp["volume(bytes)"].idxmax()]
+            fence[int(k)] = float(big["volume(bytes)"] / big["fence(us)"] / 1e3)
     fit = {"T_iss0": t0, "R": r, "Q": fits, "iterations": len(history) + 1, "fence_rate_GBps": fence}
     notes = dict(notes or {})
     notes.update(fit_notes(fit))

@@ -32,9 +32,9 @@ def simulated_points(platform, rows=POINTS, scale: float = 1.0) -> pd.DataFrame:
     for phase, mode, gap_kind, K, B, G in rows:
         s = simulate_experiment(platform, SIM_MODE[mode], K, B, G, 16)
         out.append({"phase": phase, "target": platform.target, "mode": mode, "gap_kind": gap_kind, "producers": K,
-                    "bytes_per_producer": B, "volume_bytes": K * B, "gap_us": G, "fma_iters": 0,
-                    "T_iss_us": s["simulated_issue(us)"] * scale, "period_us": s["simulated_period(us)"],
-                    "gap_measured_us": G, "trials": 1})
+                    "bytes_per_producer": B, "volume(bytes)": K * B, "gap(us)": G, "fma_iters": 0,
+                    "T_iss(us)": s["simulated_issue(us)"] * scale, "period(us)": s["simulated_period(us)"],
+                    "gap_measured(us)": G, "trials": 1})
     return pd.DataFrame(out)
 
 

@@ -148,7 +148,7 @@ def measure_m(lay, fa, args, log) -> tuple:
             rows.append(R.kernel_row(lay, name, t, timing=modes[name], scheduler=fa.scheduler,
                                      tile_mn="x".join(map(str, next((tm for tm in args.tile_mn
                                                                     if name.endswith(f"t{tm[0]}x{tm[1]}")), (128, 128)))),
-                                     stagger_us=next((u for u in st if name.endswith(f"st{int(round(u))}")), 0.0),
+                                     **{"stagger(us)": next((u for u in st if name.endswith(f"st{int(round(u))}")), 0.0)},
                                      clocks_before=before, clocks_after=after, **pair))
         return rows, checks
     finally:

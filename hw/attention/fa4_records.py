@@ -1,7 +1,7 @@
 """Kernel records and the per-M summary of the FA4 runs (pure numpy/pandas: the GPU side hands over numbers).
 
 Row columns: the standard kernel columns (source, experiment, config, variant, time(us), trials) and
-platform, M, heads, head_dim, world_size, rank, flops, TFLOPs, bytes_remote, time quantiles, timing
+platform, M, heads, head_dim, world_size, rank, flops, compute(TFLOPs), bytes_remote, time quantiles, timing
 ("graph" | "eager"), paired_minus_fa(us) (median of matched pairs against ``fa4``), pairs, scheduler.
 
 Summary per M: fa_vs_sdpa = cuDNN / FA4 time; Serial-best = the faster of FA4 + CE and cuDNN + CE;
@@ -24,7 +24,7 @@ def kernel_row(lay, variant: str, times_us, *, platform: str = PLATFORM, **extra
                     heads=lay.heads, head_dim=lay.head_dim, world_size=lay.world_size, rank=lay.rank,
                     bytes_remote=lay.remote_bytes)
     if variant == "ce":
-        row["GB_per_s"] = lay.remote_bytes * lay.world_size / (lay.world_size - 1) / row["time(us)"] / 1e3
+        row["copy(GBps)"] = lay.remote_bytes * lay.world_size / (lay.world_size - 1) / row["time(us)"] / 1e3
     row.update(extra)
     return row
 

@@ -53,7 +53,7 @@ def tune(M: int = 16384, heads: int = 3, head_dim: int = 128, world: int = 8, tr
     times, _ = time_variants(fns, trials=trials, warmup=2, rounds=4)
     rows = [kernel_row(cfgs[name], "fa_tune", t) for name, t in times.items()]
     for r in sorted(rows, key=lambda r: r["time(us)"]):
-        hw_log(f"  tune: {r['config']}: {r['time(us)']:.1f} us, {r['TFLOPs']:.0f} TFLOP/s")
+        hw_log(f"  tune: {r['config']}: {r['time(us)']:.1f} us, {r['compute(TFLOPs)']:.0f} TFLOP/s")
     best = min(rows, key=lambda r: r["time(us)"])
     return cfgs[best["config"]], rows
 

@@ -189,13 +189,13 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True):
         frame, _info = runner.run(spec)
         row = {"phase": phase, "target": cfg.target, "mode": spec.mode, "gap_kind": spec.gap_kind,
                "producers": spec.producers, "bytes_per_producer": spec.bytes_per_producer,
-               "volume_bytes": spec.volume_bytes, "gap_us": spec.gap_us, "fma_iters": spec.fma_iters,
+               "volume(bytes)": spec.volume_bytes, "gap(us)": spec.gap_us, "fma_iters": spec.fma_iters,
                **pattern, **{k: v for k, v in summarize_run(frame).items()}}
         points.append(row)
         kept = _keep(frame, spec.producers, cfg.keep_producers).assign(phase=phase, **pattern)
         bursts.append(kept)
         bar.set_postfix_str(f"{phase} K={spec.producers} B={spec.bytes_per_producer // KiB}KiB "
-                            f"T_iss={row['T_iss_us']:.2f}us")
+                            f"T_iss={row['T_iss(us)']:.2f}us")
         bar.update()
         return row
 
@@ -205,7 +205,7 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True):
     period0 = {}
     grid = sorted({(k, b) for k in cfg.producers for b in cfg.sizes} | set(cfg.gap_configs))
     for k, b in grid:
-        period0[(k, b)] = measure("rate", periodic(k, b))["period_us"]
+        period0[(k, b)] = measure("rate", periodic(k, b))["period(us)"]
     for k, b in grid:
         measure("plateau", BurstSpec(k, b, cfg.plateau_factor * period0[(k, b)] + 2.0, bursts=cfg.bursts,
                                      trials=cfg.trials, warmup=cfg.warmup))
@@ -272,7 +272,7 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     out = check_out_dir(out_dir, overwrite=overwrite)
     t = time.perf_counter()
     points, bursts = sweep(cfg, runner, progress=progress)
-    volumes = sorted(set(points.loc[points["phase"] == "rate", "volume_bytes"]))
+    volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
     copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
     described = runner.describe()
     if provenance_block is None:
@@ -342,18 +342,18 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     if split is not None:
         summary["grid"] = meta["config"].get("grid", "default")
     if len(copy):
-        summary["copy_engine_GBps"] = float(copy["GBps"].max())
+        summary["copy_engine_GBps"] = float(copy["copy(GBps)"].max())
     summary["pcie_limit_GBps"] = meta["link"].get("pcie_limit_GBps") or meta["link"]["pcie_gen5_x16_GBps"]
     summary["timer_tick_ns"] = (meta["runner"].get("timer") or {}).get("tick_ns")
     summary["fit_Q"] = {str(k): {kk: vv for kk, vv in c.items() if kk != "residuals"} for k, c in fit["Q"].items()}
     summary["fence_rate_GBps"] = {str(k): v for k, v in fit["fence_rate_GBps"].items()}
     rate_pts = points[points["phase"] == "rate"]
-    if "kernel_GBps" in rate_pts and rate_pts["kernel_GBps"].notna().any():   # bytes / CUDA-event kernel time
-        summary["kernel_GBps_rate_max"] = float(rate_pts["kernel_GBps"].max())
-        summary["kernel_GBps_rate_median"] = float(rate_pts["kernel_GBps"].median())
+    if "kernel(GBps)" in rate_pts and rate_pts["kernel(GBps)"].notna().any():   # bytes / CUDA-event kernel time
+        summary["kernel_GBps_rate_max"] = float(rate_pts["kernel(GBps)"].max())
+        summary["kernel_GBps_rate_median"] = float(rate_pts["kernel(GBps)"].median())
     free_pts = points[points["phase"] == "free-rate"]
     if len(free_pts):
-        summary["free_rate_GBps_max"] = float((free_pts["volume_bytes"] / free_pts["period_us"]).max() / 1e3)
+        summary["free_rate_GBps_max"] = float((free_pts["volume(bytes)"] / free_pts["period(us)"]).max() / 1e3)
     summary["R_drain_dominated_points"] = int(fit["R"]["n_used"])
     summary["R_is_lower_bound"] = not fit["R"]["drain_limited"]
     model_errors = {k: summary[k] for k in summary if "rel_err" in k or k.startswith("n_") or k.endswith("n_points")

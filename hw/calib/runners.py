@@ -74,8 +74,8 @@ class GpuRunner:
                 raise RuntimeError("copy-engine check: pinned buffer does not hold the copied bytes")
             t = float(np.median(times))
             rows.append({"source": "hw", "experiment": "copy-engine", "config": f"V={v}",
-                         "variant": "torch d2h pinned", "time(us)": t, "trials": trials, "bytes": v,
-                         "GBps": v / t / 1e3})
+                         "variant": "torch d2h pinned", "time(us)": t, "trials": trials, "volume(bytes)": v,
+                         "copy(GBps)": v / t / 1e3})
             del src, dst
         return pd.DataFrame(rows)
 

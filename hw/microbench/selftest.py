@@ -10,6 +10,7 @@ from xstage.hw.microbench.pattern import MicrobenchError, check_pattern
 from xstage.hw.microbench.runner import Microbench
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.hw.microbench.summary import summarize_run
+from xstage.records.spelling import json_key
 from xstage.hw.common.log import hw_log
 
 
@@ -41,7 +42,7 @@ def selftest(target_name: str = "host", small: bool = False, timeout_ms: float =
             frame, info = mb.run(spec, cpu_verify=True)
             runs.append({**{k: v for k, v in asdict(spec).items() if k in ("producers", "bytes_per_producer",
                                                                        "mode", "gap_kind")},
-                         **summarize_run(frame), "verified_words": info["verified_words"]})
+                         **{json_key(k): v for k, v in summarize_run(frame).items()}, "verified_words": info["verified_words"]})
             hw_log(f"[selftest] ok {runs[-1]}")
         out["runs"] = runs
         # the check must catch a lost store: corrupt one word after a run, then check again (on the

@@ -50,8 +50,9 @@ def _free_window(t: pd.DataFrame) -> dict:
 def summarize_run(frame: pd.DataFrame) -> dict:
     """Aggregate burst figures of one configuration, per trial, then the median over trials.
 
-    T_iss_us / period_us describe the aggregate burst of V = K * B bytes (see `_aggregate_bursts`,
-    `_free_window`); T_iss_producer_us is the median single-producer issue time, for reference.
+    The columns of a point record (``xstage.records.point``): T_iss(us) / period(us) describe the
+    aggregate burst of V = K * B bytes (see `_aggregate_bursts`, `_free_window`); T_iss_producer(us) is
+    the median single-producer issue time, for reference.
     """
     for col in ("fence(us)", "kernel(us)"):
         if col not in frame:
@@ -63,9 +64,9 @@ def summarize_run(frame: pd.DataFrame) -> dict:
         row["kernel_GBps"] = nbytes / float(t["kernel(us)"].iloc[0]) / 1e3
         rows.append(row)
     per_trial = pd.DataFrame(rows)
-    return {"T_iss_us": float(per_trial["issue"].median()), "period_us": float(per_trial["period"].median()),
-            "gap_measured_us": float(per_trial["gap"].median()), "fence_us": float(per_trial["fence"].median()),
-            "T_iss_producer_us": float(per_trial["producer_issue"].median()),
-            "kernel_GBps": float(per_trial["kernel_GBps"].median()),   # all bytes / CUDA-event kernel time
+    return {"T_iss(us)": float(per_trial["issue"].median()), "period(us)": float(per_trial["period"].median()),
+            "gap_measured(us)": float(per_trial["gap"].median()), "fence(us)": float(per_trial["fence"].median()),
+            "T_iss_producer(us)": float(per_trial["producer_issue"].median()),
+            "kernel(GBps)": float(per_trial["kernel_GBps"].median()),   # all bytes / CUDA-event kernel time
             "T_iss_spread": float(per_trial["issue"].max() / per_trial["issue"].min() - 1.0),
             "trials": int(len(per_trial))}

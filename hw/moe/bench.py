@@ -137,10 +137,11 @@ def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **c
     combine_copy), with ``columns`` added to every row; and the Combine copy's rate (GB/s, remote bytes)."""
     errors = {k: int(d.error.item()) for k, d in s.dev.items()}
     bytes_ = s.layout.combine_bytes()
-    extra = {"lead_rows": s.lead, "lead_knee_rows": s.knee, "lead_tune_us": json.dumps(lead_us), "num_sms": s.sms,
+    extra = {"lead_rows": s.lead, "lead_knee_rows": s.knee, "lead_tune(us)": json.dumps(lead_us), "num_sms": s.sms,
              "wave_experts": s.schedules["expert_wave"].params["wave_experts"][0], "rows": s.layout.grid.rows,
              "schedules_identical": same_orders(s),
-             **bytes_, **{f"kernel_{k}": v for k, v in kw.items()}, **columns}
+             "local(bytes)": bytes_["local_bytes"], "remote(bytes)": bytes_["remote_bytes"],
+             **{f"kernel_{k}": v for k, v in kw.items()}, **columns}
     rows = [kernel_row(s.problem, name, t, timing=modes[name], **extra) for name, t in times.items()]
     if "baseline_ffn" in times:
         total = np.asarray(times["baseline_ffn"]) + np.asarray(times["combine_copy"])
@@ -148,7 +149,7 @@ def kernel_rows(s: Setup, kw: dict, times: dict, modes: dict, lead_us: dict, **c
     copy_us = next(r["time(us)"] for r in rows if r["variant"] == "combine_copy")
     copy_GBps = bytes_["remote_bytes"] / copy_us / 1e3
     for r in rows:
-        r["combine_copy_GBps"] = copy_GBps
+        r["combine_copy(GBps)"] = copy_GBps
         r["error_flag"] = errors.get(r["variant"].replace("_local", ""), 0)
     return rows, copy_GBps
 

@@ -29,7 +29,7 @@ TIMES = {"fa": 100.0, "serial": 150.0, "fused": 105.0, "serial_best": 160.0, "sd
 def test_kernel_row_median_and_throughput():
     row = kernel_row(_cfg(), "fa", [3.0, 1.0, 2.0])
     assert row["time(us)"] == 2.0 and row["trials"] == 3 and row["time_min(us)"] == 1.0
-    assert row["TFLOPs"] == pytest.approx(4 * 8192**2 * 128 * 3 / 2.0 / 1e6)
+    assert row["compute(TFLOPs)"] == pytest.approx(4 * 8192**2 * 128 * 3 / 2.0 / 1e6)
     assert row["bytes_remote"] == 8192 * 3 * 128 * 2 * 7 // 8
     assert set(COLUMNS["kernel"]) <= set(row)
     with pytest.raises(InputError):

@@ -114,11 +114,11 @@ def test_simulated_points_compare_with_zero_error_in_every_mode(b200, sim_points
 
 
 def test_points_use_the_measured_gap_and_show_a_slower_aggregate(b200, sim_points):
-    slow = sim_points.assign(T_iss_us=sim_points["T_iss_us"] * 1.25)
+    slow = sim_points.assign(**{"T_iss(us)": sim_points["T_iss(us)"] * 1.25})
     s = burst_error_summary(compare_points(slow, b200, fast=True))
     assert math.isclose(s["issue_median_rel_err"], 0.25 / 1.25, rel_tol=1e-9)
     # a lockstep point whose measured gap (barrier wait included) exceeds its nominal gap is simulated at it
-    one = sim_points.iloc[[0]].assign(gap_measured_us=50.0)
+    one = sim_points.iloc[[0]].assign(**{"gap_measured(us)": 50.0})
     row = compare_points(one, b200, fast=True).iloc[0]
     assert row["gap(us)"] == 0.0 and row["gap_measured(us)"] == 50.0
     assert math.isclose(row["simulated_period(us)"], row["simulated_issue(us)"] + 50.0, rel_tol=1e-9)

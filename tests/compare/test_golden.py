@@ -74,7 +74,7 @@ def test_lockstep_points_are_simulated_at_the_measured_gap():
     lock = rows[(rows["mode"] == "periodic") & (rows["gap_measured(us)"] > rows["gap(us)"] + 1.0)]
     assert len(lock) > 0
     pts, _ = load_records(DATA / "calibration/h200-pcie-host/points.parquet")
-    assert np.isfinite(pts["gap_measured_us"]).all()
+    assert np.isfinite(pts["gap_measured(us)"]).all()
 
 
 def test_attention_uses_the_chosen_fused_kernel_among_tuning_and_option_variants():

@@ -63,8 +63,8 @@ def _kernel_rows(times: dict, problem=PROBLEM, sim=None, measured=True):
     for variant, t in times.items():
         extra = {"lead_rows": 2, "num_sms": 8, "baseline": "torch._grouped_mm"}
         if measured:
-            extra.update({"measured_l1_us": 6.0, "measured_l2_us": 3.0, "measured_l1_epilogue_us": 0.5,
-                          "measured_l2_epilogue_us": 1.0})
+            extra.update({"measured_l1(us)": 6.0, "measured_l2(us)": 3.0, "measured_l1_epilogue(us)": 0.5,
+                          "measured_l2_epilogue(us)": 1.0})
         if sim:
             extra.update(sim)
         rows.append(RB.kernel_row(problem, variant, [t, t * 1.01, t * 0.99], **extra))
@@ -79,7 +79,7 @@ def test_kernel_rows_summary_and_roundtrip(tmp_path):
                       "interleaved_local": 60.0, "grouped_mm": 40.0},
                      problem=MoeProblem(256, 128, 700, seed=3),
                      sim={"sim_wave(us)": 105.0, "sim_int(us)": 100.0, "sim_platform": "test"})
-    assert a[0]["TFLOPs"] == pytest.approx(PROBLEM.flops / 120.0 / 1e6)
+    assert a[0]["compute(TFLOPs)"] == pytest.approx(PROBLEM.flops / 120.0 / 1e6)
     path = save_records(tmp_path / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(a + b),
                         {"config": {}, "provenance": {}})
     frame, meta = load_records(path, "kernel")

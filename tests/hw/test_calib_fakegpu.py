@@ -187,8 +187,8 @@ def test_run_builds_burst_records(fake_cupy, mode):
     fence = frame["fence(us)"]
     assert (np.allclose(fence, 1.8) if mode == "isolated" else fence.isna().all())
     s = mb.summarize_run(frame)
-    assert s["T_iss_us"] == pytest.approx(0.9) and s["period_us"] == pytest.approx(3.0, rel=0.02)
-    assert s["kernel_GBps"] == pytest.approx(5 * 6 * 1024 / 500.0 / 1e3)     # 0.5 ms per fake launch
+    assert s["T_iss(us)"] == pytest.approx(0.9) and s["period(us)"] == pytest.approx(3.0, rel=0.02)
+    assert s["kernel(GBps)"] == pytest.approx(5 * 6 * 1024 / 500.0 / 1e3)     # 0.5 ms per fake launch
 
 
 def test_clock_timebase_when_tick_is_coarse(fake_cupy):

@@ -57,7 +57,7 @@ def test_periodic_and_isolated_records_on_gpu(gpu):
         assert (frame["issue(us)"] > 0).all() and np.isfinite(frame["period(us)"].dropna()).all()
         iso, _ = bench.run(BurstSpec(8, 16384, 0.0, mode="isolated", bursts=4, trials=1), cpu_verify=True)
         s = summarize_run(iso)
-        assert s["fence_us"] >= s["T_iss_us"] > 0   # drained after issued
+        assert s["fence(us)"] >= s["T_iss(us)"] > 0   # drained after issued
     finally:
         bench.close()
 

@@ -214,7 +214,7 @@ def test_all_to_all_runs_write_only_their_regions(fake_gpu, world):
         slots = info["slots"]
         assert info["peer_pattern"] == "all" and len(frame) == 7 * 6 * 2
         assert info["destinations"] == list(PeerLayout(view.info["rank"], world, 7).dests)
-        assert mb.summarize_run(frame)["T_iss_us"] == pytest.approx(0.9)
+        assert mb.summarize_run(frame)["T_iss(us)"] == pytest.approx(0.9)
     assert slots == 4                                   # ring 8 KiB / V 3.5 KiB -> 3 copies, at least 4
     assert syncs == ([r for r in range(world) for _ in range(3)] if world > 1 else [])   # before every trial
     W = spec.words_per_producer

@@ -124,8 +124,8 @@ def test_agreed_lead():
 
 # --- records ------------------------------------------------------------------------------------------
 def _rank_rows(p: EpProblem, times: dict, sim: float) -> list:
-    extra = {"lead_rows": 2, "num_sms": 8, "baseline": "torch._grouped_mm", "layout": "ep", "measured_l1_us": 6.0,
-             "measured_l2_us": 3.0, "measured_l1_epilogue_us": 0.5, "measured_l2_epilogue_us": 1.0,
+    extra = {"lead_rows": 2, "num_sms": 8, "baseline": "torch._grouped_mm", "layout": "ep", "measured_l1(us)": 6.0,
+             "measured_l2(us)": 3.0, "measured_l1_epilogue(us)": 0.5, "measured_l2_epilogue(us)": 1.0,
              "sim_wave(us)": sim * 1.1, "sim_int(us)": sim, "sim_platform": "test"}
     return [RB.kernel_row(p, v, [t * 0.99, t, t * 1.01], platform="h200-nvlink", **extra) for v, t in times.items()]
 
@@ -271,6 +271,6 @@ def test_measure_rank_rows(interpreted):
                                     "grouped_mm", "baseline_ffn", "combine_copy", "baseline_total"])
     assert all(c["ok"] for c in m["checks"]) and len(m["checks"]) == 2
     assert set(COLUMNS["kernel"]) <= set(m["cols"])
-    assert {"rank", "world_size", "time(us)", "lead_rows", "combine_copy_GBps"} <= set(m["cols"])
+    assert {"rank", "world_size", "time(us)", "lead_rows", "combine_copy(GBps)"} <= set(m["cols"])
     assert not any(c.startswith("sim_") for c in m["cols"])   # the bench records; compare replays the simulator
     assert m["platform"] == "h200-nvlink" and m["layout"] == "ep"

@@ -59,6 +59,7 @@ def test_cli_sweep_local(tmp_path, capsys):
         assert key in summary
     frame, meta = load_records(out, "summary")
     assert len(frame) == 2 and meta["summary"]["n_configs"] == 2 and meta["platform_hash"]
+    assert {"wave(us)", "int(us)", "wave_span_median(us)"} <= set(frame) and "wave_us" not in frame   # record spelling
     assert main(["sweep", "moe", "--jobs", "1", "--configs", SMALL[0], "--out", str(out), "--no-progress"]) == 2
 
 
@@ -153,7 +154,7 @@ def test_wave_imbalance_reaches_the_expert_wave_schedule(capsys, tmp_path):
         rows[imb] = frame.iloc[0]
         assert meta["config"]["wave_imbalance"] == float(imb) and rows[imb]["wave_imbalance"] == float(imb)
     assert rows["4"]["wave_experts"] < rows["16"]["wave_experts"]        # smaller waves
-    assert rows["4"]["int_us"] == pytest.approx(rows["16"]["int_us"])      # interleaved does not use waves
+    assert rows["4"]["int(us)"] == pytest.approx(rows["16"]["int(us)"])    # interleaved does not use waves
     for bad, field in (("0", "--wave-imbalance(='0')"), ("many", "--wave-imbalance(='many')")):
         code = main(["sweep", "moe", "-p", "paper-b200", "--configs", name, "--jobs", "1", "--no-progress",
                      "--wave-imbalance", bad, "--out", str(tmp_path / "x.csv")])

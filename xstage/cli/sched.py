@@ -169,6 +169,7 @@ def _progress(enabled, total_hint):
 def run_sweep(args) -> int:
     from xstage.provenance import provenance
     from xstage.records import save_records
+    from xstage.records.spelling import column_name
     from xstage.sim.sweep import summarize_fa, summarize_moe, sweep
     from xstage.sim.workloads.catalog import parse_config
     import re
@@ -202,7 +203,8 @@ def run_sweep(args) -> int:
                        "scheduler": args.scheduler, **kw},
             "platform_hash": platform.content_hash, "platform": platform.to_dict(),
             "provenance": provenance(with_gpu=False), "summary": summary}
-    save_records(out, "summary", frame, meta, table=f"{args.kind}_sweep", overwrite=args.overwrite)
+    save_records(out, "summary", frame.rename(columns=column_name), meta, table=f"{args.kind}_sweep",
+                 overwrite=args.overwrite)
     if args.json:
         print_json(summary)
     else:

@@ -4,16 +4,21 @@ A record file is Parquet (or CSV for quick looks) holding the rows, with a JSON 
 Parquet metadata (``META_KEY``; beside a CSV, ``NAME.meta.json``) that carries the record kind,
 schema version, resolved configuration and provenance. Each kind is declared in its own module
 (``burst``, ``point``, ``tile``, ``kernel``, ``summary``) as ``KIND`` and ``COLUMNS``: (name, unit)
-pairs, the unit "" for labels and indices. A summary file also names its table (``summary.TABLES``).
+pairs, the unit "" for labels, indices, counts and ratios. A summary file also names its table
+(``summary.TABLES``). Every column, declared or added by an experiment, spells its unit ``name(unit)``
+(``spelling``: ``gap(us)``, ``volume(bytes)``; JSON keys keep ``name_unit``).
 
 ``save_records`` and ``load_records`` check the declaration: the kind is the one the caller
-names (never one carried in ``meta``), every declared column is present and every column with a
-unit is numeric. A bad file is one ``InputError`` naming the file and the field. Files are
+names (never one carried in ``meta``), every declared column is present, every column with a
+unit is numeric and every column follows the spelling (a summary ``frame`` holds a page's own
+columns and is not checked). A bad file is one ``InputError`` naming the file and the field. Files are
 written to a temporary name and renamed; an existing file is never overwritten unless asked.
 
-Schema versions: 2 (written now) split calibration points (kind ``point``) off ``summary`` and
-names a summary's table; version 1 files are read as they were written, except that a reader
-asking for ``point`` accepts a version 1 ``summary`` (that is how version 1 stored points).
+Schema versions: 3 (written now) spells every column ``name(unit)``; 2 split calibration points
+(kind ``point``) off ``summary`` and named a summary's table. Version 1 and 2 files are read with
+their ``name_unit`` columns renamed to the version 3 names (``spelling.upgrade``: ``T_iss_us`` ->
+``T_iss(us)``, ``kernel_GBps`` -> ``kernel(GBps)``, ...), and a reader asking for ``point`` accepts a
+version 1 ``summary`` (that is how version 1 stored points).
 """
 
 import json
@@ -24,10 +29,10 @@ from pathlib import Path
 import pandas as pd
 
 from xstage.errors import InputError
-from xstage.records import burst, kernel, point, summary, tile
+from xstage.records import burst, kernel, point, spelling, summary, tile
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 META_KEY = b"xstage"
 
 KINDS = {m.KIND: m for m in (burst, point, tile, kernel, summary)}
@@ -57,6 +62,8 @@ def check_columns(kind: str, frame: pd.DataFrame, *, table: str | None = None, w
         col = frame[name]
         if unit and not pd.api.types.is_numeric_dtype(col) and not col.isna().all():
             raise InputError(f"{where}: column {name}", str(col.dtype), f"must be numeric (unit {unit})")
+    if table != "frame":
+        spelling.check_spelling(frame.columns, where)
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -150,7 +157,7 @@ def resolve_kind(meta: dict, kind: str | None, where: str = "records") -> str:
 
 def load_records(path, kind: str | None = None, *, table: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Load a record file; check its kind (``kind``: the one the caller needs), schema version and
-    declared columns. Returns (frame, meta); ``meta["kind"]`` is the kind the file declares (and, for
+    declared columns, with a version 1 or 2 file's columns renamed to today's spelling. Returns (frame, meta); ``meta["kind"]`` is the kind the file declares (and, for
     a summary, ``meta["table"]`` its table, or the one asked for in a version 1 file)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -171,6 +178,7 @@ def load_records(path, kind: str | None = None, *, table: str | None = None) -> 
         frame = pd.read_csv(path) if path.suffix == ".csv" else pq.read_table(path).to_pandas()
     except (pa.ArrowException, OSError, ValueError) as err:
         raise InputError("records", str(path), f"is not a readable record file ({type(err).__name__})") from None
+    frame = spelling.upgrade(frame, found, meta["schema_version"], str(path))
     check_columns(found, frame, table=found_table if found == "summary" else None, where=str(path))
     meta = {**meta, "kind": found}
     if found == "summary":

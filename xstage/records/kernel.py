@@ -16,7 +16,7 @@ COLUMNS = (
 def timed_row(experiment: str, config: str, variant: str, times_us, *, flops: float | None = None,
               platform: str = "", **extra) -> dict:
     """The kernel record columns of one timed variant from its per-trial times (us): median ``time(us)``,
-    ``trials``, quartiles and extremes, ``TFLOPs`` when ``flops`` is given; then ``extra``."""
+    ``trials``, quartiles and extremes, ``compute(TFLOPs)`` when ``flops`` is given; then ``extra``."""
     import numpy as np
 
     from xstage.errors import InputError
@@ -28,7 +28,7 @@ def timed_row(experiment: str, config: str, variant: str, times_us, *, flops: fl
     row = {"source": "hw", "experiment": experiment, "config": config, "variant": variant, "time(us)": median,
            "trials": int(t.size), "platform": platform}
     if flops is not None:
-        row.update(flops=flops, TFLOPs=flops / median / 1e6)
+        row.update({"flops": flops, "compute(TFLOPs)": flops / median / 1e6})
     row.update({"time_min(us)": float(t.min()), "time_p25(us)": float(np.percentile(t, 25)),
                 "time_p75(us)": float(np.percentile(t, 75)), "time_max(us)": float(t.max())})
     row.update(extra)

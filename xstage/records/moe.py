@@ -1,6 +1,7 @@
 """MoE record building: kernel rows (one per configuration and variant, and rank on W GPUs), tile rows
 (one per tile of an instrumented launch), the measured medians the simulator is later replayed with
-(``measured_columns``: ``xstage.compare.moe_records.resimulate`` fills ``sim_*``), and the files of one
+(``measured_columns``, ``measured(l1_us)`` -> ``measured_l1(us)``: ``xstage.compare.moe_records.resimulate``
+fills ``sim_*``), and the files of one
 run. Used by the GPU benches (``xstage.hw.moe``); summaries are ``xstage.compare.moe_records``.
 
 Tile rows: the "tile" schema (times in us from the launch's first timestamp) plus ``row``,
@@ -18,6 +19,7 @@ import pandas as pd
 
 from xstage.errors import InputError
 from xstage.records import COLUMNS, atomic_write_text, save_records
+from xstage.records.spelling import column_name
 from xstage.records.kernel import timed_row
 
 EXPERIMENT = "moe"
@@ -67,13 +69,19 @@ def tile_timings(frame: pd.DataFrame) -> dict:
     return out
 
 
+def measured(key: str) -> str:
+    """The kernel record column of the local-store median ``key`` of ``tile_timings``: ``l1_us`` ->
+    ``measured_l1(us)``."""
+    return column_name(f"measured_{key}")
+
+
 def measured_columns(timings: dict) -> dict:
-    """``measured_<median>`` columns from ``{schedule: tile_timings(local-store tile frame)}``: each median
+    """``measured_<median>(us)`` columns from ``{schedule: tile_timings(local-store tile frame)}``: each median
     averaged over the schedules (none without timings: the interpreter cannot log tiles)."""
     if not timings:
         return {}
     keys = timings[SCHEDULES[0]]
-    return {f"measured_{k}": float(np.mean([timings[sc][k] for sc in SCHEDULES])) for k in keys}
+    return {measured(k): float(np.mean([timings[sc][k] for sc in SCHEDULES])) for k in keys}
 
 
 def same_order(a, b) -> bool:

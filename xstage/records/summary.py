@@ -5,11 +5,13 @@ columns:
 ``calibration_check``  ``xstage calibrate``'s check.parquet: per calibration point, the measured
                        T_iss and period beside the fitted model's (full Burst-Gap law and Eq. 3).
 ``moe_sweep``          ``xstage sweep moe --out``: per catalog configuration, expert-wave and
-                       interleaved replays (makespans, spans, stalls) and the design tests.
+                       interleaved replays (makespans, spans, stalls) and the design tests. The
+                       sweep's rows are JSON-keyed (``wave_us``); the file spells them ``wave(us)``
+                       (``spelling.column_name`` on save, ``spelling.json_key`` back on read).
 ``fa_sweep``           ``xstage sweep fa --out``: per shape and sequence length, FA-only, fused and
                        completion-coupled replays and the model's residuals.
 ``frame``              a dashboard page's frame saved by the compare layer (``compare/store.py``): its
-                       columns are the page's; none are required.
+                       columns are the page's; none are required and their spelling is not checked.
 ``compare``            ``xstage compare --out``: measured and simulated rows side by side, per experiment;
                        its columns are the experiment's; none are required.
 
@@ -31,12 +33,12 @@ TABLES = {
     "moe_sweep": (
         ("config", ""), ("model", ""), ("precision", ""), ("routing", ""), ("setting", ""),
         ("rows", "count"), ("lead_rows", "count"), ("num_sms", "count"), ("staging_slots", "count"),
-        ("tiles", "count"), ("wave_us", "us"), ("int_us", "us"), ("speedup", "ratio"),
+        ("tiles", "count"), ("wave(us)", "us"), ("int(us)", "us"), ("speedup", "ratio"),
     ),
     "fa_sweep": (
         ("shape", ""), ("M", "count"), ("heads", "count"), ("tiles", "count"),
-        ("fa_us", "us"), ("fused_us", "us"), ("coupled_us", "us"), ("serial_us", "us"),
-        ("E_res_us", "us"), ("E_cc_us", "us"), ("hiding_ratio", "ratio"),
+        ("fa(us)", "us"), ("fused(us)", "us"), ("coupled(us)", "us"), ("serial(us)", "us"),
+        ("E_res(us)", "us"), ("E_cc(us)", "us"), ("hiding_ratio", "ratio"),
     ),
     "frame": (),
     "compare": (),
