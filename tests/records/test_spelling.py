@@ -108,6 +108,16 @@ def test_a_schema_2_file_built_here_loads_with_new_names_and_saves_as_schema_3(t
     pd.testing.assert_frame_equal(again, frame)
 
 
+def test_a_dashboard_frame_keeps_its_own_columns_in_any_version(tmp_path):
+    sweep = pd.DataFrame({"config": ["a"], "wave_us": [2.0], "int_us": [1.0]})
+    path = save_records(tmp_path / "f.parquet", "summary", sweep, {}, table="frame")
+    for version in (2, 3):
+        table = pq.read_table(path)
+        block = {**json.loads(table.schema.metadata[META_KEY]), "schema_version": version}
+        pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(block).encode()}), path)
+        assert list(load_records(path, "summary")[0].columns) == ["config", "wave_us", "int_us"]
+
+
 def _one_line(err) -> str:
     text = str(err.value)
     assert "\n" not in text

@@ -178,7 +178,8 @@ def load_records(path, kind: str | None = None, *, table: str | None = None) -> 
         frame = pd.read_csv(path) if path.suffix == ".csv" else pq.read_table(path).to_pandas()
     except (pa.ArrowException, OSError, ValueError) as err:
         raise InputError("records", str(path), f"is not a readable record file ({type(err).__name__})") from None
-    frame = spelling.upgrade(frame, found, meta["schema_version"], str(path))
+    if found_table != "frame":      # a page's frame keeps the columns its page draws, in any version
+        frame = spelling.upgrade(frame, found, meta["schema_version"], str(path))
     check_columns(found, frame, table=found_table if found == "summary" else None, where=str(path))
     meta = {**meta, "kind": found}
     if found == "summary":
