@@ -51,10 +51,23 @@ def helpers_path() -> str:
     return str(resources.files("xstage.hw.microbench") / "put_helpers.cu")
 
 
+def numpy_compat() -> None:
+    """Numba-CUDA 0.30.4 (the newest, and the GPU image's) registers an overload of ``np.row_stack`` when it
+    loads its CUDA target; NumPy 2.5 (the image has 2.5.2) removed that alias of ``vstack``, so the import
+    fails (seen on the H200, 2026-12-01). Put the alias back as a function of its own (not ``np.vstack``
+    itself, so no second overload lands on ``vstack``) before anything imports ``numba.cuda``."""
+    import numpy as np
+    if not hasattr(np, "row_stack"):
+        def row_stack(tup, *, dtype=None, casting="same_kind"):
+            return np.vstack(tup, dtype=dtype, casting=casting)
+        np.row_stack = row_stack
+
+
 @lru_cache(maxsize=1)
 def prepare_nvrtc() -> dict:
     """Once per process, after importing the bindings: our ``entry_point.h`` first on Numba's NVRTC search
     path, and ``-default-device`` in Numba's NVRTC options. Returns what was done (recorded with the run)."""
+    numpy_compat()
     from numba import cuda
 
     import nvshmem.bindings.device.numba  # noqa: F401 - sets CUDA_NVRTC_EXTRA_SEARCH_PATHS
@@ -196,10 +209,12 @@ def allow_dynamic_smem(kernel, nbytes: int) -> bool:
     this needs the function attribute). False when this Numba-CUDA exposes no handle for it."""
     try:
         from cuda.bindings import driver as cu
+        from numba.cuda.cudadrv.driver import driver as numba_driver
         func = next(iter(kernel.overloads.values()))._codelibrary.get_cufunc()
         attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         dev = func.device.id
-        for call in (lambda: cu.cuKernelSetAttribute(attr, int(nbytes), func.handle, dev),
+        for call in (lambda: numba_driver.cuKernelSetAttribute(attr, int(nbytes), func.handle, dev) or 0,
+                     lambda: cu.cuKernelSetAttribute(attr, int(nbytes), func.handle, dev),
                      lambda: cu.cuFuncSetAttribute(func.handle, attr, int(nbytes))):
             try:
                 res = call()

@@ -61,6 +61,8 @@ def check_issue(issue: str, backend: str = "torch", target: str | None = "peer")
 
 def device_bindings():
     """nvshmem4py's Numba device bindings, or one InputError line saying what is missing."""
+    from xstage.hw.microbench.put_kernel import numpy_compat
+    numpy_compat()
     try:
         import nvshmem.bindings.device.numba as nvb
         from numba.cuda import types  # noqa: F401 - the bindings' type system (numba-cuda >= 0.2x)
