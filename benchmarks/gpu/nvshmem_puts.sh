@@ -32,10 +32,11 @@ then wheels+=(.carry-nv/extra/numba_cuda*.whl); echo "numba-cuda from the carry"
 timeout 60 "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${wheels[@]}" \
   > "$D/install.log" 2>&1 || { echo "install FAILED" >&2; tail -n 5 "$D/install.log" >&2; exit 1; }
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-timeout 60 "$PY" -c 'import time; t = time.time(); import numba, numba.cuda, nvshmem.core
-import nvshmem.bindings.device.numba as b; import importlib.metadata as m
-print("numba", numba.__version__, "numba-cuda", m.version("numba-cuda"), "nvshmem4py", m.version("nvshmem4py-cu13"),
-      "bindings", b.__file__, "import_s", round(time.time() - t, 1))' >> "$D/packages.txt" 2>&1 \
+timeout 60 "$PY" -c 'import time; t = time.time(); from xstage.hw.microbench.put_kernel import numpy_compat
+numpy_compat(); import numpy, numba, numba.cuda, nvshmem.core; import importlib.metadata as m
+import nvshmem.bindings.device.numba as b
+print("numpy", numpy.__version__, "numba", numba.__version__, "numba-cuda", m.version("numba-cuda"), "nvshmem4py",
+      m.version("nvshmem4py-cu13"), "bindings", b.__file__, "import_s", round(time.time() - t, 1))' >> "$D/packages.txt" 2>&1 \
   || { echo "bindings import FAILED" >&2; tail -n 8 "$D/packages.txt" >&2; status=1; }
 cat "$D/packages.txt" >&2
 
