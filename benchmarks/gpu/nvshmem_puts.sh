@@ -6,6 +6,8 @@
 # (benchmarks/gpu/nvshmem_paths.py). Run through run_all.sh (it installs .whl/ and the checkout) with $OUT set
 # and .carry-nv/ carried; writes $OUT/nvshmem-puts/. BUDGET_S (default 140) bounds the whole script; every
 # step has its own timeout. CALIB="put-nbi put store" picks the calibrations, PYTEST=0 / PATHS=0 skip steps.
+# The device tool sends the session's checkout, not a helper's worktree: a helper copies its tree (git archive)
+# and the wheels into an ignored .carry-* folder of that checkout and unpacks it there first (issue 18's runs).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export TQDM_MININTERVAL=${TQDM_MININTERVAL:-5} PYTHONUNBUFFERED=1
 D="$OUT/nvshmem-puts"

@@ -19,8 +19,9 @@ device memory filled once per configuration with the words the store kernel woul
 What differs besides the issue: a put reads its source (local HBM / L2) as well as writing the destination, and
 at world size 1 (self-PE) NVSHMEM's put to its own PE is a local copy, not an NVLink transfer; the
 ``kernel(us)`` column includes Numba's host-side launch (the events are recorded around the launch call).
-GPU libraries (cupy, numba, nvshmem4py) are imported inside functions; on a machine without them a put issue
-path refuses with one `InputError` line.
+`issue_path_figures` reads the model-free figures off a calibration's points (the fit assumes a post-issue
+stage that drains; at W = 1 neither path shows one). GPU libraries (cupy, numba, nvshmem4py) are imported
+inside functions; on a machine without them a put issue path refuses with one `InputError` line.
 """
 
 import numpy as np
@@ -59,7 +60,7 @@ def check_issue(issue: str, backend: str = "torch", target: str | None = "peer")
     return issue
 
 
-def device_bindings():
+def device_bindings(issue: str = "put"):
     """nvshmem4py's Numba device bindings, or one InputError line saying what is missing."""
     from xstage.hw.microbench.put_kernel import numpy_compat
     numpy_compat()
@@ -67,7 +68,7 @@ def device_bindings():
         import nvshmem.bindings.device.numba as nvb
         from numba.cuda import types  # noqa: F401 - the bindings' type system (numba-cuda >= 0.2x)
     except Exception as err:  # noqa: BLE001 - ImportError, or the bindings' own RuntimeError (headers not found)
-        raise InputError("--issue", "put", f"{NEEDS} ({type(err).__name__}: {str(err)[:120]})") from None
+        raise InputError("--issue", issue, f"{NEEDS} ({type(err).__name__}: {str(err)[:120]})") from None
     return nvb
 
 
@@ -102,6 +103,42 @@ def source_words(producers: int, words_per_producer: int, bursts: int, tags=None
     return pattern_words(tags[None, :, None], b, np.arange(words_per_producer)[None, None, :])
 
 
+def issue_path_figures(points) -> dict:
+    """Model-free figures of one calibration's points (``points.parquet``), to set issue paths side by side
+    where the fit's R and Q do not apply (a path that never drains after its issue, as the puts at W = 1):
+    at the largest K, the plateau T_iss at 32 KiB, the isolated T_iss and the tail after it (fence - issue)
+    per B, the zero-gap periodic and free-running rates (V / period), the per-producer issue rate (B /
+    producer T_iss, isolated, median) and the zero-gap period minus T_iss (the barrier and gap overhead)."""
+    K = int(points["producers"].max())
+    at = points[points["producers"] == K]
+    iso = at[at["phase"] == "isolated"].sort_values("bytes_per_producer")
+    plateau = at[(at["phase"] == "plateau") & (at["bytes_per_producer"] == 32 * 1024)]
+    rate = points[points["phase"] == "rate"]
+    free = points[points["phase"] == "free-rate"]
+    kib = lambda frame: (frame["bytes_per_producer"] // 1024).astype(int).astype(str)  # noqa: E731
+    rates = lambda frame: float((frame["volume_bytes"] / frame["period_us"]).max() / 1e3) if len(frame) else None  # noqa: E731
+    return {"K": K,
+            "T_iss_plateau_us_32KiB": float(plateau["T_iss_us"].median()) if len(plateau) else None,
+            "T_iss_isolated_us": dict(zip(kib(iso), iso["T_iss_us"].astype(float))),
+            "tail_after_issue_us": dict(zip(kib(iso), (iso["fence_us"] - iso["T_iss_us"]).astype(float))),
+            "producer_issue_GBps": float((iso["bytes_per_producer"] / iso["T_iss_producer_us"]).median() / 1e3)
+            if len(iso) else None,
+            "periodic_rate_GBps_max": rates(rate), "free_rate_GBps_max": rates(free),
+            "zero_gap_overhead_us": float((rate["period_us"] - rate["T_iss_us"]).median()) if len(rate) else None}
+
+
+def compare_issue_paths(figures: dict, base: str = "store") -> dict:
+    """``figures`` (issue -> `issue_path_figures`) with each scalar's ratio to ``base``'s."""
+    out = {"figures": figures, "ratio_to_" + base: {}}
+    for issue, fig in figures.items():
+        if issue == base:
+            continue
+        out["ratio_to_" + base][issue] = {
+            k: (v / figures[base][k] if isinstance(v, float) and figures[base].get(k) else None)
+            for k, v in fig.items() if not isinstance(v, dict) and k != "K"}
+    return out
+
+
 class PutMicrobench(Microbench):
     """`Microbench` on the NVSHMEM put path: the same trial loop, check and records, the put kernel launched."""
 
@@ -111,7 +148,7 @@ class PutMicrobench(Microbench):
         if "local_base" not in target.info:
             raise InputError("--backend", target.info.get("backend"), "must be nvshmem for the put issue paths")
         super().__init__(target, timeout_ms=timeout_ms, ring_bytes=ring_bytes)
-        device_bindings()
+        device_bindings(issue)
         from xstage.hw.microbench.put_kernel import NumbaLaunch, build
         self.issue = issue
         self.launch = NumbaLaunch(build(), self.pad_bytes)

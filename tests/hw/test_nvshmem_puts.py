@@ -189,3 +189,45 @@ def test_put_kernel_at_self_pe_on_gpu():
             assert r["verified"] == 2 * 8 * 8 * 16384 // 16        # warm-up + 1 trial, every 16-byte word
             assert r["rows"] == 8 * 8 and r["cols"] == out["store_cols"] and r["issue_us"] > 0
         assert out[f"{issue}/caught"]
+
+
+def _points(rows):
+    import pandas as pd
+    cols = ("phase", "producers", "bytes_per_producer", "T_iss_us", "period_us", "fence_us", "T_iss_producer_us")
+    frame = pd.DataFrame([dict(zip(cols, r)) for r in rows])
+    return frame.assign(volume_bytes=frame["producers"] * frame["bytes_per_producer"])
+
+
+def test_issue_path_figures_are_read_off_the_points():
+    K32, K64 = 32 * 1024, 64 * 1024
+    pts = _points([("rate", 132, K64, 2.0, 3.0, float("nan"), 1.9), ("rate", 16, K64, 1.0, 2.5, float("nan"), 1.0),
+                   ("plateau", 132, K32, 1.5, 9.0, float("nan"), 1.4), ("plateau", 16, K32, 0.7, 9.0, float("nan"), 0.6),
+                   ("free-rate", 132, K64, 1.6, 1.8, float("nan"), 1.5),
+                   ("isolated", 132, K32, 1.0, 13.0, 2.5, 0.8), ("isolated", 132, K64, 2.0, 14.0, 3.0, 1.6)])
+    fig = puts.issue_path_figures(pts)
+    assert fig["K"] == 132 and fig["T_iss_plateau_us_32KiB"] == 1.5
+    assert fig["T_iss_isolated_us"] == {"32": 1.0, "64": 2.0} and fig["tail_after_issue_us"] == {"32": 1.5, "64": 1.0}
+    assert fig["periodic_rate_GBps_max"] == pytest.approx(132 * K64 / 3.0 / 1e3)
+    assert fig["free_rate_GBps_max"] == pytest.approx(132 * K64 / 1.8 / 1e3)
+    assert fig["producer_issue_GBps"] == pytest.approx(K32 / 0.8 / 1e3)       # median of 40.96 and 40.96
+    assert fig["zero_gap_overhead_us"] == pytest.approx(1.25)                 # median of 1.0 and 1.5
+    cmp = puts.compare_issue_paths({"store": fig, "put": {**fig, "T_iss_plateau_us_32KiB": 4.5}})
+    assert cmp["ratio_to_store"]["put"]["T_iss_plateau_us_32KiB"] == pytest.approx(3.0)
+    assert "T_iss_isolated_us" not in cmp["ratio_to_store"]["put"]
+
+
+def test_committed_comparison_is_what_the_committed_points_give():
+    from pathlib import Path
+
+    from xstage.records import load_records
+    base = Path(__file__).resolve().parents[2] / "data" / "nvshmem-w1" / "issue-paths"
+    if not (base / "comparison.json").is_file():
+        pytest.skip("no committed issue-path records in this checkout")
+    saved = json.loads((base / "comparison.json").read_text())
+    for issue, fig in saved["figures"].items():
+        points, meta = load_records(base / issue / "points.parquet", "point")
+        assert meta["runner"]["issue"] == issue and meta["runner"]["target_info"]["backend"] == "nvshmem"
+        again = json.loads(json.dumps(puts.issue_path_figures(points)))
+        assert again.keys() == fig.keys()
+        for key, value in fig.items():
+            assert again[key] == pytest.approx(value), (issue, key)

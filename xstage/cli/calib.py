@@ -200,7 +200,7 @@ def run(args) -> int:
                 core()
             if getattr(args, "issue", "store") != "store":
                 from xstage.hw.microbench.puts import device_bindings
-                device_bindings()          # one line before any allocation when the Numba bindings are missing
+                device_bindings(args.issue)   # one line before any allocation when the Numba bindings are missing
             check_target(args.target, self_peer=args.self_peer)
             from xstage.hw.calib.runners import GpuRunner
             ring = parse_size(args.ring, "--ring")
