@@ -55,10 +55,14 @@ def _qkv(cfg, sender: int, device, seed: int = 0):
     return [torch.randn(shape, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(3)]
 
 
-def symmetric_destinations(cfg, device, group):
-    """(local buffer, rendezvous handle, device table of the W peer base addresses)."""
+def symmetric_destinations(cfg, device, group, backend: str = "torch"):
+    """(local buffer, rendezvous handle, device table of the W peer base addresses): torch symmetric memory,
+    or NVSHMEM's heap (``backend`` "nvshmem", ``xstage.hw.common.nvshmem``: the same result shape)."""
     import torch
 
+    if backend == "nvshmem":
+        from xstage.hw.common.nvshmem import symmetric_buffer as nvshmem_buffer
+        return nvshmem_buffer(cfg.layout.dest_shape, torch.bfloat16, device, group)
     return symmetric_buffer(cfg.layout.dest_shape, torch.bfloat16, device, group)
 
 
@@ -289,7 +293,8 @@ def run(args, seq_lens, base) -> dict:
         sizes = seq_lens + args.check_seq_lens + ([] if args.no_tune else [args.tune_seq_len])
         big_cfg = replace(base, seq_len=max(sizes), rank=ranks.rank)
         big, _handle, table = (local_destination(big_cfg) if args.dry_run
-                               else symmetric_destinations(big_cfg, device, dist.group.WORLD))
+                               else symmetric_destinations(big_cfg, device, dist.group.WORLD,
+                                                           getattr(args, "backend", "torch")))
         checks, rows, tiles = [], [], []
         meta = {"args": vars(args), "world_size": ranks.world}
         for M, timed in [(M, False) for M in args.check_seq_lens] + [(M, True) for M in seq_lens]:

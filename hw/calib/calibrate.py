@@ -281,6 +281,8 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     meta = {"config": asdict(cfg), "provenance": provenance_block, "runner": described,
             "link": _link_info(provenance_block.get("gpu", {}) or {}), "wall_s": time.perf_counter() - t}
     name = cfg.name or default_name(cfg.target, described.get("gpu_name", ""), cfg.peer_pattern)
+    if not cfg.name and described.get("issue", "store") != "store":   # NVSHMEM device puts (hw/microbench/puts.py)
+        name += f"-{described['issue']}"
     return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
                   split_args=(cfg.heldout_fraction, cfg.split_seed))
 
@@ -324,6 +326,11 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     pattern = meta["config"].get("peer_pattern", "next") if target == "peer" else None
     if pattern:
         notes["peer_pattern"] = peer_pattern_note(pattern, (meta["runner"].get("target_info") or {}).get("world_size"))
+    if pattern and meta["runner"].get("runner") == "gpu":   # which issue path (issue 18); older records: stores
+        info = meta["runner"].get("target_info") or {}
+        notes["issue_path"] = (f"{meta['runner'].get('issue', 'store')}: "
+                               f"{info.get('issue', 'st.global.v4 (16-byte stores) through the peer pointer')}; "
+                               f"symmetric memory from {info.get('backend', 'torch-symm-mem')}")
     if split is not None:
         held = sorted({(int(k), int(b) // KiB) for k, b in
                        zip(points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])})

@@ -20,12 +20,18 @@ class GpuRunner:
     supports_fma = True
 
     def __init__(self, target: str, buffer_bytes: int, *, self_peer: bool = False, timeout_ms: float = 2000.0,
-                 ring_bytes: int = 256 * 2**20, peer_pattern: str = "next", backend: str = "torch"):
+                 ring_bytes: int = 256 * 2**20, peer_pattern: str = "next", backend: str = "torch",
+                 issue: str = "store"):
         from xstage.hw.microbench.runner import Microbench
         from xstage.hw.common.targets import open_target
         self.target = open_target(target, buffer_bytes, self_peer=self_peer, peer_pattern=peer_pattern,
                                   backend=backend)
-        self.mb = Microbench(self.target, timeout_ms=timeout_ms, ring_bytes=ring_bytes)
+        self.issue = issue
+        if issue == "store":
+            self.mb = Microbench(self.target, timeout_ms=timeout_ms, ring_bytes=ring_bytes)
+        else:                      # NVSHMEM device puts (xstage.hw.microbench.puts), same protocol and records
+            from xstage.hw.microbench.puts import PutMicrobench
+            self.mb = PutMicrobench(self.target, issue=issue, timeout_ms=timeout_ms, ring_bytes=ring_bytes)
         self.sm_count = self.mb.sm_count
         t = time.perf_counter()
         self.timer = self.mb.probe_timer()
@@ -46,7 +52,7 @@ class GpuRunner:
         return {"runner": "gpu", "gpu_name": name, "sm_count": self.sm_count,
                 "compute_capability": self.mb.compute_capability, "timer": self.timer,
                 "one_cta_per_sm_dynamic_smem_bytes": self.mb.pad_bytes, "target_buffer_bytes": self.target.nbytes,
-                "ring_bytes": self.mb.ring_bytes,
+                "ring_bytes": self.mb.ring_bytes, "issue": self.issue,
                 "target_info": self.target.info, "verified_words": self.verified_words}
 
     def copy_engine(self, volumes, trials: int = 10) -> pd.DataFrame:

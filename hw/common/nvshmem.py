@@ -8,8 +8,9 @@ broadcasts it, every rank calls ``nvshmem.core.init(initializer_method="uid")``.
 `symmetric_buffer` returns what ``symm.symmetric_buffer`` returns -- (local tensor, handle, int64 device
 table of the W peer base addresses, index = PE) -- so the fused kernels and the calibration's peer target
 take either. The table holds ``nvshmem_ptr`` of every PE; a PE that load/store cannot reach (NULL) is
-refused with one line, since the peer paths store through plain pointers. Device puts (``put_nbi`` +
-``quiet`` from a CuTe DSL or Numba kernel) are not built here.
+refused with one line, since the peer paths store through plain pointers. The device-put issue path
+(``put_nbi`` / ``put`` + ``quiet`` from a Numba-CUDA kernel) is ``xstage.hw.microbench.puts``; it puts to the
+local symmetric address the peer target records as ``local_base``.
 
 NVLink multicast stays off: ``apply_launch_env`` sets NVSHMEM_DISABLE_NVLS=1 (and the NCCL / torch
 variables) before init. Every GPU library is imported inside the functions; on a machine without
@@ -26,7 +27,7 @@ BACKENDS = ("torch", "nvshmem")
 INSTALL = ("needs nvshmem4py: pip install nvshmem4py-cu13 (with nvidia-nvshmem-cu13 and cuda-core >= 0.5; "
            "the [gpu] extra lists it)")
 
-_STATE = {"initialized": False, "pe": 0, "npes": 1, "ours": False}
+_STATE = {"initialized": False, "pe": 0, "npes": 1, "ours": False, "handles": []}
 
 
 def check_backend(backend: str, target: str | None = "peer") -> str:
@@ -92,6 +93,10 @@ def init():
         init_distributed()
     bootstrap(nvcore, rank, world, device=dev, share=_torch_share)
     _STATE.update(initialized=True, pe=int(nvcore.my_pe()), npes=int(nvcore.n_pes()), ours=True)
+    if not _STATE.get("atexit"):          # callers that never finalize (the W-rank benches) still free and finalize
+        import atexit
+        atexit.register(finalize)
+        _STATE["atexit"] = True
     return _STATE["pe"], _STATE["npes"]
 
 
@@ -108,7 +113,7 @@ def peer_table(base: int, npes: int, ptr=None) -> list:
     return out
 
 
-@dataclass
+@dataclass(eq=False)
 class NvshmemHandle:
     """The nvshmem counterpart of torch's rendezvous handle: ``buffer_ptrs``, ``get_buffer``, ``close``."""
     tensor: object
@@ -125,11 +130,20 @@ class NvshmemHandle:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return view.reshape(-1).view(dtype)[:_numel(shape)].view(shape)
 
+    def barrier(self) -> None:
+        """All PEs meet, on the current torch stream (what torch's handle ``barrier()`` does; a no-op at W = 1)."""
+        if self.world_size > 1:
+            import torch
+            from cuda.core import Stream
+            nvcore = core()
+            nvcore.barrier(nvcore.Teams.TEAM_WORLD, stream=Stream.from_handle(torch.cuda.current_stream().cuda_stream))
+
     def close(self) -> None:
         if self.tensor is not None:
             self.views.clear()
             core().free_tensor(self.tensor)
             self.tensor = None
+        _STATE["handles"] = [h for h in _STATE["handles"] if h is not self]
 
 
 def _numel(shape) -> int:
@@ -150,16 +164,19 @@ def symmetric_buffer(shape, dtype, device=None, group=None):
     buf = nvcore.tensor(tuple(shape), dtype=dtype)
     ptrs = peer_table(int(buf.data_ptr()), npes)
     handle = NvshmemHandle(buf, ptrs, pe, npes)
+    _STATE["handles"].append(handle)
     dev = device if device is not None else buf.device
     table = torch.tensor(ptrs, dtype=torch.int64, device=dev)
     return buf, handle, table
 
 
 def finalize() -> None:
-    """Free every NVSHMEM allocation and finalize, if this module initialised it."""
+    """Free every allocation this module made and finalize, if this module initialised NVSHMEM."""
+    for handle in list(_STATE["handles"]):
+        handle.close()
     if _STATE["initialized"] and _STATE["ours"]:
         core().finalize()
-    _STATE.update(initialized=False, pe=0, npes=1, ours=False)
+    _STATE.update(initialized=False, pe=0, npes=1, ours=False, handles=[])
 
 
 def peer_target(nbytes: int, pattern: str = "next"):
@@ -176,7 +193,7 @@ def peer_target(nbytes: int, pattern: str = "next"):
     rank, world = handle.rank, handle.world_size
     peer = peer_rank(rank, world)
     info = {"rank": rank, "world_size": world, "peer_rank": peer, "backend": "nvshmem", "peer_pattern": pattern,
-            "issue": "st.global through nvshmem_ptr peer pointers"}
+            "issue": "st.global through nvshmem_ptr peer pointers", "local_base": int(mine.data_ptr())}
     ptrs, sync = (), None
     if pattern == "all":
         ptrs = tuple(handle.buffer_ptrs)

@@ -253,6 +253,8 @@ def run(args) -> dict:
     import torch.distributed as dist
 
     from xstage.hw.common.symm import init_distributed, symmetric_buffer
+    if getattr(args, "backend", "torch") == "nvshmem":   # NVSHMEM's heap, same result shape (issue 18)
+        from xstage.hw.common.nvshmem import symmetric_buffer
     from xstage.provenance import provenance
 
     t_start = time.time()

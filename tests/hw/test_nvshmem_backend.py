@@ -128,3 +128,26 @@ def test_self_pe_smoke_on_gpu():
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["ok"] and out["npes"] == 1 and out["mismatches"] == 0 and out["words"] == 1 << 20
     assert out["table"] == [out["local_ptr"]]
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("xstage.cli.bench_moe_dist", ["--backend", "nvshmem"]),
+    ("xstage.cli.bench_attention_dist", ["--backend", "nvshmem"]),
+])
+def test_w_rank_benches_take_the_backend_and_refuse_without_nvshmem4py(no_nvshmem, tmp_path, capsys, module, argv):
+    import importlib
+    bench = importlib.import_module(module)
+    assert bench.main(["--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install nvshmem4py-cu13" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_w_rank_benches_default_to_torch_and_check_the_flag(tmp_path, capsys):
+    from xstage.cli import bench_attention_dist, bench_moe_dist
+    assert bench_moe_dist.parse_args(["--out", str(tmp_path / "m")]).backend == "torch"
+    assert bench_attention_dist.parse_args(["--out", str(tmp_path / "a")], world=1)[0].backend == "torch"
+    assert bench_attention_dist.main(["--dry-run", "--backend", "nvshmem"]) == 2
+    assert "--backend(='nvshmem') needs the GPU" in capsys.readouterr().err
+    assert bench_moe_dist.main(["--out", str(tmp_path / "m"), "--backend", "mpi"]) == 2
+    assert "invalid choice: 'mpi'" in capsys.readouterr().err

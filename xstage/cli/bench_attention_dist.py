@@ -71,6 +71,8 @@ def parse_args(argv=None, world: int | None = None) -> tuple:
     p.add_argument("--platform", default=None, help="platform named in the records (default: h200-nvlink, "
                                                      "or h200-local at world size 1)")
     p.add_argument("--eager", action="store_true", help="no CUDA graphs")
+    p.add_argument("--backend", choices=("torch", "nvshmem"), default="torch",
+                   help="destination buffers from torch symmetric memory (default) or NVSHMEM's heap (nvshmem4py)")
     p.add_argument("--overwrite", action="store_true", help="replace records in --out")
     p.add_argument("--dry-run", action="store_true", help="world size 1 on the CPU with TRITON_INTERPRET=1, tiny "
                                                           "blocks, no tuning, one round (tests this module)")
@@ -91,6 +93,11 @@ def parse_args(argv=None, world: int | None = None) -> tuple:
         replace(base, seq_len=M)
     if args.platform is None:
         args.platform = "h200-nvlink" if world > 1 else "h200-local"
+    if args.backend != "torch":
+        if args.dry_run:
+            raise InputError("--backend", args.backend, "needs the GPU (--dry-run uses a plain buffer)")
+        from xstage.hw.common.nvshmem import core
+        core()                              # one line when nvshmem4py is missing
     if args.out:
         out_folder(args.out, overwrite=args.overwrite, holds=("attention-kernel.parquet",))
     return args, seq_lens, base

@@ -28,6 +28,8 @@ def parser() -> BenchParser:
     ap.add_argument("--lead", type=int, default=None, help="interleaved lead D (default: tuned as moe_bench)")
     ap.add_argument("--tma", type=int, choices=(0, 1), default=1, help="bf16 kernel: TMA loads of x/W1/W2")
     ap.add_argument("--no-checks", action="store_true")
+    ap.add_argument("--backend", choices=("torch", "nvshmem"), default="torch",
+                    help="Combine buffers from torch symmetric memory (default) or NVSHMEM's heap (nvshmem4py)")
     return ap
 
 
@@ -39,6 +41,9 @@ def parse_args(argv=None):
     if args.lead is not None:
         require_int("--lead", args.lead)
     out_folder(args.out)
+    if args.backend != "torch":
+        from xstage.hw.common.nvshmem import core
+        core()                              # one line when nvshmem4py is missing
     return args
 
 

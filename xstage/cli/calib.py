@@ -6,6 +6,7 @@
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
     xstage calibrate --target host --grid wide --heldout-fraction 0.3 --split-seed 0 --out DIR   # issue 15
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
+    xstage calibrate --target peer --self-peer --backend nvshmem --issue put-nbi --out DIR  # NVSHMEM device puts
     torchrun --standalone --nproc-per-node=8 -m xstage.cli calibrate --target peer --peer-pattern all --out DIR
 """
 
@@ -80,6 +81,11 @@ def register(sub):
                    help="peer target only: where the symmetric buffers come from. torch (default): torch symmetric "
                    "memory; nvshmem: NVSHMEM's symmetric heap through nvshmem4py (unique-ID bootstrap over the same "
                    "torchrun launch, self-PE at world size 1); the kernels store through the peer pointers either way")
+    p.add_argument("--issue", default="store", metavar="{store,put-nbi,put}",
+                   help="how the producers issue (peer target, --backend nvshmem for the puts): store (default): "
+                   "16-byte stores through the peer pointer; put-nbi / put: one NVSHMEM CTA-wide device put "
+                   "(nvshmemx_uint32_put_nbi_block / _put_block from a Numba-CUDA kernel, quiet after the last "
+                   "burst) per producer and burst; the platform file's notes say which (issue_path)")
     p.add_argument("--self-peer", action="store_true", help="peer target at world size 1 (this GPU's own buffer)")
     p.add_argument("--ring", default="256MiB",
                    help="a buffer slot is rewritten only after this many bytes of other stores (fresh addresses)")
@@ -145,6 +151,12 @@ def build_config(args):
     if backend != "torch":
         from xstage.hw.common.nvshmem import check_backend
         check_backend(backend, args.target)
+    issue = getattr(args, "issue", "store")
+    if issue != "store":
+        from xstage.hw.microbench.puts import check_issue
+        check_issue(issue, backend, args.target)
+        if args.sim:
+            raise InputError("--issue", issue, "needs the GPU (the simulator has no issue path; leave out --sim)")
     kw = dict(target=args.target, name=args.name, gap_fractions=_floats(args.gap_fractions, "--gap-fractions"),
               bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
@@ -186,12 +198,15 @@ def run(args) -> int:
                 from xstage.hw.common.nvshmem import check_backend, core
                 check_backend(args.backend, args.target)
                 core()
+            if getattr(args, "issue", "store") != "store":
+                from xstage.hw.microbench.puts import device_bindings
+                device_bindings(args.issue)   # one line before any allocation when the Numba bindings are missing
             check_target(args.target, self_peer=args.self_peer)
             from xstage.hw.calib.runners import GpuRunner
             ring = parse_size(args.ring, "--ring")
             runner = GpuRunner(args.target, buffer_bytes(cfg, ring), self_peer=args.self_peer,
                                timeout_ms=args.timeout_ms, ring_bytes=ring, peer_pattern=cfg.peer_pattern,
-                               backend=args.backend)
+                               backend=args.backend, issue=getattr(args, "issue", "store"))
         rank = int(os.environ.get("RANK", "0"))
         try:
             if rank != 0:  # other ranks drive their own peer stores (the same sweep); rank 0 records
