@@ -116,15 +116,15 @@ def issue_path_figures(points) -> dict:
     rate = points[points["phase"] == "rate"]
     free = points[points["phase"] == "free-rate"]
     kib = lambda frame: (frame["bytes_per_producer"] // 1024).astype(int).astype(str)  # noqa: E731
-    rates = lambda frame: float((frame["volume_bytes"] / frame["period_us"]).max() / 1e3) if len(frame) else None  # noqa: E731
+    rates = lambda frame: float((frame["volume(bytes)"] / frame["period(us)"]).max() / 1e3) if len(frame) else None  # noqa: E731
     return {"K": K,
-            "T_iss_plateau_us_32KiB": float(plateau["T_iss_us"].median()) if len(plateau) else None,
-            "T_iss_isolated_us": dict(zip(kib(iso), iso["T_iss_us"].astype(float))),
-            "tail_after_issue_us": dict(zip(kib(iso), (iso["fence_us"] - iso["T_iss_us"]).astype(float))),
-            "producer_issue_GBps": float((iso["bytes_per_producer"] / iso["T_iss_producer_us"]).median() / 1e3)
+            "T_iss_plateau_us_32KiB": float(plateau["T_iss(us)"].median()) if len(plateau) else None,
+            "T_iss_isolated_us": dict(zip(kib(iso), iso["T_iss(us)"].astype(float))),
+            "tail_after_issue_us": dict(zip(kib(iso), (iso["fence(us)"] - iso["T_iss(us)"]).astype(float))),
+            "producer_issue_GBps": float((iso["bytes_per_producer"] / iso["T_iss_producer(us)"]).median() / 1e3)
             if len(iso) else None,
             "periodic_rate_GBps_max": rates(rate), "free_rate_GBps_max": rates(free),
-            "zero_gap_overhead_us": float((rate["period_us"] - rate["T_iss_us"]).median()) if len(rate) else None}
+            "zero_gap_overhead_us": float((rate["period(us)"] - rate["T_iss(us)"]).median()) if len(rate) else None}
 
 
 def compare_issue_paths(figures: dict, base: str = "store") -> dict:

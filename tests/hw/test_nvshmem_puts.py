@@ -193,9 +193,9 @@ def test_put_kernel_at_self_pe_on_gpu():
 
 def _points(rows):
     import pandas as pd
-    cols = ("phase", "producers", "bytes_per_producer", "T_iss_us", "period_us", "fence_us", "T_iss_producer_us")
+    cols = ("phase", "producers", "bytes_per_producer", "T_iss(us)", "period(us)", "fence(us)", "T_iss_producer(us)")
     frame = pd.DataFrame([dict(zip(cols, r)) for r in rows])
-    return frame.assign(volume_bytes=frame["producers"] * frame["bytes_per_producer"])
+    return frame.assign(**{"volume(bytes)": frame["producers"] * frame["bytes_per_producer"]})
 
 
 def test_issue_path_figures_are_read_off_the_points():
