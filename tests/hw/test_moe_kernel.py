@@ -149,5 +149,10 @@ def test_gpu_both_schedules_concurrent():
     rows += B.check_problem(MoeProblem(4096, 1024, 2000, seed=6), sms, {**kw, "tma": True}, seed=6)
     rows += B.check_problem(MoeProblem(2048, 512, 3000, routing="skewed", seed=5, precision="w8a8"), sms,
                             B.W8A8_KW, seed=5)
+    # the sweep's configuration: BLOCK_N 256, 8 rows side by side, TMA activations (bf16 and W8A8)
+    rows += B.check_problem(MoeProblem(4096, 1024, 3000, routing="skewed", seed=7, block_n=B.BLOCK_N), sms,
+                            B.BF16_FAST, seed=7, group_rows=B.GROUP_ROWS)
+    rows += B.check_problem(MoeProblem(2048, 1024, 3000, seed=8, block_n=B.BLOCK_N, precision="w8a8"), sms,
+                            B.W8A8_FAST, seed=8, group_rows=B.GROUP_ROWS)
     assert all(r["ok"] for r in rows), rows
     assert B.check_deadlock_bails(MoeProblem(2048, 512, 1000), sms, kw)["ok"]
