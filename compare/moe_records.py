@@ -283,6 +283,44 @@ def _gemm_ratio(c: pd.DataFrame, precision: str, worst: bool = False) -> float:
     return _geomean(x)
 
 
+def _winner(speedup: float, identical: bool) -> str:
+    if identical:
+        return "same order"
+    if not np.isfinite(speedup):
+        return ""
+    return "interleaved" if speedup > 1 else "expert_wave"
+
+
+def hardware_table(kernel: pd.DataFrame, model: pd.Series | None = None) -> pd.DataFrame:
+    """One row per hardware configuration for the page and docs/moe.md: which schedule wins and by how much,
+    measured and simulated (``resimulate`` first when the records hold no simulated makespans), the GEMM
+    rate against the grouped-GEMM library (remote stores off) and the user's baseline over the fused FFN."""
+    c = per_config(kernel)
+    models = kernel.groupby("config")["model"].first() if "model" in kernel else pd.Series(dtype=object)
+    out = pd.DataFrame({"config": c["config"], "model": c["config"].map(models).fillna("")})
+    for col in ("precision", "routing"):
+        out[col] = c[col] if col in c else ""
+    out["measured_speedup"] = c["speedup_interleaved"]
+    out["simulated_speedup"] = c["sim_speedup"] if "sim_speedup" in c else math.nan
+    out["winner_measured"] = [_winner(x, i) for x, i in zip(out["measured_speedup"], c["schedules_identical"])]
+    out["winner_simulated"] = [_winner(x, i) for x, i in zip(out["simulated_speedup"], c["schedules_identical"])]
+    out["sim_names_winner"] = out["winner_measured"] == out["winner_simulated"]
+    for col in ("gemm_vs_grouped_mm", "fused_vs_baseline", "fused_best_vs_baseline"):
+        out[col] = c[col] if col in c else math.nan
+    return out
+
+
+def hardware_records(data_dir: Path) -> pd.DataFrame:
+    """``hardware_table`` of the committed records under ``data_dir`` (as ``summarize`` reads them)."""
+    folder = Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir)
+    k = load_kernel_records(folder)
+    if not ("sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()):
+        plat, src = simulator_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
+        if plat is not None:
+            k = resimulate(k, plat, src)
+    return hardware_table(k)
+
+
 def _finite_min(c: pd.DataFrame, col: str) -> float:
     x = c[col].astype(float) if col in c else pd.Series(dtype=float)
     x = x[np.isfinite(x)]
