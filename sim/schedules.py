@@ -20,6 +20,9 @@ i; pair k covers row p = k // P_i and N tiles n = 2 (k mod P_i) + r. They differ
 program takes its next Linear-2 tile:
     interleaved(D)  when its Linear-1 cursor leads by at least D rows: p2 + D <= p1 (Algorithm 1);
     expert-wave     when its Linear-1 cursor has left the expert wave of row p2.
+With ``group_rows`` = GM > 1 (``pair_order``) the pairs of each stream are walked GM rows at a time,
+column-major inside each group of an expert's rows (the grouped raster of tiled GEMMs); GM = 1 is the
+row-major walk above.
 """
 
 from dataclasses import dataclass, field
