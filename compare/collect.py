@@ -110,6 +110,12 @@ def moe_page_frames(m: Measured, quick: bool = False) -> dict:
             moe["compare"] = moe_cmp.compare_moe(m.kernels, hp)
         except InputError as err:
             moe["compare_error"] = str(err)
+        try:  # per configuration: winner measured and simulated, GEMM rate vs the library (issue 17)
+            from xstage.compare.moe_records import hardware_records
+
+            moe["hardware"] = hardware_records(m.data_dir)
+        except InputError as err:
+            moe["hardware_error"] = str(err)
     return moe
 
 

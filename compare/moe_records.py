@@ -87,19 +87,27 @@ def replay_hw_tiles(measured: pd.DataFrame, kernel: pd.DataFrame | None, platfor
         if len(rows):
             r = rows.iloc[-1]
             problem = MoeProblem(**problem_fields(r))
-            sms, lead = int(r["num_sms"]), int(r["lead_rows"])
+            sms, lead, groups = int(r["num_sms"]), int(r["lead_rows"]), group_rows(r)
         else:
             problem = parse_label(config)
-            sms = int(tiles["sm"].max()) + 1
+            sms, groups = int(tiles["sm"].max()) + 1, 1
             lead = max(1, lead_knee_rows(problem.block_n, sms, problem.intermediate))
         local = tiles[tiles["schedule"].astype(str).str.endswith("_local")]
         timings = tile_timings(local if len(local) else tiles)
         lay = dispatch_layout(problem)
         for kind in SCHEDULES:
-            sched = make_moe_schedule(kind, lay.grid, sms, **({"lead_rows": lead} if kind == "interleaved" else {}))
+            sched = make_moe_schedule(kind, lay.grid, sms, group_rows=groups,
+                                      **({"lead_rows": lead} if kind == "interleaved" else {}))
             res = _replay(lay, sched, timings, platform)
             out.append(res.tiles(experiment=EXPERIMENT, config=config).assign(schedule=kind))
     return pd.concat(out, ignore_index=True)
+
+
+def group_rows(row) -> int:
+    """The rows a record's schedules walked side by side (``xstage.sim.schedules.pair_order``); 1 for
+    records written before the column existed (Algorithm 1's row-major walk)."""
+    v = row.get("group_rows") if hasattr(row, "get") else None
+    return int(v) if v is not None and pd.notna(v) else 1
 
 
 def parse_label(label: str):
@@ -137,11 +145,11 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
             lay = ep_layout(EpProblem(**fields))
         else:
             lay = dispatch_layout(MoeProblem(**fields))
-        sms = int(r["num_sms"])
+        sms, groups = int(r["num_sms"]), group_rows(r)
         timings = {k: float(r[measured(k)]) for k in keys}
-        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms), timings, platform)
-        inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"])),
-                         timings, platform)
+        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms, group_rows=groups), timings, platform)
+        inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"]),
+                                                group_rows=groups), timings, platform)
         sel = (out["config"] == config) & (ranks == rank)
         out.loc[sel, "sim_wave(us)"], out.loc[sel, "sim_int(us)"], out.loc[sel, "sim_platform"] = wave, inter, label
     return out
@@ -186,7 +194,7 @@ def collapse_ranks(kernel: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def schedules_identical(problem, num_sms: int, lead_rows: int) -> bool:
+def schedules_identical(problem, num_sms: int, lead_rows: int, group_rows: int = 1) -> bool:
     """True when the interleaved order with lead ``lead_rows`` is the expert-wave order, tile for tile
     (e.g. one wave holds every expert and D reaches the last row): the two kernels are then the same
     launch and there is no winner to predict."""
@@ -194,8 +202,9 @@ def schedules_identical(problem, num_sms: int, lead_rows: int) -> bool:
     from xstage.sim.schedules import make_moe_schedule
 
     grid = dispatch_layout(problem).grid
-    return same_order(make_moe_schedule("expert_wave", grid, int(num_sms)),
-                      make_moe_schedule("interleaved", grid, int(num_sms), lead_rows=int(lead_rows)))
+    return same_order(make_moe_schedule("expert_wave", grid, int(num_sms), group_rows=int(group_rows)),
+                      make_moe_schedule("interleaved", grid, int(num_sms), lead_rows=int(lead_rows),
+                                        group_rows=int(group_rows)))
 
 
 def problem_fields(row) -> dict:
@@ -223,7 +232,7 @@ def _identical_column(kernel: pd.DataFrame) -> pd.Series:
             out[config] = False
             continue
         problem = MoeProblem(**problem_fields(row))
-        out[config] = schedules_identical(problem, row["num_sms"], row["lead_rows"])
+        out[config] = schedules_identical(problem, row["num_sms"], row["lead_rows"], group_rows(row))
     return pd.Series(out, dtype=bool)
 
 
@@ -241,6 +250,9 @@ def per_config(kernel: pd.DataFrame) -> pd.DataFrame:
     out["speedup_interleaved"] = p["expert_wave"] / p["interleaved"]
     if {"expert_wave_local", "interleaved_local", "grouped_mm"} <= set(p.columns):
         out["gemm_vs_grouped_mm"] = p["grouped_mm"] / p[["expert_wave_local", "interleaved_local"]].min(axis=1)
+    if "baseline_total" in p.columns:  # the user's baseline over the fused FFN: its slower schedule, its faster one
+        out["fused_vs_baseline"] = p["baseline_total"] / p[["expert_wave", "interleaved"]].max(axis=1)
+        out["fused_best_vs_baseline"] = p["baseline_total"] / p[["expert_wave", "interleaved"]].min(axis=1)
     sim = kernel[kernel["variant"].isin(["expert_wave", "interleaved"])]
     for col in ("sim_wave(us)", "sim_int(us)", "sim_platform", "sim_copyR_wave(us)", "sim_copyR_int(us)",
                 "sim_coupled_wave(us)", "sim_coupled_int(us)"):
@@ -258,13 +270,61 @@ def per_config(kernel: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _gemm_ratio(c: pd.DataFrame, precision: str) -> float:
-    """Geomean of the GEMM ratio over one precision: bf16 against torch._grouped_mm, w8a8 against the fp8
-    torch._scaled_grouped_mm (records without a precision column count as bf16)."""
+def _gemm_ratio(c: pd.DataFrame, precision: str, worst: bool = False) -> float:
+    """Geomean (``worst``: minimum) of the GEMM ratio over one precision: bf16 against torch._grouped_mm, w8a8
+    against the fp8 torch._scaled_grouped_mm (records without a precision column count as bf16)."""
     if "gemm_vs_grouped_mm" not in c:
         return math.nan
     prec = c["precision"] if "precision" in c else pd.Series("bf16", index=c.index)
-    return _geomean(c.loc[prec == precision, "gemm_vs_grouped_mm"])
+    x = c.loc[prec == precision, "gemm_vs_grouped_mm"].astype(float)
+    x = x[np.isfinite(x)]
+    if worst:
+        return float(x.min()) if len(x) else math.nan
+    return _geomean(x)
+
+
+def _winner(speedup: float, identical: bool) -> str:
+    if identical:
+        return "same order"
+    if not np.isfinite(speedup):
+        return ""
+    return "interleaved" if speedup > 1 else "expert_wave"
+
+
+def hardware_table(kernel: pd.DataFrame, model: pd.Series | None = None) -> pd.DataFrame:
+    """One row per hardware configuration for the page and docs/moe.md: which schedule wins and by how much,
+    measured and simulated (``resimulate`` first when the records hold no simulated makespans), the GEMM
+    rate against the grouped-GEMM library (remote stores off) and the user's baseline over the fused FFN."""
+    c = per_config(kernel)
+    models = kernel.groupby("config")["model"].first() if "model" in kernel else pd.Series(dtype=object)
+    out = pd.DataFrame({"config": c["config"], "model": c["config"].map(models).fillna("")})
+    for col in ("precision", "routing"):
+        out[col] = c[col] if col in c else ""
+    out["measured_speedup"] = c["speedup_interleaved"]
+    out["simulated_speedup"] = c["sim_speedup"] if "sim_speedup" in c else math.nan
+    out["winner_measured"] = [_winner(x, i) for x, i in zip(out["measured_speedup"], c["schedules_identical"])]
+    out["winner_simulated"] = [_winner(x, i) for x, i in zip(out["simulated_speedup"], c["schedules_identical"])]
+    out["sim_names_winner"] = out["winner_measured"] == out["winner_simulated"]
+    for col in ("gemm_vs_grouped_mm", "fused_vs_baseline", "fused_best_vs_baseline"):
+        out[col] = c[col] if col in c else math.nan
+    return out
+
+
+def hardware_records(data_dir: Path) -> pd.DataFrame:
+    """``hardware_table`` of the committed records under ``data_dir`` (as ``summarize`` reads them)."""
+    folder = Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir)
+    k = load_kernel_records(folder)
+    if not ("sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()):
+        plat, src = simulator_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
+        if plat is not None:
+            k = resimulate(k, plat, src)
+    return hardware_table(k)
+
+
+def _finite_min(c: pd.DataFrame, col: str) -> float:
+    x = c[col].astype(float) if col in c else pd.Series(dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x.min()) if len(x) else math.nan
 
 
 def summarize(data_dir: Path, platform: str | None = None) -> dict:
@@ -281,7 +341,11 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
     out = {"n_configs": int(len(c)), "geomean_speedup_interleaved": _geomean(s),
            "max_speedup_interleaved": float(s.max()), "min_speedup_interleaved": float(s.min()),
            "gemm_tflops_vs_grouped_mm": _gemm_ratio(c, "bf16"),
+           "gemm_tflops_vs_grouped_mm_min": _gemm_ratio(c, "bf16", worst=True),
            "gemm_tflops_vs_scaled_grouped_mm": _gemm_ratio(c, "w8a8"),
+           "gemm_tflops_vs_scaled_grouped_mm_min": _gemm_ratio(c, "w8a8", worst=True),
+           "fused_vs_baseline_min": _finite_min(c, "fused_vs_baseline"),
+           "fused_best_vs_baseline_min": _finite_min(c, "fused_best_vs_baseline"),
            "sign_agreement_with_sim": math.nan, "sim_platform": None}
     # a winner exists only where the two tile orders differ: configurations whose tuned interleaved order
     # is the expert-wave order (the same launch twice) are counted apart, and the plain fraction over all
@@ -296,6 +360,9 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
         agree = np.sign(c[col] - 1) == np.sign(s - 1)
         if (have & distinct).any():
             out[f"sign_agreement_with_sim{tag}"] = float(agree[have & distinct].mean())
+            if tag == "":
+                out["n_distinct_with_sim"] = int((have & distinct).sum())
+                out["n_sim_names_winner"] = int(agree[have & distinct].sum())
         if have.any():
             out[f"sign_agreement_with_sim{tag}_all"] = float(agree[have].mean())
         if tag == "" and have.any() and "sim_platform" in c:

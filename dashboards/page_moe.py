@@ -34,6 +34,22 @@ def scatter_figure(compare, title: str):
     return fig
 
 
+def hardware_figure(hw, title: str):
+    """Per hardware configuration: the fused GEMM (remote stores off) over the grouped-GEMM library, and the
+    user's baseline (grouped GEMM + a separate Combine copy) over the fused FFN's slower schedule."""
+    fig = go.Figure()
+    for prec, color in (("bf16", "#2457a6"), ("w8a8", "#d1495b")):
+        g = hw[hw["precision"] == prec]
+        fig.add_trace(go.Scatter(x=g["config"], y=g["gemm_vs_grouped_mm"], mode="markers", name=f"GEMM vs library {prec}",
+                                 marker=dict(color=color, size=8)))
+        fig.add_trace(go.Scatter(x=g["config"], y=g["fused_vs_baseline"], mode="markers", name=f"baseline / fused {prec}",
+                                 marker=dict(color=color, size=8, symbol="diamond-open")))
+    for y, dash in ((1.0, "dot"), (0.9, "dash")):
+        fig.add_hline(y=y, line_dash=dash, line_color="#888")
+    fig.update_layout(title=title, yaxis_title="ratio", height=520, xaxis=dict(showticklabels=False))
+    return fig
+
+
 def moe_page(frames: dict) -> Page:
     """``frames``: ``collect()["moe"]`` -- sweep (one row per configuration), groups, [compare]."""
     sweep, groups = frames["sweep"], frames["groups"]
@@ -52,6 +68,12 @@ def moe_page(frames: dict) -> Page:
     else:
         page.no_data("measured MoE kernel times", "the MoE hardware runs (issue 6): kernel records with experiment "
                      "'moe', variants expert_wave and interleaved")
+    if "hardware" in frames and len(frames["hardware"]):
+        hw = frames["hardware"]
+        distinct = hw[hw["winner_measured"] != "same order"]
+        page.heading(f"hardware: {len(hw)} configurations; the simulator names the winner in "
+                     f"{int(distinct['sim_names_winner'].sum())} of the {len(distinct)} whose orders differ")
+        page.figure(hardware_figure(hw, "fused GEMM vs grouped-GEMM library, and baseline time over fused time"))
     for title, frame in tables(frames).items():
         page.table(frame, title, open_=title.startswith("speedup by"))
     return page
@@ -64,4 +86,6 @@ def tables(frames: dict) -> dict:
            "every simulated configuration": frames["sweep"][cols]}
     if "compare" in frames:
         out["measured vs simulated per configuration"] = frames["compare"]
+    if "hardware" in frames:
+        out["hardware: winner measured and simulated, GEMM and baseline ratios"] = frames["hardware"]
     return out

@@ -20,6 +20,9 @@ i; pair k covers row p = k // P_i and N tiles n = 2 (k mod P_i) + r. They differ
 program takes its next Linear-2 tile:
     interleaved(D)  when its Linear-1 cursor leads by at least D rows: p2 + D <= p1 (Algorithm 1);
     expert-wave     when its Linear-1 cursor has left the expert wave of row p2.
+With ``group_rows`` = GM > 1 (``pair_order``) the pairs of each stream are walked GM rows at a time,
+column-major inside each group of an expert's rows (the grouped raster of tiled GEMMs); GM = 1 is the
+row-major walk above.
 """
 
 from dataclasses import dataclass, field
@@ -229,31 +232,59 @@ def _merge_literal(grid: MoeGrid, pairs: int, take_l2) -> tuple[np.ndarray, np.n
     return tiles, np.array(offsets, dtype=np.int32)
 
 
-def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pair_order(grid: MoeGrid, pairs_per_row: int, group_rows: int = 1) -> tuple:
+    """(row, pair column, group's first row, group's last row) of every pair k of one stream, in stream order.
+
+    ``group_rows`` = 1: row-major (k -> row k // P, column k mod P), Algorithm 1 as printed. With
+    ``group_rows`` = GM, each expert's rows go in groups of GM (the last group of an expert smaller, never
+    straddling experts) and a group's pairs go column-major: the CTAs running side by side share GM rows
+    of activations and few weight columns (the grouped raster of tiled GEMMs: weight columns stay in L2).
+    """
+    P = pairs_per_row
+    if group_rows == 1:
+        k = np.arange(grid.rows * P)
+        return k // P, k % P, k // P, k // P
+    rows, cols, first, last = [], [], [], []
+    for r0, n in zip(grid.first_row, grid.rows_per_expert):
+        for g0 in range(int(r0), int(r0 + n), group_rows):
+            gs = min(group_rows, int(r0 + n) - g0)
+            q = np.arange(gs * P)
+            rows.append(g0 + q % gs)
+            cols.append(q // gs)
+            first.append(np.full(gs * P, g0))
+            last.append(np.full(gs * P, g0 + gs - 1))
+    return tuple(np.concatenate(a) for a in (rows, cols, first, last))
+
+
+def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray, group_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 1's merge with array operations.
 
     The loop takes L2 pair k2 (row p2) as soon as the next L1 pair's row p1 >= threshold[p2]
     (interleaved: p2 + D; expert-wave: the end row of p2's wave). Both cursors rise monotonically,
-    so L2 pair j lands after exactly the L1 pairs with p1 < threshold[p2(j)].
+    so L2 pair j lands after exactly the L1 pairs with p1 < threshold[p2(j)]. With ``group_rows`` > 1
+    (``pair_order``) p1 is the first row of the L1 pair's group and an L2 pair's threshold is that of
+    its group's last row: both stay monotonic, and D counts rows past the end of an L2 pair's group.
     """
     P, P1, P2 = grid.rows, grid.l1_pairs, grid.l2_pairs
     expert = grid.expert_of_row
     first = grid.first_row
     need = grid.l1_tiles_per_row
+    row1, col1, start1, _ = pair_order(grid, P1, group_rows)
+    row2, col2, _, last2 = pair_order(grid, P2, group_rows)
     blocks, offsets = [], [0]
     for g in range(pairs):
         k1 = np.arange(g, P * P1, pairs)
         k2 = np.arange(g, P * P2, pairs)
-        p1, p2 = k1 // P1, k2 // P2
-        before = np.searchsorted(p1, threshold[p2], side="left")   # L1 pairs emitted before each L2 pair
+        p1 = start1[k1]
+        before = np.searchsorted(p1, threshold[last2[k2]], side="left")   # L1 pairs emitted before each L2 pair
         pos2 = before + np.arange(len(k2))
         n = len(k1) + len(k2)
         is_l2 = np.zeros(n, dtype=bool)
         is_l2[pos2] = True
         rowcol = np.empty(n, dtype=np.int64)
         kcol = np.empty(n, dtype=np.int64)
-        rowcol[pos2], kcol[pos2] = p2, k2 % P2
-        rowcol[~is_l2], kcol[~is_l2] = p1, k1 % P1
+        rowcol[pos2], kcol[pos2] = row2[k2], col2[k2]
+        rowcol[~is_l2], kcol[~is_l2] = row1[k1], col1[k1]
         e = expert[rowcol]
         for r in (0, 1):
             t = np.empty((n, len(TILE_FIELDS)), dtype=np.int32)
@@ -280,13 +311,15 @@ def _check_pairs(pairs) -> int:
     return require_int("pairs", pairs)
 
 
-def interleaved(grid: MoeGrid, pairs: int, lead_rows: int) -> Schedule:
-    """Algorithm 1: emit L2 of row p2 when the L1 cursor leads by D rows (p2 + D <= p1)."""
+def interleaved(grid: MoeGrid, pairs: int, lead_rows: int, group_rows: int = 1) -> Schedule:
+    """Algorithm 1: emit L2 of row p2 when the L1 cursor leads by D rows (p2 + D <= p1); ``group_rows``:
+    ``pair_order``."""
     pairs = _check_pairs(pairs)
     D = require_int("lead_rows (D)", lead_rows, minimum=0)
-    tiles, offsets = _merge(grid, pairs, np.arange(grid.rows) + D)
+    G = require_int("group_rows", group_rows)
+    tiles, offsets = _merge(grid, pairs, np.arange(grid.rows) + D, G)
     return Schedule("interleaved", tiles, offsets, {"pairs": pairs, "lead_rows": D, "num_sms": 2 * pairs,
-                                                    **_grid_params(grid)})
+                                                    **({"group_rows": G} if G > 1 else {}), **_grid_params(grid)})
 
 
 WAVE_IMBALANCE = 16.0
@@ -308,12 +341,15 @@ def default_waves(grid: MoeGrid, num_sms: int, *, avg_rows_per_expert: float | N
     return [w] * (E // w) + ([E % w] if E % w else [])
 
 
-def expert_wave(grid: MoeGrid, pairs: int, wave_experts=None, avg_rows_per_expert: float | None = None) -> Schedule:
+def expert_wave(grid: MoeGrid, pairs: int, wave_experts=None, avg_rows_per_expert: float | None = None,
+                group_rows: int = 1) -> Schedule:
     """Expert-wave: a wave's L1 work, then its L2 work, then the next wave (per program order).
 
     ``wave_experts``: experts per wave, an int (all waves) or a list; default ``default_waves``.
+    ``group_rows``: ``pair_order``.
     """
     pairs = _check_pairs(pairs)
+    G = require_int("group_rows", group_rows)
     E = len(grid.rows_per_expert)
     if wave_experts is None:
         sizes = default_waves(grid, 2 * pairs, avg_rows_per_expert=avg_rows_per_expert)
@@ -328,21 +364,22 @@ def expert_wave(grid: MoeGrid, pairs: int, wave_experts=None, avg_rows_per_exper
     wave_of_expert = np.repeat(np.arange(len(sizes)), sizes)
     wave_end_row = np.concatenate([[0], np.cumsum(grid.rows_per_expert)])[bounds]
     end_of_row = wave_end_row[wave_of_expert[grid.expert_of_row]]
-    tiles, offsets = _merge(grid, pairs, end_of_row)
+    tiles, offsets = _merge(grid, pairs, end_of_row, G)
     return Schedule("expert_wave", tiles, offsets, {"pairs": pairs, "wave_experts": sizes, "num_sms": 2 * pairs,
-                                                    **_grid_params(grid)})
+                                                    **({"group_rows": G} if G > 1 else {}), **_grid_params(grid)})
 
 
 def make_moe_schedule(kind: str, grid: MoeGrid, num_sms: int, *, lead_rows: int = 1, wave_experts=None,
-                      avg_rows_per_expert: float | None = None) -> Schedule:
-    """``kind`` = expert_wave | interleaved on ``num_sms`` programs (an even number: CTA pairs)."""
+                      avg_rows_per_expert: float | None = None, group_rows: int = 1) -> Schedule:
+    """``kind`` = expert_wave | interleaved on ``num_sms`` programs (an even number: CTA pairs);
+    ``group_rows``: rows walked side by side (``pair_order``; 1 = Algorithm 1's row-major walk)."""
     num_sms = require_int("num_sms", num_sms)
     if num_sms % 2:
         raise InputError("num_sms", num_sms, "must be even (Algorithm 1 runs CTA pairs)")
     if kind in ("interleaved", "int"):
-        return interleaved(grid, num_sms // 2, lead_rows)
+        return interleaved(grid, num_sms // 2, lead_rows, group_rows)
     if kind in ("expert_wave", "wave"):
-        return expert_wave(grid, num_sms // 2, wave_experts, avg_rows_per_expert)
+        return expert_wave(grid, num_sms // 2, wave_experts, avg_rows_per_expert, group_rows)
     raise InputError("schedule", kind, "must be expert_wave or interleaved")
 
 

@@ -37,36 +37,65 @@ from xstage.hw.common.log import hw_log
 # (hidden, intermediate, tokens, routing, precision, world_size): one GPU's share, 8 local experts, top-8.
 # Combine drain time ~ tokens*hidden*2*(W-1)/W / R against compute ~ 6*tokens*hidden*I / rate: the large-I
 # shapes are compute-bound on the PCIe host path (where burst shaping can show), the small-I ones drain-bound.
-# W8A8 and the W = 2 cases last: the time budget cuts those first.
+# The earlier runs' shapes (run-d815b94); the W-rank path (dist.py) keeps its own list.
 _SHAPES = ((2048, 4096, 8192), (4096, 8192, 8192), (7168, 2048, 8192), (2048, 512, 4096), (4096, 1024, 8192),
            (7168, 512, 8192), (7168, 2048, 16384))
-SWEEP = [(h, i, t, r, "bf16", 8) for (h, i, t) in _SHAPES for r in ("balanced", "skewed")] \
-    + [(h, i, t, r, "w8a8", 8) for (h, i, t) in ((2048, 4096, 8192), (7168, 2048, 8192))
+
+
+def catalog_sweep(setting: str, precisions=("bf16", "w8a8")) -> list:
+    """(model, hidden, intermediate, tokens, routing, precision, world_size, local experts) over the catalog's
+    seven model shapes (``xstage.sim.workloads.catalog``) at one token setting, both routings, W = EP = 8:
+    experts / EP local experts, tokens_total * top_k / EP assignments received (the mean rank's share)."""
+    from xstage.sim.workloads.catalog import moe_catalog
+
+    cat = moe_catalog()
+    ep = int(cat["expert_parallel"])
+    total = int(cat["settings"][setting]["tokens_total"])
+    return [(f"{model}-{setting}", int(m["hidden"]), int(m["intermediate"]), total * int(m["top_k"]) // ep, r, prec, ep,
+             int(m["experts"]) // ep) for prec in precisions for model, m in cat["models"].items() for r in ("balanced", "skewed")]
+
+
+# the earlier runs' 20 configurations (run-d815b94): re-measured, so no older row outlives this kernel
+EARLIER = [("earlier", h, i, t, r, "bf16", 8, 8) for (h, i, t) in _SHAPES for r in ("balanced", "skewed")] \
+    + [("earlier", h, i, t, r, "w8a8", 8, 8) for (h, i, t) in ((2048, 4096, 8192), (7168, 2048, 8192))
        for r in ("balanced", "skewed")] \
-    + [(7168, 2048, 8192, r, "bf16", 2) for r in ("balanced", "skewed")]
+    + [("earlier", 7168, 2048, 8192, r, "bf16", 2, 8) for r in ("balanced", "skewed")]
+# the budget cuts from the end: setting S (bf16, W8A8) first, then the earlier shapes, then setting M (bf16)
+SWEEP = catalog_sweep("S") + EARLIER + catalog_sweep("M", ("bf16",))
 CHECKS = [(2048, 512, 1000, "balanced", "bf16"), (4096, 1024, 3000, "skewed", "bf16"),
-          (7168, 2048, 2500, "skewed", "bf16"), (4096, 1024, 3000, "skewed", "w8a8")]
+          (7168, 2048, 2500, "skewed", "bf16"), (1536, 1536, 2000, "skewed", "bf16"),
+          (4096, 1024, 3000, "skewed", "w8a8"), (6144, 2048, 2000, "balanced", "w8a8")]
 DRY = dict(block_m=16, block_n=32)
-DRY_SWEEP = [(64, 32, 70, "balanced", "bf16", 8), (64, 32, 90, "skewed", "bf16", 4), (64, 64, 90, "skewed", "w8a8", 8)]
-TUNE = [(64, 4, 8, False), (64, 3, 8, False), (64, 4, 8, True), (64, 3, 8, True), (128, 3, 8, True)]  # bf16
-TUNE_KEYS = ("block_k", "num_stages", "num_warps", "tma")
-TUNE_W8A8 = [(128, 3, 8), (128, 4, 8), (128, 5, 8), (256, 3, 8), (64, 4, 8), (128, 4, 4)]  # fp8: twice the K per byte
-TUNE_KEYS_W8A8 = ("block_k", "num_stages", "num_warps")
-W8A8_KW = {"block_k": 128, "num_stages": 3, "num_warps": 8}
+DRY_SWEEP = [("dry", 64, 32, 70, "balanced", "bf16", 8, 8), ("dry", 64, 32, 90, "skewed", "bf16", 4, 4),
+             ("dry", 64, 64, 90, "skewed", "w8a8", 8, 8)]
+# The tile configuration from benchmarks/moe_tune.py (data/moe/tune-9a6f7ff): BLOCK_N 256 (an L1 tile =
+# 128 intermediate columns of gate and up), 8 rows walked side by side, TMA loads of x, weights and
+# activations, 3 stages: 0.94-0.95x torch._grouped_mm on its four shapes (0.63-0.85x before), W8A8
+# 0.90-0.92x torch._scaled_grouped_mm (0.70x before); warp specialisation changed nothing.
+BLOCK_N = 256
+GROUP_ROWS = 8
+TUNE = [(64, 3, 8, True, True), (64, 4, 8, True, True)]  # bf16
+TUNE_KEYS = ("block_k", "num_stages", "num_warps", "tma", "act_tma")
+TUNE_W8A8 = [(128, 3, 8, True, True), (128, 4, 8, True, True)]
+TUNE_KEYS_W8A8 = TUNE_KEYS
+W8A8_KW = {"block_k": 128, "num_stages": 3, "num_warps": 8}   # the W-rank path's (dist.py, BLOCK_N 128)
+W8A8_FAST = {"block_k": 128, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
+BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
-DRY_KW_TMA = {**DRY_KW, "tma": True}
+DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
 
-def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool) -> tuple:
+def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, group_rows: int = 1,
+            **columns) -> tuple:
     """(kernel rows, tile frames, checks) of one configuration: the lead D tuned, what is timed checked,
     every variant timed, one instrumented launch per schedule (GPU only) for the tiles and the measured
     medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them)."""
-    s = Setup(problem, sms, seed=problem.seed + 11)
+    s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows)
     lead_us = tune_lead(s, kw, dry)
     fns, gname = variant_fns(s, kw)
     checks = []
     ref = s.reference()
-    kws = {"": kw, **({f"_{'tma' if not kw['tma'] else 'ptr'}": {**kw, "tma": not kw["tma"]}} if "tma" in kw else {})}
+    kws = {"": kw, **({f"_{alt_tag(kw)}": alt_kw(kw)} if "tma" in kw else {})}
     for tag, k in kws.items():  # what is timed is correct (poisoned Combine, fresh routing)
         for sched in SCHEDULES:
             s.combine[True].poison()
@@ -79,11 +108,20 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool) -> 
     del ref
     opts = {"warmup": 0, "rounds": 1} if dry else {"warmup": 3, "rounds": 4}
     times, modes = time_variants(fns, trials=trials, **opts)
-    rows, _copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname)
+    rows, _copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname, group_rows=group_rows, **columns)
     tiles, timings = tile_records(s, kw)   # instrumented launches: tile records and the local-store medians
     for r in rows:
         r.update(measured_columns(timings))
     return rows, tiles, checks
+
+
+def alt_kw(kw: dict) -> dict:
+    """The other load path: pointer loads where ``kw`` uses TMA (activations too), TMA where it does not."""
+    return {**kw, "tma": not kw["tma"], "act_tma": not kw["tma"] and kw.get("act_tma", False)}
+
+
+def alt_tag(kw: dict) -> str:
+    return "ptr" if kw["tma"] else "tma"
 
 
 def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
@@ -100,8 +138,7 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
         fns[sched] = lambda sc=sched: s.run(sc, True, kw)
         fns[f"{sched}_local"] = lambda sc=sched: s.run(sc, False, kw)
     if alt_loads and "tma" in kw:  # the other load path too: do TMA loads keep flowing behind backpressured stores?
-        alt = {**kw, "tma": not kw["tma"]}
-        tag = "tma" if alt["tma"] else "ptr"
+        alt, tag = alt_kw(kw), alt_tag(kw)
         for sched in SCHEDULES:
             fns[f"{sched}_{tag}"] = lambda sc=sched: s.run(sc, True, alt)
             fns[f"{sched}_local_{tag}"] = lambda sc=sched: s.run(sc, False, alt)
@@ -178,7 +215,8 @@ def tune(sms: int, trials: int = 8, precision: str = "bf16") -> tuple:
     """Pick the kernel options (``TUNE_KEYS`` / ``TUNE_KEYS_W8A8``) by the interleaved local-store time on
     one mid shape of ``precision``; a candidate that does not compile (e.g. too much shared memory) is skipped."""
     keys, cands = (TUNE_KEYS, TUNE) if precision == "bf16" else (TUNE_KEYS_W8A8, TUNE_W8A8)
-    s = Setup(MoeProblem(7168, 2048, 8192, routing="balanced", precision=precision), sms, seed=5)
+    s = Setup(MoeProblem(7168, 2048, 8192, routing="balanced", precision=precision, block_n=BLOCK_N), sms, seed=5,
+              group_rows=GROUP_ROWS)
     fns = {c: (lambda c=c: s.run("interleaved", False, dict(zip(keys, c)))) for c in cands}
     ok = {}
     for c, fn in fns.items():
@@ -205,9 +243,10 @@ def run(args) -> dict:
     out_dir = Path(args.out)
     dry = args.dry_run
     sms = num_sms(dry)
-    blocks = DRY if dry else {}
-    kw = dict(DRY_KW_TMA) if dry else {"block_k": 64, "num_stages": 4, "num_warps": 8, "tma": False}
-    kw8 = dict(DRY_KW) if dry else dict(W8A8_KW)
+    blocks = DRY if dry else {"block_n": BLOCK_N}
+    group_rows = 2 if dry else GROUP_ROWS
+    kw = dict(DRY_KW_TMA) if dry else dict(BF16_FAST)
+    kw8 = dict(DRY_KW) if dry else dict(W8A8_FAST)
     if device() == "cuda":
         from xstage.hw.common.hostmap import check_mapping
 
@@ -215,11 +254,11 @@ def run(args) -> dict:
     checks = []
     if not args.no_checks:
         try:
-            for h, i, t, r, prec, *_ in (DRY_SWEEP if dry else CHECKS):
+            for h, i, t, r, prec, *_ in ([c[1:] for c in DRY_SWEEP] if dry else CHECKS):
                 if args.precision not in (None, prec):
                     continue
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **blocks), sms,
-                                        kw8 if prec == "w8a8" else kw, seed=t)
+                                        kw8 if prec == "w8a8" else kw, seed=t, group_rows=group_rows)
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
                       for c in checks if c["config"] == checks[-1]["config"]))
             if not dry and args.precision != "w8a8":
@@ -241,14 +280,15 @@ def run(args) -> dict:
                 traceback.print_exc()
     hw_log(f"  kernel {kw} ({time.time() - t_start:.0f}s)")
     rows, tiles = [], []
-    sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[4])]
-    for h, i, t, r, prec, world in sweep[:args.max_configs]:
+    sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[5])]
+    for model, h, i, t, r, prec, world, experts in sweep[:args.max_configs]:
         if time.time() - t_start > args.budget_s:
-            hw_log(f"  budget reached: skipping {h}/{i}/{t}/{r}/{prec}/W{world}")
+            hw_log(f"  budget reached: skipping {model} {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
         try:
-            kr, tr, kc = measure(MoeProblem(h, i, t, routing=r, precision=prec, world_size=world, **blocks), sms,
-                                 kw8 if prec == "w8a8" else kw, args.trials, dry)
+            kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
+                                            **blocks), sms,
+                                 kw8 if prec == "w8a8" else kw, args.trials, dry, group_rows=group_rows, model=model)
             checks += kc
             failed += [c for c in kc if not c.get("ok")]
         except Exception as err:  # noqa: BLE001 - keep the other configurations
@@ -266,6 +306,7 @@ def run(args) -> dict:
               f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
     tune_us = {str(k): v for k, v in tune_med.items()}
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "num_sms": sms, "tune_us": tune_us,
+                       "block_n": blocks.get("block_n"), "group_rows": group_rows,
                        "sweep": sweep},
             "provenance": provenance(with_gpu=device() == "cuda")}
     paths = []

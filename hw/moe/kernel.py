@@ -39,19 +39,20 @@ import triton.language as tl
 from xstage.errors import InputError
 from xstage.hw.moe.buffers import SPIN_LIMIT, TILE_LOG_FIELDS, Combine, DeviceLayout, check_logs  # noqa: F401
 from xstage.hw.moe.refs import compare, dispatch, pack_w1, random_weights, reference_moe  # noqa: F401 - re-exported
-from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _no_stamps, _program_span,
-                                 _release_row, _stamp, _tile_fields, _tile_wait)
+from xstage.hw.moe.tiles import (_act_fence, _combine_dst, _combine_rows, _count_writes, _log_tile, _mainloop_tma,
+                                 _no_stamps, _program_span, _release_row, _stamp, _tile_fields, _tile_wait)
 
 
 @triton.jit(do_not_specialize=["combine_rows", "spin_limit"])
-def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_full_ptr, error_ptr,
+def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, act_desc, tiles_ptr, offsets_ptr, l2_full_ptr, error_ptr,
                     dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, count_ptr, log_ptr,
                     hidden, inter, combine_rows, spin_limit,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     INSTRUMENT: tl.constexpr, COUNT_WRITES: tl.constexpr, DOT_F32: tl.constexpr,
-                    TMA: tl.constexpr):
+                    TMA: tl.constexpr, ACT_TMA: tl.constexpr, WS: tl.constexpr):
     """TMA: x_ptr, w1_ptr, w2_ptr are host tensor descriptors over [rows*BM, H], [E*2I, H], [E*H, I]
-    (blocks [BM, BK], [BN, BK], [BN, BK]); act (written during the launch) is always read by pointer."""
+    (blocks [BM, BK], [BN, BK], [BN, BK]); ACT_TMA: act_desc one over act [rows*BM, I] (blocks [BM, BK]),
+    read after ``_act_fence``; else act (written during the launch) is read by pointer (.cg)."""
     HALF: tl.constexpr = BLOCK_N // 2
     pid, t_first, t_last = _program_span(offsets_ptr)
     offs_k = tl.arange(0, BLOCK_K)
@@ -64,15 +65,11 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_f
         run, t_wait, t_ml0 = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
         t_ml1, t_is0, t_is1 = _no_stamps()
         if (run == 1) & (kind == 0):
-            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             if TMA:
-                for k in range(0, hidden, BLOCK_K):
-                    a = x_ptr.load([row * BLOCK_M, k])
-                    w = tl.trans(w1_ptr.load([expert32 * (2 * inter) + n_block * BLOCK_N, k]))
-                    if DOT_F32:
-                        a, w = a.to(tl.float32), w.to(tl.float32)
-                    acc = tl.dot(a, w, acc)
+                acc = _mainloop_tma(x_ptr, w1_ptr, row * BLOCK_M, expert32 * (2 * inter) + n_block * BLOCK_N, hidden,
+                                    BLOCK_M, BLOCK_N, BLOCK_K, DOT_F32, WS)
             else:
+                acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
                 a_ptrs = x_ptr + offs_m[:, None] * hidden + offs_k[None, :]
                 w_ptrs = w1_ptr + expert * (2 * inter * hidden) \
                     + (n_block * BLOCK_N + offs_n)[None, :].to(tl.int64) * hidden + offs_k[:, None]
@@ -92,27 +89,32 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, tiles_ptr, offsets_ptr, l2_f
             _release_row(l2_full_ptr, row)
             t_is1 = _stamp(INSTRUMENT)
         if (run == 1) & (kind == 1):
-            a_ptrs = act_ptr + offs_m[:, None] * inter + offs_k[None, :]
-            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-            if TMA:
-                for k in range(0, inter, BLOCK_K):
-                    a = tl.load(a_ptrs, cache_modifier=".cg")  # written by other SMs: bypass L1
-                    w = tl.trans(w2_ptr.load([expert32 * hidden + n_block * BLOCK_N, k]))
-                    if DOT_F32:
-                        a, w = a.to(tl.float32), w.to(tl.float32)
-                    acc = tl.dot(a, w, acc)
-                    a_ptrs += BLOCK_K
+            if ACT_TMA:
+                _act_fence(ACT_TMA, DOT_F32)
+                acc = _mainloop_tma(act_desc, w2_ptr, row * BLOCK_M, expert32 * hidden + n_block * BLOCK_N, inter,
+                                    BLOCK_M, BLOCK_N, BLOCK_K, DOT_F32, WS)
             else:
-                w_ptrs = w2_ptr + expert * (hidden * inter) \
-                    + (n_block * BLOCK_N + offs_n)[None, :].to(tl.int64) * inter + offs_k[:, None]
-                for _k in range(0, inter, BLOCK_K):
-                    a = tl.load(a_ptrs, cache_modifier=".cg")
-                    w = tl.load(w_ptrs)
-                    if DOT_F32:
-                        a, w = a.to(tl.float32), w.to(tl.float32)
-                    acc = tl.dot(a, w, acc)
-                    a_ptrs += BLOCK_K
-                    w_ptrs += BLOCK_K
+                a_ptrs = act_ptr + offs_m[:, None] * inter + offs_k[None, :]
+                acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+                if TMA:
+                    for k in range(0, inter, BLOCK_K):
+                        a = tl.load(a_ptrs, cache_modifier=".cg")  # written by other SMs: bypass L1
+                        w = tl.trans(w2_ptr.load([expert32 * hidden + n_block * BLOCK_N, k]))
+                        if DOT_F32:
+                            a, w = a.to(tl.float32), w.to(tl.float32)
+                        acc = tl.dot(a, w, acc)
+                        a_ptrs += BLOCK_K
+                else:
+                    w_ptrs = w2_ptr + expert * (hidden * inter) \
+                        + (n_block * BLOCK_N + offs_n)[None, :].to(tl.int64) * inter + offs_k[:, None]
+                    for _k in range(0, inter, BLOCK_K):
+                        a = tl.load(a_ptrs, cache_modifier=".cg")
+                        w = tl.load(w_ptrs)
+                        if DOT_F32:
+                            a, w = a.to(tl.float32), w.to(tl.float32)
+                        acc = tl.dot(a, w, acc)
+                        a_ptrs += BLOCK_K
+                        w_ptrs += BLOCK_K
             t_ml1 = _stamp(INSTRUMENT)
             d_rank, d_row, wt, valid, base = _combine_rows(dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
                                                            offs_m, out_ty)
@@ -133,13 +135,14 @@ def interpreting() -> bool:
 
 
 def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, block_k: int = 64,
-               num_warps: int = 8, num_stages: int = 3, tma: bool = False, tile_log=None, write_count=None,
-               spin_limit: int = SPIN_LIMIT) -> None:
+               num_warps: int = 8, num_stages: int = 3, tma: bool = False, act_tma: bool = False, ws: bool = False,
+               tile_log=None, write_count=None, spin_limit: int = SPIN_LIMIT) -> None:
     """Reset l2_full and run the persistent kernel over ``dev``'s schedule.
 
     ``x_recv`` [rows*BM, H] bf16 (receive layout), ``w1`` [E, 2I, H] packed by ``pack_w1``, ``w2`` [E, H, I], ``act``
-    [rows*BM, I] scratch. ``tile_log``: int64 [T, 8] (GPU only). ``write_count``: int32
-    [W, combine_rows, H/BN] incremented once per stored (row, N tile).
+    [rows*BM, I] scratch. ``tma``: x and weights through tensor descriptors; ``act_tma``: the Linear-2
+    activations too (needs ``tma``); ``ws``: warp-specialized TMA mainloops. ``tile_log``: int64 [T, 8]
+    (GPU only). ``write_count``: int32 [W, combine_rows, H/BN] incremented once per stored (row, N tile).
     """
     p = dev.layout.problem
     H, I, E, rows = p.hidden, p.intermediate, p.local_experts, dev.layout.recv_rows
@@ -153,7 +156,10 @@ def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, bloc
                          "must be a multiple of 8 / 16-byte aligned (the epilogue stores 16-byte vectors)")
     if H % block_k or I % block_k:
         raise InputError("block_k", block_k, f"must divide hidden={H} and intermediate={I}")
+    if act_tma and not tma:
+        raise InputError("act_tma", act_tma, "needs tma=True (the weights through descriptors too)")
     spin_limit = check_logs(dev, tile_log, write_count, spin_limit, interpreting())
+    act_desc = act
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -161,15 +167,17 @@ def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, bloc
         x_recv = TensorDescriptor(x_recv, [rows, H], [H, 1], [bm, block_k])
         w1 = TensorDescriptor(w1, [E * 2 * I, H], [H, 1], [bn, block_k])
         w2 = TensorDescriptor(w2, [E * H, I], [I, 1], [bn, block_k])
+        if act_tma:
+            act_desc = TensorDescriptor(act, [rows, I], [I, 1], [bm, block_k])
     dev.l2_full.zero_()
     _moe_ffn_kernel[(dev.num_programs,)](
-        x_recv, w1, w2, act, dev.tiles, dev.offsets, dev.l2_full, dev.error,
+        x_recv, w1, w2, act, act_desc, dev.tiles, dev.offsets, dev.l2_full, dev.error,
         dev.dest_rank, dev.dest_row, dev.weight, combine.table,
         write_count if write_count is not None else dev.error, tile_log if tile_log is not None else dev.error,
         H, I, p.combine_rows, spin_limit,
         BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
-        COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, num_warps=num_warps,
-        num_stages=num_stages)
+        COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, ACT_TMA=act_tma, WS=ws,
+        num_warps=num_warps, num_stages=num_stages)
 
 
 @triton.jit

@@ -8,8 +8,11 @@ tile's epilogue finds each row's destination (``_combine_rows``, ``_combine_dst`
 COUNT_WRITES counts its stores per (row, N tile) (``_count_writes``). With INSTRUMENT every tile logs one
 row of ``buffers.TILE_LOG_FIELDS`` (``_stamp``, ``_log_tile``: %globaltimer ns, GPU only).
 
-Only the mainloops and the arithmetic between them differ between the two precisions; they stay in
-the kernels. Importing this module imports triton: callers import the kernels inside functions.
+The TMA mainloop (``_mainloop_tma``: A and W tiles through tensor descriptors, fp32 accumulator) serves
+both precisions' Linear-1 and the bf16 Linear-2; ``_act_fence`` orders a Linear-2 tile's TMA reads of the
+activations (async proxy) after the acquire that saw them written (generic proxy, other SMs). The
+arithmetic between the mainloops differs per precision and stays in the kernels. Importing this module
+imports triton: callers import the kernels inside functions.
 """
 
 import triton
@@ -77,6 +80,29 @@ def _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT: 
     if kind == 1:
         run = _wait_l2_full(l2_full_ptr, row, need, spin_limit, error_ptr)
     return run, t_wait, _stamp(INSTRUMENT)
+
+
+@triton.jit
+def _mainloop_tma(a_desc, w_desc, a_row, w_row, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr, WS: tl.constexpr):
+    """``acc[BM, BN] = A[a_row:+BM, :K] W[w_row:+BN, :K]^T`` (fp32), both through tensor descriptors;
+    WS: warp-specialized loop (producer warps issue the loads)."""
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in tl.range(0, K, BLOCK_K, warp_specialize=WS):
+        a = a_desc.load([a_row, k])
+        w = tl.trans(w_desc.load([w_row, k]))
+        if DOT_F32:  # the interpreter multiplies bf16 / fp8 as raw integers: upcast there
+            a, w = a.to(tl.float32), w.to(tl.float32)
+        acc = tl.dot(a, w, acc)
+    return acc
+
+
+@triton.jit
+def _act_fence(ACT_TMA: tl.constexpr, DOT_F32: tl.constexpr):
+    """``fence.proxy.async.global`` before TMA reads of activations other SMs wrote (GPU only)."""
+    if ACT_TMA and not DOT_F32:
+        tl.inline_asm_elementwise("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 @triton.jit

@@ -26,8 +26,8 @@ from xstage.hw.moe.buffers import SPIN_LIMIT, DeviceLayout, check_logs
 from xstage.hw.moe.kernel import interpreting
 from xstage.hw.moe.refs import (FP8_MAX, W8A8Weights, quantize_activations, quantize_rows,  # noqa: F401 - re-exported
                                 reference_w8a8)
-from xstage.hw.moe.tiles import (_combine_dst, _combine_rows, _count_writes, _log_tile, _no_stamps, _program_span,
-                                 _release_row, _stamp, _tile_fields, _tile_wait)
+from xstage.hw.moe.tiles import (_act_fence, _combine_dst, _combine_rows, _count_writes, _log_tile, _mainloop_tma,
+                                 _no_stamps, _program_span, _release_row, _stamp, _tile_fields, _tile_wait)
 
 
 @triton.jit
@@ -42,12 +42,15 @@ def _round_e4m3(v):
 
 
 @triton.jit(do_not_specialize=["combine_rows", "spin_limit"])
-def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_ptr, sact_ptr,
+def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_ptr, act_desc, sact_ptr,
                          tiles_ptr, offsets_ptr, l2_full_ptr, error_ptr,
                          dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, count_ptr, log_ptr,
                          hidden, inter, combine_rows, spin_limit,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         INSTRUMENT: tl.constexpr, COUNT_WRITES: tl.constexpr, DOT_F32: tl.constexpr):
+                         INSTRUMENT: tl.constexpr, COUNT_WRITES: tl.constexpr, DOT_F32: tl.constexpr,
+                         TMA: tl.constexpr, ACT_TMA: tl.constexpr, WS: tl.constexpr):
+    """TMA: x_ptr, w1_ptr, w2_ptr are tensor descriptors over [rows*BM, H], [E*2I, H], [E*H, I] (blocks
+    [BM, BK], [BN, BK], [BN, BN/2]); ACT_TMA: act_desc one over act_q (blocks [BM, BN/2])."""
     HALF: tl.constexpr = BLOCK_N // 2
     pid, t_first, t_last = _program_span(offsets_ptr)
     offs_k = tl.arange(0, BLOCK_K)
@@ -59,19 +62,23 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
         run, t_wait, t_ml0 = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
         t_ml1, t_is0, t_is1 = _no_stamps()
         if (run == 1) & (kind == 0):
-            a_ptrs = x_ptr + offs_m[:, None] * hidden + offs_k[None, :]
             cols = n_block * BLOCK_N + offs_n
-            w_ptrs = w1_ptr + expert * (2 * inter * hidden) + cols[None, :].to(tl.int64) * hidden + offs_k[:, None]
-            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-            for _k in range(0, hidden, BLOCK_K):
-                a = tl.load(a_ptrs)
-                w = tl.load(w_ptrs)
-                if DOT_F32:
-                    acc += tl.dot(a.to(tl.float32), w.to(tl.float32))
-                else:
-                    acc = tl.dot(a, w, acc)
-                a_ptrs += BLOCK_K
-                w_ptrs += BLOCK_K
+            if TMA:
+                acc = _mainloop_tma(x_ptr, w1_ptr, row * BLOCK_M, expert32 * (2 * inter) + n_block * BLOCK_N, hidden,
+                                    BLOCK_M, BLOCK_N, BLOCK_K, DOT_F32, WS)
+            else:
+                a_ptrs = x_ptr + offs_m[:, None] * hidden + offs_k[None, :]
+                w_ptrs = w1_ptr + expert * (2 * inter * hidden) + cols[None, :].to(tl.int64) * hidden + offs_k[:, None]
+                acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+                for _k in range(0, hidden, BLOCK_K):
+                    a = tl.load(a_ptrs)
+                    w = tl.load(w_ptrs)
+                    if DOT_F32:
+                        acc += tl.dot(a.to(tl.float32), w.to(tl.float32))
+                    else:
+                        acc = tl.dot(a, w, acc)
+                    a_ptrs += BLOCK_K
+                    w_ptrs += BLOCK_K
             t_ml1 = _stamp(INSTRUMENT)
             sx = tl.load(sx_ptr + offs_m)
             sw = tl.load(sw1_ptr + expert * (2 * inter) + cols)
@@ -91,19 +98,32 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
         if (run == 1) & (kind == 1):
             a_ptrs = act_ptr + offs_m[:, None] * inter + offs_h[None, :]
             cols = n_block * BLOCK_N + offs_n
-            w_ptrs = w2_ptr + expert * (hidden * inter) + cols[None, :].to(tl.int64) * inter + offs_h[:, None]
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-            for kb in range(0, act_blocks):
-                a = tl.load(a_ptrs, cache_modifier=".cg")
-                w = tl.load(w_ptrs)
-                sa = tl.load(sact_ptr + offs_m * act_blocks + kb, cache_modifier=".cg")
-                if DOT_F32:
-                    part = tl.dot(a.to(tl.float32), w.to(tl.float32))
-                else:
-                    part = tl.dot(a, w)
-                acc += part * sa[:, None]
-                a_ptrs += HALF
-                w_ptrs += HALF
+            if TMA:
+                _act_fence(ACT_TMA, DOT_F32)
+                for kb in tl.range(0, act_blocks, warp_specialize=WS):
+                    if ACT_TMA:
+                        a = act_desc.load([row * BLOCK_M, kb * HALF])
+                    else:
+                        a = tl.load(a_ptrs + kb * HALF, cache_modifier=".cg")
+                    w = tl.trans(w2_ptr.load([expert32 * hidden + n_block * BLOCK_N, kb * HALF]))
+                    sa = tl.load(sact_ptr + offs_m * act_blocks + kb, cache_modifier=".cg")
+                    if DOT_F32:
+                        a, w = a.to(tl.float32), w.to(tl.float32)
+                    acc += tl.dot(a, w) * sa[:, None]
+            else:
+                w_ptrs = w2_ptr + expert * (hidden * inter) + cols[None, :].to(tl.int64) * inter + offs_h[:, None]
+                for kb in range(0, act_blocks):
+                    a = tl.load(a_ptrs, cache_modifier=".cg")
+                    w = tl.load(w_ptrs)
+                    sa = tl.load(sact_ptr + offs_m * act_blocks + kb, cache_modifier=".cg")
+                    if DOT_F32:
+                        part = tl.dot(a.to(tl.float32), w.to(tl.float32))
+                    else:
+                        part = tl.dot(a, w)
+                    acc += part * sa[:, None]
+                    a_ptrs += HALF
+                    w_ptrs += HALF
             t_ml1 = _stamp(INSTRUMENT)
             d_rank, d_row, wt, valid, base = _combine_rows(dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
                                                            offs_m, tl.bfloat16)
@@ -120,9 +140,10 @@ def _moe_ffn_w8a8_kernel(x_ptr, sx_ptr, w1_ptr, sw1_ptr, w2_ptr, sw2_ptr, act_pt
 
 
 def launch_moe_w8a8(x_q, sx, weights: W8A8Weights, act_q, sact, dev: DeviceLayout, combine, *, block_k: int = 128,
-                    num_warps: int = 8, num_stages: int = 3, tile_log=None, write_count=None,
-                    spin_limit: int = SPIN_LIMIT) -> None:
-    """Reset l2_full and run the W8A8 kernel. ``act_q`` fp8 [rows*BM, I], ``sact`` float32 [rows*BM, 2I/BN]."""
+                    num_warps: int = 8, num_stages: int = 3, tma: bool = False, act_tma: bool = False,
+                    ws: bool = False, tile_log=None, write_count=None, spin_limit: int = SPIN_LIMIT) -> None:
+    """Reset l2_full and run the W8A8 kernel. ``act_q`` fp8 [rows*BM, I], ``sact`` float32 [rows*BM, 2I/BN];
+    ``tma``, ``act_tma``, ``ws`` as in ``kernel.launch_moe``."""
     import torch
 
     p = dev.layout.problem
@@ -140,12 +161,25 @@ def launch_moe_w8a8(x_q, sx, weights: W8A8Weights, act_q, sact, dev: DeviceLayou
         raise InputError("problem.precision", p.precision, "must be w8a8 for this kernel")
     if H % block_k or H % 8 or any(ptr % 16 for ptr in combine.pointers):
         raise InputError("block_k", block_k, f"must divide hidden={H} (and hidden % 8 == 0, 16-byte aligned buffers)")
+    if act_tma and not tma:
+        raise InputError("act_tma", act_tma, "needs tma=True (the weights through descriptors too)")
     spin_limit = check_logs(dev, tile_log, write_count, spin_limit, interpreting())
+    w1, w2, x, act_desc = weights.w1_q, weights.w2_q, x_q, act_q
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        bm, bn = p.block_m, p.block_n
+        x = TensorDescriptor(x_q, [rows, H], [H, 1], [bm, block_k])
+        w1 = TensorDescriptor(w1, [E * 2 * I, H], [H, 1], [bn, block_k])
+        w2 = TensorDescriptor(w2, [E * H, I], [I, 1], [bn, bn // 2])
+        if act_tma:
+            act_desc = TensorDescriptor(act_q, [rows, I], [I, 1], [bm, bn // 2])
     dev.l2_full.zero_()
     _moe_ffn_w8a8_kernel[(dev.num_programs,)](
-        x_q, sx, weights.w1_q, weights.sw1, weights.w2_q, weights.sw2, act_q, sact, dev.tiles, dev.offsets,
+        x, sx, w1, weights.sw1, w2, weights.sw2, act_q, act_desc, sact, dev.tiles, dev.offsets,
         dev.l2_full, dev.error, dev.dest_rank, dev.dest_row, dev.weight, combine.table,
         write_count if write_count is not None else dev.error, tile_log if tile_log is not None else dev.error,
         H, I, p.combine_rows, spin_limit,
         BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
-        COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), num_warps=num_warps, num_stages=num_stages)
+        COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, ACT_TMA=act_tma, WS=ws,
+        num_warps=num_warps, num_stages=num_stages)

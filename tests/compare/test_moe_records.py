@@ -188,3 +188,38 @@ def test_hw_tile_replay_and_label_parse():
         # the replay used the local tiles' medians: 6 us L1 and 3 us L2 mainloops
         ml = (inter["mainloop_end(us)"] - inter["mainloop_start(us)"]).groupby(inter["kind"].astype(str)).median()
         assert ml["L1"] == pytest.approx(6.0, abs=1e-3) and ml["L2"] == pytest.approx(3.0, abs=1e-3)
+
+
+def test_worst_shape_and_baseline_keys(tmp_path):
+    """The issue-17 keys: worst GEMM ratio per precision, and the baseline over the slower / faster schedule."""
+    a = _kernel_rows({"expert_wave": 120.0, "interleaved": 100.0, "expert_wave_local": 80.0,
+                      "interleaved_local": 70.0, "grouped_mm": 63.0, "baseline_total": 150.0})
+    b = _kernel_rows({"expert_wave": 90.0, "interleaved": 100.0, "expert_wave_local": 50.0,
+                      "interleaved_local": 60.0, "grouped_mm": 45.0, "baseline_total": 95.0},
+                     problem=MoeProblem(256, 128, 700, seed=3))
+    w = _kernel_rows({"expert_wave": 90.0, "interleaved": 80.0, "expert_wave_local": 50.0,
+                      "interleaved_local": 40.0, "grouped_mm": 34.0, "baseline_total": 200.0},
+                     problem=MoeProblem(256, 128, 700, seed=3, precision="w8a8"))
+    save_records(tmp_path / "moe" / "moe-kernel.parquet", "kernel", pd.DataFrame(a + b + w),
+                 {"config": {}, "provenance": {}})
+    s = R.summarize(tmp_path)
+    assert s["gemm_tflops_vs_grouped_mm"] == pytest.approx(math.sqrt(0.9 * 0.9))
+    assert s["gemm_tflops_vs_grouped_mm_min"] == pytest.approx(0.9)
+    assert s["gemm_tflops_vs_scaled_grouped_mm_min"] == pytest.approx(0.85)
+    assert s["fused_vs_baseline_min"] == pytest.approx(0.95)          # config b: 95 us over its slower 100 us
+    assert s["fused_best_vs_baseline_min"] == pytest.approx(95 / 90)
+
+
+def test_group_rows_reach_the_replay():
+    """Records that walked 4 rows side by side are re-simulated in that order (not Algorithm 1's row-major)."""
+    plain = _kernel_rows({"expert_wave": 120.0, "interleaved": 100.0})
+    grouped = [{**r, "group_rows": 4} for r in plain]
+    plat = load_platform("paper-b200")
+    a = R.resimulate(pd.DataFrame(plain), plat, "p")
+    b = R.resimulate(pd.DataFrame(grouped), plat, "p")
+    lay = dispatch_layout(PROBLEM)
+    t = {"l1_us": 6.0, "l2_us": 3.0, "l1_epilogue_us": 0.5, "l2_epilogue_us": 1.0}
+    want = R.simulate(lay, make_moe_schedule("interleaved", lay.grid, 8, lead_rows=2, group_rows=4), t, plat)
+    assert b["sim_int(us)"].iloc[0] == pytest.approx(want)
+    assert R.group_rows(pd.Series({"group_rows": 4})) == 4 and R.group_rows(pd.Series({"x": 1})) == 1
+    assert not R.schedules_identical(PROBLEM, 8, 2, group_rows=4) or a["sim_int(us)"].iloc[0] > 0

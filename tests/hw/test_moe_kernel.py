@@ -38,11 +38,11 @@ ref = M.reference_moe(x, w1, w2, lay)
 comb = M.Combine(lay, "cpu")
 count = torch.zeros((p.world_size, p.combine_rows, p.hidden // p.block_n), dtype=torch.int32)
 
-def run(name, sched, spin_limit=M.SPIN_LIMIT, tma=False):
+def run(name, sched, spin_limit=M.SPIN_LIMIT, **kw):
     dev = M.DeviceLayout(lay, sched.to_arrays(), "cpu")
     comb.poison(); count.zero_()
     M.launch_moe(x, w1p, w2, act, dev, comb, block_k=16, num_warps=4, num_stages=1, write_count=count,
-                 spin_limit=spin_limit, tma=tma)
+                 spin_limit=spin_limit, **kw)
     c = count[torch.as_tensor(lay.dest_rank[lay.valid]).long(), torch.as_tensor(lay.dest_row[lay.valid]).long()]
     res[name] = {**comb.check(ref), "error": int(dev.error.item()), "l2_full": dev.l2_full.tolist(),
                  "written_once": bool((c == 1).all()), "count_total": int(count.sum())}
@@ -52,6 +52,8 @@ res["valid"] = int(lay.valid.sum())
 for kind, kw in (("interleaved", {"lead_rows": 1}), ("expert_wave", {})):
     run(kind, sequential_schedule(make_moe_schedule(kind, lay.grid, 4, **kw)))
 run("interleaved_tma", sequential_schedule(make_moe_schedule("interleaved", lay.grid, 4, lead_rows=2)), tma=True)
+run("grouped_act_tma", sequential_schedule(make_moe_schedule("interleaved", lay.grid, 4, lead_rows=1, group_rows=2)),
+    tma=True, act_tma=True)
 # two programs: all L1 tiles in program 0, all L2 tiles in program 1 (depends only on an earlier program)
 full = make_moe_schedule("interleaved", lay.grid, 2, lead_rows=1).tiles
 t = np.concatenate([full[full[:, 0] == 0], full[full[:, 0] == 1]])
@@ -86,6 +88,9 @@ Q.launch_moe_w8a8(xq, sx, wq, act8, sact, dev8, comb8, block_k=16, num_warps=4, 
 c8 = count8[torch.as_tensor(lay8.dest_rank[lay8.valid]).long(), torch.as_tensor(lay8.dest_row[lay8.valid]).long()]
 res["w8a8"] = {**comb8.check(Q.reference_w8a8(xq, sx, wq, lay8)), "error": int(dev8.error.item()),
                "written_once": bool((c8 == 1).all()), "count_total": int(count8.sum())}
+comb8.poison()
+Q.launch_moe_w8a8(xq, sx, wq, act8, sact, dev8, comb8, block_k=16, num_warps=4, num_stages=1, tma=True, act_tma=True)
+res["w8a8_tma"] = {**comb8.check(Q.reference_w8a8(xq, sx, wq, lay8)), "error": int(dev8.error.item())}
 v8 = torch.as_tensor(lay8.valid)
 res["w8a8_vs_bf16"] = M.compare(comb8.gather("cpu")[v8], M.reference_moe(x8, w18, w28, lay8)[v8], rtol=0.1)
 print("RESULT" + json.dumps(res))
@@ -101,7 +106,7 @@ def interpreted():
     return json.loads(line[len("RESULT"):])
 
 
-@pytest.mark.parametrize("case", ["interleaved", "expert_wave", "two_programs", "interleaved_tma"])
+@pytest.mark.parametrize("case", ["interleaved", "expert_wave", "two_programs", "interleaved_tma", "grouped_act_tma"])
 def test_kernel_matches_reference_and_writes_each_row_once(interpreted, case):
     r = interpreted[case]
     assert r["ok"], r
@@ -121,6 +126,8 @@ def test_spin_is_bounded_and_sets_the_error_flag(interpreted):
 def test_w8a8_matches_its_quantized_reference(interpreted):
     r = interpreted["w8a8"]
     assert r["ok"] and r["rel_err"] < 1e-2, r
+    t = interpreted["w8a8_tma"]  # descriptors for x, weights and activations: the same math
+    assert t["ok"] and t["rel_err"] < 1e-2 and t["error"] == 0 and t["unwritten"] == 0, t
     assert r["written_once"] and r["error"] == 0 and r["unwritten"] == 0 and r["stray"] == 0
     b = interpreted["w8a8_vs_bf16"]  # fp8 quantization error against the unquantized bf16 math
     assert 5e-3 < b["rel_err"] < 0.1
@@ -142,5 +149,10 @@ def test_gpu_both_schedules_concurrent():
     rows += B.check_problem(MoeProblem(4096, 1024, 2000, seed=6), sms, {**kw, "tma": True}, seed=6)
     rows += B.check_problem(MoeProblem(2048, 512, 3000, routing="skewed", seed=5, precision="w8a8"), sms,
                             B.W8A8_KW, seed=5)
+    # the sweep's configuration: BLOCK_N 256, 8 rows side by side, TMA activations (bf16 and W8A8)
+    rows += B.check_problem(MoeProblem(4096, 1024, 3000, routing="skewed", seed=7, block_n=B.BLOCK_N), sms,
+                            B.BF16_FAST, seed=7, group_rows=B.GROUP_ROWS)
+    rows += B.check_problem(MoeProblem(2048, 1024, 3000, seed=8, block_n=B.BLOCK_N, precision="w8a8"), sms,
+                            B.W8A8_FAST, seed=8, group_rows=B.GROUP_ROWS)
     assert all(r["ok"] for r in rows), rows
     assert B.check_deadlock_bails(MoeProblem(2048, 512, 1000), sms, kw)["ok"]
