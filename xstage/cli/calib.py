@@ -176,7 +176,7 @@ def run(args) -> int:
         cfg = build_config(args)
         calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
         if args.sim:
-            from xstage.hw.calib.runners import SimRunner
+            from xstage.sim.calib_runner import SimRunner
             from xstage.sim.platform import load_platform
             runner = SimRunner(load_platform(args.sim))
         else:
