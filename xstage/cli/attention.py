@@ -6,6 +6,7 @@
     xstage attention run --out out/attention                                # the §5.3 sweep on a GPU
 """
 
+from xstage.cli.bench_attention import ENTRY as SWEEP  # the GPU sweep, also `xstage attention run`
 from xstage.cli.common import add_actions, add_json, print_json, print_table
 from xstage.cli.exits import require_libraries
 from xstage.errors import InputError, require_int
@@ -50,11 +51,7 @@ def register(sub):
     chk.add_argument("--seed", type=int, default=0)
     chk.set_defaults(func=run_check)
 
-    from xstage.cli.bench_attention import ENTRY
-
-    ENTRY.add_run(s, "the §5.3 timing sweep on a GPU (records under --out)",
-                  "Correctness checks, then FA-only / Serial / Fused / SDPA / Serial-best timing per M (CUDA graphs, "
-                  "medians); writes kernel and tile records.")
+    SWEEP.add_run(s)
 
 
 def _check_shape(args) -> None:

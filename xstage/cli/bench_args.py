@@ -31,9 +31,11 @@ class Entry:
     ``xstage`` subcommand), ``check(args) -> args`` (every value and the output folder, before any GPU
     work; bad → ``InputError``) and ``execute(args) -> int`` (the run and its printed summary)."""
 
-    def __init__(self, name: str, prog: str, doc: str, add_flags, check, execute):
+    def __init__(self, name: str, prog: str, doc: str, add_flags, check, execute, *, run_help: str = "",
+                 run_description: str = ""):
         self.name, self.prog, self.description = name, prog, doc.splitlines()[0]
         self.add_flags, self.check, self.execute = add_flags, check, execute
+        self.run_help, self.run_description = run_help, run_description  # as ``xstage ... run``
 
     def parser(self) -> BenchParser:
         p = BenchParser(prog=self.prog, description=self.description)
@@ -48,10 +50,10 @@ class Entry:
         """Parse, check, run; bad input → one line on stderr, exit status 2."""
         return guard(self.name, lambda args: self.execute(self.parse_args(args)), argv)
 
-    def add_run(self, actions, help: str, description: str) -> None:
+    def add_run(self, actions) -> None:
         """This sweep as the ``run`` action of an ``xstage`` command (``xstage attention run``): the same
         flags, checked the same way, then torch and triton required, then the same run."""
-        p = actions.add_parser("run", help=help, description=description)
+        p = actions.add_parser("run", help=self.run_help, description=self.run_description)
         self.add_flags(p)
         p.set_defaults(func=self._run_checked)
 
@@ -70,6 +72,15 @@ def print_footer(records, checks: int, failed: list, wall_s: float) -> int:
     print(f"checks: {checks} rows, {len(failed)} failed" + (f": {failed}" if failed else ""))
     print(f"wall: {wall_s:.0f}s")
     return 1 if failed else 0
+
+
+def add_attention_flags(p, seq_lens: str) -> None:
+    """--out, --seq-lens, --heads, --head-dim and --world-size of the one-GPU attention sweeps (Triton, FA4)."""
+    p.add_argument("--out", required=True, help="output folder for the records")
+    p.add_argument("--seq-lens", default=seq_lens)
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--world-size", type=int, default=8)
 
 
 def add_sweep_flags(ap: argparse.ArgumentParser, budget_s: float) -> None:

@@ -10,19 +10,19 @@ a check failed, 2 on bad input.
 
 import sys
 
-from xstage.cli.bench_args import Entry, out_folder, print_footer
+from xstage.cli.bench_args import Entry, add_attention_flags, out_folder, print_footer
 from xstage.errors import InputError, require_int
 
 NAME = "attention_bench"
 
+RUN_HELP = "the §5.3 timing sweep on a GPU (records under --out)"  # as `xstage attention run`
+RUN_DESCRIPTION = ("Correctness checks, then FA-only / Serial / Fused / SDPA / Serial-best timing per M (CUDA "
+                   "graphs, medians); writes kernel and tile records.")
+
 
 def add_flags(p) -> None:
     """The sweep's flags, declared once: ``python -m xstage.hw.attention.bench`` and ``xstage attention run``."""
-    p.add_argument("--out", required=True, help="output folder for the records")
-    p.add_argument("--seq-lens", default="8192,16384,32768,49152,65536")
-    p.add_argument("--heads", type=int, default=3)
-    p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--world-size", type=int, default=8)
+    add_attention_flags(p, seq_lens="8192,16384,32768,49152,65536")
     p.add_argument("--trials", type=int, default=25)
     p.add_argument("--no-tune", action="store_true", help="skip the (block_n, stages) choice at M=16K")
     p.add_argument("--no-checks", action="store_true")
@@ -62,7 +62,8 @@ def execute(args) -> int:
     return print_footer(result["paths"], len(result["checks"]), result["failed"], result["wall_s"])
 
 
-ENTRY = Entry(NAME, "python -m xstage.hw.attention.bench", __doc__, add_flags, check, execute)
+ENTRY = Entry(NAME, "python -m xstage.hw.attention.bench", __doc__, add_flags, check, execute,
+              run_help=RUN_HELP, run_description=RUN_DESCRIPTION)
 parser, parse_args, main = ENTRY.parser, ENTRY.parse_args, ENTRY.main
 
 

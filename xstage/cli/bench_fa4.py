@@ -10,7 +10,7 @@ if a check failed, 2 on bad input.
 
 import sys
 
-from xstage.cli.bench_args import Entry, out_folder, print_footer
+from xstage.cli.bench_args import Entry, add_attention_flags, out_folder, print_footer
 from xstage.errors import InputError, require_int, require_positive
 
 NAME = "fa4_bench"
@@ -18,11 +18,7 @@ NAME = "fa4_bench"
 
 def add_flags(p) -> None:
     """The FA4 sweep's flags, declared once."""
-    p.add_argument("--out", required=True, help="output folder for the records")
-    p.add_argument("--seq-lens", default="8192,16384,32768,65536")
-    p.add_argument("--heads", type=int, default=3)
-    p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--world-size", type=int, default=8)
+    add_attention_flags(p, seq_lens="8192,16384,32768,65536")
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--trials", type=int, default=25)
     p.add_argument("--pairs", type=int, default=30)

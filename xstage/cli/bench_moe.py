@@ -17,6 +17,10 @@ NAME = "moe_bench"
 TABLE_COLUMNS = ("config", "expert_wave(us)", "interleaved(us)", "speedup_interleaved", "expert_wave_local(us)",
                  "interleaved_local(us)", "grouped_mm(us)", "gemm_vs_grouped_mm", "baseline_total(us)", "sim_speedup")
 
+RUN_HELP = "the §5.2 sweep on a GPU (records under --out)"  # as `xstage moe run`
+RUN_DESCRIPTION = ("Correctness checks, then expert-wave / interleaved / local / grouped-GEMM baseline / Combine "
+                   "copy timing per configuration; kernel and tile records.")
+
 
 def add_flags(ap) -> None:
     """The sweep's flags, declared once: ``python -m xstage.hw.moe.bench`` and ``xstage moe run``."""
@@ -60,7 +64,8 @@ def execute(args) -> int:
     return 1 if result["failed"] else 0
 
 
-ENTRY = Entry(NAME, "python -m xstage.hw.moe.bench", __doc__, add_flags, check, execute)
+ENTRY = Entry(NAME, "python -m xstage.hw.moe.bench", __doc__, add_flags, check, execute,
+              run_help=RUN_HELP, run_description=RUN_DESCRIPTION)
 parser, parse_args, main = ENTRY.parser, ENTRY.parse_args, ENTRY.main
 
 

@@ -11,8 +11,8 @@
 
 import os
 
-from xstage.cli.common import (add_json, add_quiet, check_output, int_list, number, number_list, print_json,
-                               print_table, progress_enabled, say, size_list)
+from xstage.cli.common import (add_command, add_json, add_quiet, check_output, int_list, number, number_list,
+                               print_json, print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
 from xstage.units import parse_size
 
@@ -30,11 +30,7 @@ def _floats(text, field):
 
 
 def register(sub):
-    p = sub.add_parser("calibrate", help="measure T_iss0, R, Q on this GPU and write a platform file",
-                       description="Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, "
-                       "large-gap plateau -> T_iss0(K,B), isolated bursts -> Q(K)), fit the platform, check the "
-                       "Burst-Gap model against every point, and write platform.json plus the raw records "
-                       "(Parquet) into --out. Progress goes to stderr.")
+    p = add_command(sub, "calibrate", run, "measure T_iss0, R, Q on this GPU and write a platform file")
     p.add_argument("--target", choices=("host", "local", "peer"), default=None,
                    help="host: pinned host memory mapped into the GPU (PCIe); local: this GPU's HBM (control); "
                    "peer: the next rank's GPU through torch symmetric memory (torchrun, >= 2 GPUs)")
@@ -91,7 +87,6 @@ def register(sub):
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
-    p.set_defaults(func=run)
 
 
 def split_args(args, default=None):
@@ -165,6 +160,9 @@ def buffer_bytes(cfg, ring_bytes: int) -> int:
 
 
 def run(args) -> int:
+    """Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, large-gap plateau -> T_iss0(K,B),
+    isolated bursts -> Q(K)), fit the platform, check the Burst-Gap model against every point, and write
+    platform.json plus the raw records (Parquet) into --out. Progress goes to stderr."""
     from xstage.hw.calib import calibrate
 
     if args.refit:

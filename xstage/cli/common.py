@@ -1,6 +1,7 @@
 """What every subcommand shares: its common flags, declared once, and how it prints.
 
-Commands with actions: ``add_actions``. Flags: ``add_json``, ``add_out``, ``add_overwrite``, ``add_quiet``, ``add_platform``. Printing:
+Commands: ``add_command`` (described by its function's docstring), ``add_actions`` (a command of actions).
+Flags: ``add_json``, ``add_out``, ``add_overwrite``, ``add_quiet``, ``add_platform``. Printing:
 ``print_json`` (NaN/inf to null, numpy scalars to Python through ``clean``), ``print_table``, ``say``
 (a progress line on stderr unless --quiet / --json) and ``progress_enabled`` (bars only when stderr is a
 terminal). Values: ``number``, ``integer``, ``int_list``, ``number_list``, ``size_list``, ``check_output``.
@@ -24,6 +25,16 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         prog = "xstage" if self.prog.startswith("xstage") else self.prog
         self.exit(2, f"{prog}: error: {message}\n")
+
+
+def add_command(sub, name: str, func, help: str):
+    """A subcommand run by ``func(args) -> int``; its ``--help`` description is ``func``'s docstring (one place
+    for what the command does)."""
+    import inspect
+
+    p = sub.add_parser(name, help=help, description=inspect.cleandoc(func.__doc__) if func.__doc__ else None)
+    p.set_defaults(func=func)
+    return p
 
 
 def add_actions(sub, name: str, help: str, description: str, dest: str):

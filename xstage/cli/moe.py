@@ -7,6 +7,7 @@
     xstage moe run --out out/moe                                                        # the §5.2 sweep on a GPU
 """
 
+from xstage.cli.bench_moe import ENTRY as SWEEP  # the GPU sweep, also `xstage moe run`
 from xstage.cli.common import add_actions, add_json, print_json, print_table
 from xstage.cli.exits import require_libraries
 from xstage.errors import InputError, require_int
@@ -59,11 +60,7 @@ def register(sub):
     chk.add_argument("--num-warps", type=int, default=8)
     chk.set_defaults(func=run_check)
 
-    from xstage.cli.bench_moe import ENTRY
-
-    ENTRY.add_run(s, "the §5.2 sweep on a GPU (records under --out)",
-                  "Correctness checks, then expert-wave / interleaved / local / grouped-GEMM baseline / Combine copy "
-                  "timing per configuration; kernel and tile records.")
+    SWEEP.add_run(s)
 
 
 def _sms(args) -> int:
