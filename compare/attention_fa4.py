@@ -1,4 +1,4 @@
-"""The per-M summary of the FA4 runs' kernel records (``xstage.hw.attention.fa4_records``; pure numpy).
+"""The per-M summary of the FA4 runs' kernel records (built by ``hw/attention/fa4_records.py``; pure numpy).
 
 Summary per M: fa_vs_sdpa = cuDNN / FA4 time; Serial-best = the faster of FA4 + CE and cuDNN + CE;
 the best unfused = the fastest of Serial-best and the pipelined variants; for each fused variant its

@@ -1,10 +1,10 @@
 """The simulator as a calibration runner: burst records of a known Platform, in the microbenchmark's columns.
 
 ``xstage calibrate --sim PLATFORM`` and the calibration tests sweep this instead of the GPU
-(``xstage.hw.calib.runners.GpuRunner``); fitting its records must give the platform back. A runner has
+(``GpuRunner`` in ``hw/calib/runners.py``); fitting its records must give the platform back. A runner has
 ``sm_count``, ``supports_fma``, ``describe() -> dict`` (goes into the records' meta), ``run(spec) -> (frame,
 info)`` returning burst records, and ``copy_engine(volumes) -> DataFrame`` (empty here). ``spec`` is a
-microbenchmark configuration (``xstage.hw.microbench.spec.BurstSpec``: producers, bytes_per_producer, gap_us,
+microbenchmark configuration (``BurstSpec`` of ``hw/microbench/spec.py``: producers, bytes_per_producer, gap_us,
 bursts, mode, gap_kind, fma_iters); only its fields are read. Pure: no GPU library, no files.
 """
 

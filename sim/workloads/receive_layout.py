@@ -4,7 +4,7 @@ Rank ``r`` of ``W`` holds ``O_r[M, H, d]``; after the post-attention All-to-All 
 ``D_j[M/W, W·H, d]`` with ``D_j[s − j·M/W, r·H + h] = O_r[s, h]``. Put the W receive buffers one after
 another and they form one ``[M, W·H, d]`` array; rank r's share of it is the view
 ``buf[:, r·H:(r+1)·H]`` — shape ``(M, H, d)``, strides ``(W·H·d, d, 1)``. The views themselves, and FA4's
-conditions on them, are ``xstage.hw.attention.fa4_layout``. Pure: no GPU library.
+conditions on them, are in ``hw/attention/fa4_layout.py``. Pure: no GPU library.
 """
 
 import math

@@ -81,3 +81,22 @@ def test_bench_main_exits_2_on_bad_input(tmp_path):
     p = subprocess.run([sys.executable, "-m", "xstage.hw.attention.fa4_bench", "--out", str(tmp_path),
                         "--seq-lens", "1000"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "seq_len" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_writes_the_summary_it_is_handed_beside_its_records(tmp_path):
+    import json
+
+    from xstage.hw.attention.fa4_bench import save
+    from xstage.records import load_records
+
+    paths = save(tmp_path, "", rows(), [{"variant": "fa4", "ok": True}], S.summary_file(rows()), {"args": {}})
+    assert [p.name for p in paths] == ["attention-fa4-kernel.parquet", "attention-fa4-checks.json",
+                                       "attention-fa4-summary.json"]
+    kernel, _ = load_records(tmp_path / "attention-fa4-kernel.parquet", "kernel")
+    assert len(kernel) == len(rows())
+    summary = json.loads((tmp_path / "attention-fa4-summary.json").read_text())
+    assert summary["targets"] == S.TARGETS and summary["per_M"][0]["best_fused_is"] == "fused_perchunk"
+    (tmp_path / "attention-fa4-summary.json").unlink()
+    assert [p.name for p in save(tmp_path, "x", rows(), [], None, {})] == ["attention-fa4-x-kernel.parquet",
+                                                                          "attention-fa4-x-checks.json"]
+    assert not (tmp_path / "attention-fa4-x-summary.json").exists()
