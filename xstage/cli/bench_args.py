@@ -4,8 +4,9 @@ Every entry point (``bench_attention``, ``bench_attention_dist``, ``bench_fa4``,
 ``bench_moe_dist``, ``bench_microbench``) parses its flags with ``BenchParser`` (usage errors become an
 ``InputError``), checks its values and its output folder before any GPU work (``out_folder``), and runs
 under ``guard``: an ``InputError`` is one line ``<name>: error: <field>(=<value>) <what it must be>`` on
-stderr and exit status 2, never a traceback. The sweeps that ``xstage attention|moe run`` shares
-(``bench_attention``, ``bench_fa4``, ``bench_moe``) are one ``Entry`` each: their flags, checks and run.
+stderr and exit status 2, never a traceback. The one-GPU sweeps (``bench_attention``, ``bench_fa4``,
+``bench_moe``) are one ``Entry`` each (their flags, checks and run); ``Entry.add_run`` makes the first and
+the last also ``xstage attention run`` and ``xstage moe run``.
 """
 
 import argparse
