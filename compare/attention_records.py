@@ -5,7 +5,7 @@ Records of W ranks (``attention_dist``) hold one row per variant, M and rank; th
 them by the maximum over ranks (the slowest rank sets the step time).
 
 FA4 records (experiment ``attention-fa4``, ``data/attention-fa4/<run>/``: one H200, W = 8 emulated, one
-row per variant and M; per-run figures from ``xstage.hw.attention.fa4_records.summarise``, a pure module)
+row per variant and M; per-run figures from ``xstage.compare.attention_fa4.summarise``)
 become rows of the same summary with ``fa_core`` = "fa4": FA-only is FA4 (``fa_vs_sdpa`` = cuDNN / FA4),
 Serial-best the faster of FA4 + CE and cuDNN + CE, the pipelined FA4 + CE the best unfused baseline, the
 fused figures those of the fastest fused variant (``fused_hbm`` left out: it sends nothing). Every run is a
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from xstage.compare import attention_fa4
 from xstage.errors import InputError
-from xstage.hw.attention import fa4_records
 from xstage.records import load_records
 from xstage.records.attention import EXPERIMENT
 
@@ -156,7 +156,7 @@ def summarize(data_dir: Path, platform: str | None = None) -> list:
 # --- FA4 (issue 16): data/attention-fa4/<run>/attention-fa4-kernel.parquet
 
 FA4_FOLDER = "attention-fa4"
-FA4_EXPERIMENT = fa4_records.EXPERIMENT
+FA4_EXPERIMENT = attention_fa4.EXPERIMENT
 FA4_TRITON = "triton"  # the Triton bench of the same lease (experiment "attention")
 # rep: the latest run, a repeat of run1's identical configuration in the same lease (later records win,
 # as for every other record kind); run1 is kept beside it as a row with headline False
@@ -177,7 +177,7 @@ def fa4_summary_rows(kernel: pd.DataFrame, triton: list = (), **labels) -> list:
         return []
     by_m = {int(r["M"]): r for r in triton}
     rows = []
-    for s in fa4_records.summarise(kernel.drop_duplicates(["M", "variant"], keep="last").to_dict("records")):
+    for s in attention_fa4.summarise(kernel.drop_duplicates(["M", "variant"], keep="last").to_dict("records")):
         first = kernel[kernel["M"] == s["M"]].iloc[0]
         row = {"M": s["M"], "heads": int(first["heads"]), "head_dim": int(first["head_dim"]),
                "world_size": int(first["world_size"]), "platform": str(first["platform"]), "ranks": 1,
@@ -205,7 +205,7 @@ def fa4_summary_rows(kernel: pd.DataFrame, triton: list = (), **labels) -> list:
             row[f"e_res_paired_{tag}_us"] = d.get("e_res_paired_us")
             row[f"hiding_ratio_paired_{tag}"] = d.get("hiding_ratio_paired")
         row.update(_beside_triton(row, by_m.get(s["M"])))
-        row.update({f"target_{k}": v for k, v in fa4_records.targets(s).items() if k != "M"})
+        row.update({f"target_{k}": v for k, v in attention_fa4.targets(s).items() if k != "M"})
         rows.append(row)
     return rows
 

@@ -30,9 +30,9 @@ QUANTITIES = ["issue(us)", "period(us)"]
 
 def summarize_bursts(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per experiment (``source`` + KEYS, + ``gap_kind`` when present): steady-state medians of
-    issue and period. Steady rows, as ``xstage.hw.microbench.runner.steady``: the second half of periodic
-    bursts, all isolated bursts but the first. With a ``trial`` column: medians per trial, then the
-    median over trials."""
+    issue and period. Steady rows, as in a run's summary (``xstage.sim.burst_summary``): the second half
+    of periodic bursts, all isolated bursts but the first. With a ``trial`` column: medians per trial,
+    then the median over trials."""
     keys = ["source", *KEYS] + (["gap_kind"] if "gap_kind" in frame.columns else [])
     if frame.empty:
         return pd.DataFrame(columns=[*keys, "bursts", *QUANTITIES])

@@ -5,6 +5,9 @@ import plotly.graph_objects as go
 from xstage.dashboards.html import Page
 
 TITLE = "FlashAttention + All-to-All (Fig. 11, Table 3)"
+LEAD = ("Sender-visible residual E_res = T_fused - T_FA relative to FA-only time, against the X-Stage prediction "
+        "(flat, near the issue floor) and the completion-coupled counterfactual (growing with M); band: +-2 % "
+        "(the paper's DVFS envelope).")
 _SHAPE_COLORS = {"fa3": "#2a9d8f", "fa4": "#2457a6"}
 
 
@@ -123,10 +126,7 @@ def tile_figure(t, title: str):
 def attention_page(frames: dict) -> Page:
     """``frames``: ``collect()["attention"]`` -- sim (catalog replays), [hw per-M summary], [compare]."""
     sim, hw = frames["sim"], frames.get("hw")
-    page = Page("attention", TITLE,
-                lead="Sender-visible residual E_res = T_fused - T_FA relative to FA-only time, against the X-Stage "
-                     "prediction (flat, near the issue floor) and the completion-coupled counterfactual (growing "
-                     "with M); band: +-2 % (the paper's DVFS envelope).")
+    page = Page("attention", TITLE, lead=LEAD)
     page.figure(residual_figure(sim, hw, f"E_res(M) / T_FA: catalog replays on {frames['platform']}"
                                 + (" and measurement" if hw is not None else ""),
                                 frames.get("compare"), frames.get("compare_platform", ""),

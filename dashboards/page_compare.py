@@ -7,6 +7,9 @@ from xstage.dashboards.html import Page
 from xstage.dashboards.style import COLORS
 
 TITLE = "Simulated vs measured"
+LEAD = ("Every measured experiment re-run on the simulator with the calibrated platform, side by side. Relative "
+        "error = |simulated - measured| / measured; sign agreement = share of configurations where simulator and "
+        "hardware agree on whether the schedule change speeds the kernel up.")
 
 
 def parity_figure(series: list, title: str, unit: str, log: bool = True):
@@ -27,10 +30,7 @@ def parity_figure(series: list, title: str, unit: str, log: bool = True):
 
 def compare_page(collected: dict) -> Page:
     """``collected``: the whole ``collect()`` result (reads each page's ``compare`` frame)."""
-    page = Page("compare", TITLE,
-                lead="Every measured experiment re-run on the simulator with the calibrated platform, side by side. "
-                     "Relative error = |simulated - measured| / measured; sign agreement = share of configurations "
-                     "where simulator and hardware agree on whether the schedule change speeds the kernel up.")
+    page = Page("compare", TITLE, lead=LEAD)
     errors = collected["errors"]
     if errors.empty:
         page.no_data("any measured records", "xstage calibrate --target host --out data/calibration/NAME "

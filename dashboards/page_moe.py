@@ -5,6 +5,8 @@ import plotly.graph_objects as go
 from xstage.dashboards.html import Page
 
 TITLE = "MoE speedups (Fig. 8)"
+LEAD = ("Speedup of the X-Stage-aware interleaved scheduler over expert-wave for each model, weight precision and "
+        "routing (bars: geometric mean over the sequence-length settings present; whiskers: min and max).")
 _GROUP_COLORS = {("w8a8", "balanced"): "#9fb8e0", ("w8a8", "skewed"): "#2457a6",
                  ("w4a8", "balanced"): "#f0b7be", ("w4a8", "skewed"): "#d1495b"}
 
@@ -53,10 +55,7 @@ def hardware_figure(hw, title: str):
 def moe_page(frames: dict) -> Page:
     """``frames``: ``collect()["moe"]`` -- sweep (one row per configuration), groups, [compare]."""
     sweep, groups = frames["sweep"], frames["groups"]
-    page = Page("moe", TITLE,
-                lead="Speedup of the X-Stage-aware interleaved scheduler over expert-wave for each model, weight "
-                     "precision and routing (bars: geometric mean over the sequence-length settings present; "
-                     "whiskers: min and max).")
+    page = Page("moe", TITLE, lead=LEAD)
     page.heading(f"simulated: {frames['source']}, {len(sweep)} configurations on {frames['platform']}")
     page.figure(speedup_figure(groups, sweep, "interleaved over expert-wave (simulated)"))
     if frames["source"].startswith("quick"):

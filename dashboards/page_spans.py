@@ -6,6 +6,9 @@ from xstage.dashboards.html import Page
 from xstage.dashboards.style import SCHEDULE_COLORS
 
 TITLE = "Remote-store spans and stalls (Fig. 10, Table 2)"
+LEAD = ("Sender-visible remote-store span of every Linear-2 tile, W8A8 skewed routing, under the expert-wave and "
+        "interleaved schedules; and the stall model of Eq. 15 -- prediction [T_RS(i) - T_mma(i+1)]_+ against the "
+        "MMA's wait for a staging slot.")
 _SCHED = {"expert_wave": "expert-wave", "interleaved": "interleaved"}
 
 
@@ -38,10 +41,7 @@ def stall_figure(table, title: str):
 
 def spans_page(frames: dict) -> Page:
     """``frames``: ``collect()["spans"]`` -- l2 spans, summary, table2 (+ hw_l2, hw_table2, compare)."""
-    page = Page("spans", TITLE,
-                lead="Sender-visible remote-store span of every Linear-2 tile, W8A8 skewed routing, under the "
-                     "expert-wave and interleaved schedules; and the stall model of Eq. 15 -- prediction "
-                     "[T_RS(i) - T_mma(i+1)]_+ against the MMA's wait for a staging slot.")
+    page = Page("spans", TITLE, lead=LEAD)
     page.heading(f"simulated: setting {frames['setting']} on {frames['platform']}")
     page.figure(span_figure(frames["l2"], "L2 span distributions (simulated)"),
                 "Boxes: quartiles; whiskers: 5th and 95th percentiles. Expert-wave: drain-limited, heavy-tailed "

@@ -17,6 +17,9 @@ from xstage.compare.timeline import timeline_summary
 from xstage.dashboards.html import Page
 
 TITLE = "Schedule timeline (Fig. 9)"
+LEAD = ("Per-SM Gantt of mainloops and remote-store issue (epilogue bursts), Tensor-Core activity, injection rate "
+        "and X-Stage occupancy over one fused MoE kernel. Drag to zoom, double-click to reset; the Gantt is "
+        "WebGL.")
 KIND_COLORS = {"L1": "#2a9d8f", "L2": "#2457a6", "FA": "#7b4fa0"}
 ISSUE_COLOR = "#d1495b"
 
@@ -111,10 +114,7 @@ def window_figure(runs: dict, title: str):
 
 def timeline_page(frames: dict) -> Page:
     """``frames``: ``collect()["timeline"]`` -- {"config", "platform", "sim": {schedule: timeline_frames}, "hw": ...}."""
-    page = Page("timeline", TITLE,
-                lead="Per-SM Gantt of mainloops and remote-store issue (epilogue bursts), Tensor-Core activity, "
-                     "injection rate and X-Stage occupancy over one fused MoE kernel. Drag to zoom, double-click "
-                     "to reset; the Gantt is WebGL.")
+    page = Page("timeline", TITLE, lead=LEAD)
     sections = [("sim", f"simulated replay: {frames['config']} on {frames['platform']}")]
     if frames.get("hw"):
         sections.append(("hw", f"measured: {frames.get('hw_config', '')}"))

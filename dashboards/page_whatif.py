@@ -13,6 +13,10 @@ from xstage.dashboards.html import Page
 from xstage.dashboards.style import SERIES_STYLE
 
 TITLE = "What-if explorer"
+LEAD = ("Move the sliders: K producers each store B bytes, then compute for G; the X-Stage drains at R and holds "
+        "at most Q outstanding bytes. Lines: the Burst-Gap model; open markers: the simpy simulator (steady-state "
+        "median of the second half of a short run of bursts, started from an empty X-Stage, so near G* or with a "
+        "large Q it may not have reached the model's steady state).")
 AXES = [("producers", "K producers"), ("bytes_per_producer", "B bytes per producer"), ("gap(us)", "G gap (us)"),
         ("drain_rate(GBps)", "R drain rate (GB/s)"), ("capacity(MiB)", "Q capacity (MiB)")]
 READOUT = ["T_iss0(us)", "V/R(us)", "G*(us)", "q_peak0(MiB)", "model_issue(us)", "sim_issue(us)",
@@ -129,11 +133,7 @@ _SCRIPT = """<script>
 def whatif_page(frames: dict) -> Page:
     """``frames`` from ``xstage.compare.whatif.whatif_frames``."""
     data = payload(frames)
-    page = Page("whatif", f"{TITLE}: {frames['platform']}",
-                lead="Move the sliders: K producers each store B bytes, then compute for G; the X-Stage drains at R "
-                     "and holds at most Q outstanding bytes. Lines: the Burst-Gap model; open markers: the simpy "
-                     "simulator (steady-state median of the second half of a short run of bursts, started from an "
-                     "empty X-Stage, so near G* or with a large Q it may not have reached the model's steady state).")
+    page = Page("whatif", f"{TITLE}: {frames['platform']}", lead=LEAD)
     axes = data["axes"]
     sel = {name: (len(axes[name]) - 1 if name == "producers" else len(axes[name]) // 2) for name, _ in AXES}
     controls = []

@@ -15,3 +15,21 @@ def b200():
     """The bundled paper-b200 platform (the paper's B200 figures)."""
     return load_platform("paper-b200")
 
+
+@pytest.fixture(scope="session")
+def run_on_queue():
+    """``run_on_queue(R, Q, processes) -> (env, queue)``: a fresh simpy ``FluidXStage(R, Q)``; every generator
+    of ``processes(env, queue)`` runs as a process, to the end."""
+    import simpy
+
+    from xstage.sim.xqueue import FluidXStage
+
+    def run(R, Q, processes):
+        env = simpy.Environment()
+        queue = FluidXStage(env, R, Q)
+        for gen in processes(env, queue):
+            env.process(gen)
+        env.run()
+        return env, queue
+    return run
+

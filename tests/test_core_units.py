@@ -33,25 +33,19 @@ def test_input_error_pickles_as_itself():
     assert (err.field, err.value, err.must) == ("jobs", "0", "must be >= 1")
 
 
-@pytest.mark.parametrize("value", ["x", "", None, "1e400", "inf", "-inf", "nan", True])
-def test_require_number_rejects(value):
+@pytest.mark.parametrize("require,value", [(require_number, v) for v in ("x", "", None, "1e400", "inf", "-inf", "nan",
+                                                                       True)]
+                         + [(require_int, v) for v in ("1.5", "x", "", None, "1e3", True, "0")])
+def test_require_rejects_naming_the_field(require, value):
     with pytest.raises(InputError, match=r"^l1_us\(="):
-        require_number("l1_us", value)
+        require("l1_us", value)
 
 
-def test_require_number_bounds():
-    assert require_number("g", "0", minimum=0) == 0.0
-    with pytest.raises(InputError, match="must be > 0"):
-        require_number("g", "0", minimum=0, allow_equal=False)
-
-
-@pytest.mark.parametrize("value", ["1.5", "x", "", None, "1e3", True, "0"])
-def test_require_int_rejects(value):
-    with pytest.raises(InputError, match=r"^n\(="):
-        require_int("n", value)
-
-
-def test_require_int_maximum():
-    assert require_int("n", "7", maximum=7) == 7
-    with pytest.raises(InputError, match="must be <= 7"):
-        require_int("n", 8, maximum=7)
+@pytest.mark.parametrize("require,ok,bound,bad,must", [
+    (require_number, "0", {"minimum": 0}, {"minimum": 0, "allow_equal": False}, "must be > 0"),
+    (require_int, "7", {"maximum": 7}, {"maximum": 6}, "must be <= 6"),
+])
+def test_require_bounds(require, ok, bound, bad, must):
+    assert require("g", ok, **bound) == float(ok)
+    with pytest.raises(InputError, match=must):
+        require("g", ok, **bad)

@@ -61,6 +61,20 @@ def require_int(field: str, value, *, minimum: int = 1, maximum: int | None = No
     return ivalue
 
 
+def require_int_fields(obj, positive=(), nonnegative=()) -> None:
+    """A frozen dataclass's integer fields checked and stored back as int (from its ``__post_init__``): each of
+    ``positive`` an integer >= 1, each of ``nonnegative`` >= 0; the first bad one → ``InputError`` naming it."""
+    for names, minimum in ((positive, 1), (nonnegative, 0)):
+        for name in names:
+            object.__setattr__(obj, name, require_int(name, getattr(obj, name), minimum=minimum))
+
+
+def require_rank(rank: int, world_size: int) -> None:
+    """A rank of ``world_size`` ranks: ``rank < world_size`` (both already checked as integers)."""
+    if rank >= world_size:
+        raise InputError("rank", rank, f"must be < world_size={world_size}")
+
+
 def exit_with(main, prog: str):
     """``sys.exit(main())`` for a module's ``__main__``, through the CLI's one error-exit path."""
     import sys

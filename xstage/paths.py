@@ -43,14 +43,24 @@ def output_folder(path, *, field: str = "--out", overwrite: bool = False, holds=
     clash = [name for name in holds if (out / name).exists()]
     if clash and not overwrite:
         raise InputError(field, str(out), f"already holds {', '.join(clash)} (pass --overwrite to replace them)")
-    probe = out
+    writable_folder(field, out, out)
+    return out
+
+
+def writable_folder(field: str, path, start) -> Path:
+    """The nearest folder at or above ``start`` that exists, where ``path`` would be created: it must be a
+    folder and writable (a temporary probe file is made and removed there). Bad → ``InputError`` on ``path``.
+    The one such walk, for ``output_folder`` and the CLI's ``check_output``."""
+    from xstage.errors import InputError
+
+    probe = Path(start)
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise InputError(field, str(out), f"cannot be created ({probe} is not a folder)")
+        raise InputError(field, str(path), f"cannot be created ({probe} is not a folder)")
     try:
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as err:
-        raise InputError(field, str(out), f"is not writable ({probe}: {err.strerror or type(err).__name__})") from None
-    return out
+        raise InputError(field, str(path), f"is not writable ({probe}: {err.strerror or type(err).__name__})") from None
+    return probe

@@ -34,14 +34,20 @@ def git_commit(path: Path | None = None) -> str:
         return "unknown"
 
 
-def library_versions() -> dict:
-    versions = {}
-    for name in _LIBS:
+def distribution_versions(names) -> dict:
+    """The installed version of each distribution in ``names``, None where it is not installed."""
+    out = {}
+    for name in names:
         try:
-            versions[name] = importlib.metadata.version(name)
+            out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            continue
-    return versions
+            out[name] = None
+    return out
+
+
+def library_versions() -> dict:
+    """The versions of the installed libraries a record depends on (missing ones left out)."""
+    return {k: v for k, v in distribution_versions(_LIBS).items() if v is not None}
 
 
 def gpu_info() -> dict:

@@ -12,14 +12,7 @@
 # commands on the simulator instead (no GPU, no self-test): a CPU dry run of this script.
 # HELDOUT (0.3) and SPLIT_SEED (0) set the split; CALIB_EXTRA adds options to both calibrate calls.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-export TQDM_MININTERVAL=${TQDM_MININTERVAL:-5}
-D="$OUT/calib-heldout"
-mkdir -p "$D"
-T0=$(date +%s)
-BUDGET=${BUDGET_S:-285}
-status=0
-step() { echo "== [$(( $(date +%s) - T0 ))s] $*" >&2; }
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+start_run calib-heldout "${BUDGET_S:-285}"
 SPLIT=(--heldout-fraction "${HELDOUT:-0.3}" --split-seed "${SPLIT_SEED:-0}")
 
 if [ -z "${SIM:-}" ]; then
@@ -47,6 +40,12 @@ done
 [ -z "${SIM:-}" ] && gpu_state "$D/gpu-end.txt" clocks.sm,temperature.gpu,power.draw
 
 # fitted vs held-out, per target (medians / p90 of |relative error|)
+parts=(median_rel_err_T_iss p90_rel_err_T_iss median_rel_err_period p90_rel_err_period
+       isolated_median_rel_err_T_iss isolated_p90_rel_err_T_iss free_median_rel_err_T_iss
+       free_p90_rel_err_T_iss free_median_rel_err_period free_p90_rel_err_period n_points
+       n_isolated_points n_free_points n_pairs)
+summary_table --label-width 38 host="$D/summary-host.json" local="$D/summary-local.json" -- \
+  R_GBps T_iss0_us_at_32KiB Q_MiB $(for p in "${parts[@]}"; do echo "fit_$p heldout_$p"; done)
 "$PY" - "$D" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -56,20 +55,7 @@ def load(p):
         return json.loads(p.read_text())
     except Exception:
         return {}
-rows = [("R_GBps", "R_GBps"), ("T_iss0_us_at_32KiB", "T_iss0_us_at_32KiB"), ("Q_MiB", "Q_MiB")]
-for part in ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period",
-             "isolated_median_rel_err_T_iss", "isolated_p90_rel_err_T_iss", "free_median_rel_err_T_iss",
-             "free_p90_rel_err_T_iss", "free_median_rel_err_period", "free_p90_rel_err_period", "n_points",
-             "n_isolated_points", "n_free_points", "n_pairs"):
-    rows += [(f"fit_{part}", f"fit_{part}"), (f"heldout_{part}", f"heldout_{part}")]
 cols = {t: load(d / f"summary-{t}.json") for t in ("host", "local")}
-print(f"{'':38}{'host':>14}{'local':>14}")
-for label, key in rows:
-    cells = []
-    for t in ("host", "local"):
-        v = cols[t].get(key)
-        cells.append(f"{v:14.4g}" if isinstance(v, (int, float)) else f"{str(v):>14}")
-    print(f"{label:38}{''.join(cells)}")
 for t in ("host", "local"):
     s = cols[t]
     if s:

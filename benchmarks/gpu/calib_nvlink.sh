@@ -17,16 +17,9 @@
 # (MEMCHECK=0 skips it) takes at most 90 s of what is left.
 # NVLink multicast is never used.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-export TQDM_MININTERVAL=${TQDM_MININTERVAL:-5}
 W=${W:-8}
 NAME=${NAME:-$([ "$W" -eq 1 ] && echo h200-self-peer || echo h200-nvlink)}
-D="$OUT/calib-nvlink"
-mkdir -p "$D"
-T0=$(date +%s)
-DEADLINE=${DEADLINE_S:-330}
-status=0
-step() { echo "== [$(( $(date +%s) - T0 ))s] $*" >&2; }
-left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+start_run calib-nvlink "${DEADLINE_S:-330}"
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if [ "$ngpu" -lt "$W" ]; then
@@ -105,20 +98,12 @@ for pat in ("next", "all"):
     st = load(d / f"selftest-{pat}.json")
     print(f"selftest {pat}: world size {st.get('world_size')}, {len(st.get('runs', []))} runs verified, "
           f"corrupted word caught: {bool(st.get('corruption_caught'))}")
-keys = ["platform", "peer_pattern", "R_GBps", "T_iss0_us_at_32KiB", "Q_MiB", "t_fixed_us", "producer_issue_GBps",
-        "injection_GBps", "median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period",
-        "isolated_median_rel_err_T_iss", "isolated_p90_rel_err_T_iss", "free_median_rel_err_period",
-        "free_p90_rel_err_period", "n_points", "R_drain_dominated_points", "kernel_GBps_rate_max",
-        "kernel_GBps_rate_median", "free_rate_GBps_max"]
-cols = {p: load(d / p / "summary.json") for p in ("next", "all")}
 print(f"W = {world}; per sender, one direction; NVLink4 nominal: 450 GB/s per direction per GPU")
-print(f"{'':32}{'next':>16}{'all':>16}")
-for k in keys:
-    cells = []
-    for p in ("next", "all"):
-        v = cols[p].get(k)
-        cells.append(f"{v:16.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{str(v):>16}")
-    print(f"{k:32}{''.join(cells)}")
 EOF
+summary_table --width 16 --label-width 32 next="$D/next/summary.json" all="$D/all/summary.json" -- \
+  platform peer_pattern R_GBps T_iss0_us_at_32KiB Q_MiB t_fixed_us producer_issue_GBps injection_GBps \
+  median_rel_err_T_iss p90_rel_err_T_iss median_rel_err_period p90_rel_err_period isolated_median_rel_err_T_iss \
+  isolated_p90_rel_err_T_iss free_median_rel_err_period free_p90_rel_err_period n_points \
+  R_drain_dominated_points kernel_GBps_rate_max kernel_GBps_rate_median free_rate_GBps_max
 step "calib_nvlink.sh done (W=$W), status $status"
 exit "$status"

@@ -5,12 +5,7 @@
 # CALIB_EXTRA adds options to both `xstage calibrate` calls (e.g. CALIB_EXTRA=--aligned).
 # Budget: <= 5 min wall on one H200 (each step has its own timeout; measurements ~1 min each).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-export TQDM_MININTERVAL=${TQDM_MININTERVAL:-3}
-D="$OUT/calib"
-mkdir -p "$D"
-T0=$(date +%s)
-status=0
-step() { echo "== [$(( $(date +%s) - T0 ))s] $*" >&2; }
+start_run calib 290 3
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,temperature.gpu,power.draw --format=csv \
   | tee "$D/gpu-start.txt"
@@ -41,7 +36,7 @@ timeout 90 "$PY" -m torch.distributed.run --standalone --nproc-per-node=1 -m xst
 rc=$?; tail -n 2 "$D/selftest-peer-w1.log" >&2; [ $rc -ne 0 ] && echo "peer w1 smoke test failed (rc=$rc, non-fatal)" >&2
 
 # 3) compute-sanitizer memcheck on a small microbenchmark run (last: it is slow; bounded)
-left=$(( 290 - ($(date +%s) - T0) ))
+left=$(left)
 if command -v compute-sanitizer >/dev/null && [ $left -gt 30 ]; then
   step "compute-sanitizer memcheck (timeout ${left}s)"
   timeout "$left" compute-sanitizer --tool memcheck --error-exitcode 9 \
@@ -60,29 +55,19 @@ nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv | tee "
 "$PY" - "$D" <<'EOF'
 import json, sys
 from pathlib import Path
-d = Path(sys.argv[1])
-def load(p):
-    try:
-        return json.loads(p.read_text())
-    except Exception:
-        return {}
-tick = load(d / "selftest-host.json").get("timer", {})
+try:
+    tick = json.loads((Path(sys.argv[1]) / "selftest-host.json").read_text()).get("timer", {})
+except Exception:
+    tick = {}
 print(f"%globaltimer tick {tick.get('tick_ns')} ns; distinct deltas {tick.get('distinct_deltas_ns')}; "
       f"SM clock {tick.get('sm_clock_GHz')} GHz; timebase {tick.get('timebase')}")
-keys = ["R_GBps", "T_iss0_us_at_32KiB", "Q_MiB", "t_fixed_us", "producer_issue_GBps", "injection_GBps",
-        "median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period",
-        "eq3_median_rel_err_T_iss", "eq3_p90_rel_err_T_iss", "isolated_median_rel_err_T_iss",
-        "isolated_p90_rel_err_T_iss", "free_median_rel_err_period", "free_p90_rel_err_period",
-        "aligned_median_rel_err_T_iss", "aligned_p90_rel_err_T_iss", "aligned_eq3_p90_rel_err_T_iss", "n_points",
-        "kernel_GBps_rate_max", "kernel_GBps_rate_median", "free_rate_GBps_max", "copy_engine_GBps", "pcie_limit_GBps"]
-cols = {t: load(d / f"summary-{t}.json") for t in ("host", "local")}
-print(f"{'':32}{'host':>14}{'local':>14}")
-for k in keys:
-    cells = []
-    for t in ("host", "local"):
-        v = cols[t].get(k)
-        cells.append(f"{v:14.4g}" if isinstance(v, (int, float)) else f"{str(v):>14}")
-    print(f"{k:32}{''.join(cells)}")
 EOF
+summary_table --label-width 32 host="$D/summary-host.json" local="$D/summary-local.json" -- \
+  R_GBps T_iss0_us_at_32KiB Q_MiB t_fixed_us producer_issue_GBps injection_GBps \
+  median_rel_err_T_iss p90_rel_err_T_iss median_rel_err_period p90_rel_err_period \
+  eq3_median_rel_err_T_iss eq3_p90_rel_err_T_iss isolated_median_rel_err_T_iss \
+  isolated_p90_rel_err_T_iss free_median_rel_err_period free_p90_rel_err_period \
+  aligned_median_rel_err_T_iss aligned_p90_rel_err_T_iss aligned_eq3_p90_rel_err_T_iss n_points \
+  kernel_GBps_rate_max kernel_GBps_rate_median free_rate_GBps_max copy_engine_GBps pcie_limit_GBps
 step "calibrate.sh done, status $status"
 exit "$status"

@@ -2,6 +2,11 @@
 #   strict mode, no NVLink multicast anywhere, $OUT required, $PY (default python3), and
 #   gpu_state FILE [FIELDS]   nvidia-smi's name, clocks, temperature and power (or FIELDS) into FILE and the log
 #   need_gpus W SCRIPT         exit 1 with one line unless this machine has at least W GPUs
+#   start_run DIR BUDGET_S [TQDM_S]   D=$OUT/DIR (made), T0 = now, BUDGET = BUDGET_S, status=0, and
+#                              TQDM_MININTERVAL (default TQDM_S, else 5 s); then
+#   step MSG                   "== [<seconds since T0>s] MSG" on stderr
+#   left                       the seconds left of BUDGET
+#   summary_table ...          the side-by-side table of summary JSON files (benchmarks/gpu/summary_table.py)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 : "${OUT:?set OUT to the output folder}"
@@ -20,3 +25,18 @@ need_gpus() {
     exit 1
   fi
 }
+
+start_run() {
+  export TQDM_MININTERVAL=${TQDM_MININTERVAL:-${3:-5}}
+  D="$OUT/$1"
+  mkdir -p "$D"
+  T0=$(date +%s)
+  BUDGET=$2
+  status=0
+}
+
+step() { echo "== [$(( $(date +%s) - T0 ))s] $*" >&2; }
+
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+
+summary_table() { "$PY" "$(dirname "${BASH_SOURCE[0]}")/summary_table.py" "$@"; }

@@ -5,13 +5,7 @@
 # with --backend nvshmem and (time allowing) --backend torch side by side. Run from the repo root with
 # $OUT set and .carry-nv/ carried; writes $OUT/nvshmem/. Budget: < 4 min wall (every step has a timeout).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-export TQDM_MININTERVAL=${TQDM_MININTERVAL:-3}
-D="$OUT/nvshmem"
-mkdir -p "$D"
-T0=$(date +%s)
-status=0
-step() { echo "== [$(( $(date +%s) - T0 ))s] $*" >&2; }
-left() { echo $(( 230 - ($(date +%s) - T0) )); }
+start_run nvshmem 230 3
 unset WORLD_SIZE RANK LOCAL_RANK MASTER_ADDR      # self-PE: no torchrun
 
 gpu_state "$D/gpu-start.txt" >/dev/null

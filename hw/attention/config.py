@@ -3,7 +3,7 @@
 import math
 from dataclasses import dataclass
 
-from xstage.errors import InputError, require_int
+from xstage.errors import InputError, require_int_fields
 from xstage.sim.workloads.a2a_layout import A2ALayout
 
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -35,10 +35,8 @@ class AttentionConfig:
     tail_parts: int = 2  # split_tail: K/V parts per tile (2 = halves); 0 = the count that balances the tail best
 
     def __post_init__(self):
-        for name in ("seq_len", "heads", "world_size", "block_m", "block_n", "num_warps", "num_stages"):
-            object.__setattr__(self, name, require_int(name, getattr(self, name)))
-        object.__setattr__(self, "programs", require_int("programs", self.programs, minimum=0))
-        object.__setattr__(self, "tail_parts", require_int("tail_parts", self.tail_parts, minimum=0))
+        require_int_fields(self, ("seq_len", "heads", "world_size", "block_m", "block_n", "num_warps", "num_stages"),
+                           nonnegative=("programs", "tail_parts"))
         if self.tail_parts == 1 or self.tail_parts > MAX_TAIL_PARTS:
             raise InputError("tail_parts", self.tail_parts, f"must be 0 (balanced) or 2..{MAX_TAIL_PARTS}")
         for name in ("tma", "local_last", "drip", "stagger", "split_tail"):

@@ -10,10 +10,10 @@ d = 128, one tile per CTA (``SingleTileScheduler``), O stored by one TMA bulk st
 Layouts are FA4's: q, k, v, out are ``(batch, seq, heads, head_dim)``.
 """
 
-import importlib.metadata
 import math
 
 from xstage.errors import InputError
+from xstage.provenance import distribution_versions
 from xstage.hw.attention.fa4_layout import check_out_layout
 
 DISTRIBUTIONS = ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-cu13",
@@ -22,13 +22,7 @@ DISTRIBUTIONS = ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-
 
 def versions() -> dict:
     """Installed versions of the FA4 stack (None for a missing distribution)."""
-    out = {}
-    for dist in DISTRIBUTIONS:
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
+    return distribution_versions(DISTRIBUTIONS)
 
 
 def check_qkv(q, k, v) -> None:

@@ -157,7 +157,7 @@ def measure_m(lay, fa, args, log) -> tuple:
         torch.cuda.empty_cache()
 
 
-def save(out_dir: Path, tag: str, rows, checks, summaries, meta) -> list:
+def save(out_dir: Path, tag: str, rows, checks, summary, meta) -> list:
     import pandas as pd
 
     from xstage.records import atomic_write_text, save_records
@@ -167,16 +167,17 @@ def save(out_dir: Path, tag: str, rows, checks, summaries, meta) -> list:
                           overwrite=True)] if rows else []
     paths.append(atomic_write_text(out_dir / f"attention-fa4{sfx}-checks.json",
                                    json.dumps(checks, indent=1, default=str), overwrite=True))
-    paths.append(atomic_write_text(out_dir / f"attention-fa4{sfx}-summary.json",
-                                   json.dumps({"targets": R.TARGETS, "per_M": summaries,
-                                               "met": [R.targets(s) for s in summaries]}, indent=1, default=str),
-                                   overwrite=True))
+    if summary is not None:
+        paths.append(atomic_write_text(out_dir / f"attention-fa4{sfx}-summary.json",
+                                       json.dumps(summary, indent=1, default=str), overwrite=True))
     return paths
 
 
-def run(args) -> dict:
+def run(args, summarise=None) -> dict:
     """The checked sweep (``xstage.cli.bench_fa4.parse_args``): records saved after every M; returns rows,
-    checks, summaries, paths and wall_s."""
+    checks, summaries, paths and wall_s. ``summarise(rows) -> dict`` (``xstage.compare.attention_fa4.summary_file``,
+    handed over by the CLI) makes the summary file written beside the records, and its ``per_M`` the
+    returned summaries; None: no summary file."""
     t_start = time.monotonic()
     out_dir = Path(args.out)
 
@@ -195,7 +196,7 @@ def run(args) -> dict:
     prov["libraries"].update({k: v for k, v in fa4.versions().items() if v})
     meta = {"args": vars(args), "provenance": prov, "scheduler": fa.scheduler, "experiment": R.EXPERIMENT}
     log(f"FA4 stack: {fa4.versions()}; scheduler {fa.scheduler}; GPU {prov.get('gpu')}")
-    rows, checks, summaries, paths = [], [], [], []
+    rows, checks, summary, paths = [], [], None, []
     for M in args.seq_lens:
         if time.monotonic() - t_start > args.budget_s:
             log(f"budget: stopped before M={M}")
@@ -211,12 +212,13 @@ def run(args) -> dict:
             continue
         rows += r
         checks += c
-        summaries = R.summarise(rows)
-        paths = save(out_dir, args.tag, rows, checks, summaries, meta)
+        summary = summarise(rows) if summarise else None
+        paths = save(out_dir, args.tag, rows, checks, summary, meta)
         log(f"  M={M}: {len(r)} variants timed ({time.monotonic() - t_start:.0f}s)")
     if not paths:
-        paths = save(out_dir, args.tag, rows, checks, summaries, meta)
-    return {"rows": rows, "checks": checks, "summaries": summaries, "paths": paths,
+        summary = summarise(rows) if summarise else None
+        paths = save(out_dir, args.tag, rows, checks, summary, meta)
+    return {"rows": rows, "checks": checks, "summaries": summary["per_M"] if summary else [], "paths": paths,
             "wall_s": time.monotonic() - t_start}
 
 

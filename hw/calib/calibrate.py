@@ -11,7 +11,8 @@ Phases, each a list of microbenchmark configurations (medians of trials; see ``m
     isolated   one burst at a time from a drained path, volume growing, for several K -> Q(K)
 plus a copy-engine transfer of the same bytes (torch copy device -> pinned host) and the PCIe
 link's nominal limit, side by side. The sweep runs on any *runner* with ``run(spec) -> (frame,
-info)`` and ``sm_count``: `GpuRunner` (the CUDA kernel) or `SimRunner` (the simulator; tests).
+info)`` and ``sm_count``: `GpuRunner` (the CUDA kernel) or `xstage.sim.calib_runner.SimRunner` (the
+simulator; dry runs and tests).
 The fit itself is pure (``xstage.sim.platform_fit``); summaries of committed records are
 ``xstage.compare.calibration_records``. Output folder: platform.json, bursts.parquet (burst records, a subset of producers), points.parquet
 (one row per configuration), check.parquet (model vs measurement), copy.parquet, summary.json.
@@ -32,7 +33,7 @@ import pandas as pd
 
 from xstage.errors import InputError, require_int, require_positive
 from xstage.hw.microbench.spec import BurstSpec
-from xstage.hw.microbench.summary import summarize_run
+from xstage.sim.burst_summary import summarize_run
 from xstage.sim.platform_fit import SPLIT_RULE, check_and_summarize, check_split_args, fit_platform, split_pairs
 from xstage.units import KiB, MiB
 

@@ -1,4 +1,5 @@
-"""Runners for the calibration sweep: the CUDA microbenchmark, or the simulator (for tests).
+"""The GPU runner of the calibration sweep: the CUDA microbenchmark on one target buffer. Its simulator twin,
+for dry runs and tests, is ``xstage.sim.calib_runner.SimRunner`` (pure, so it lives in sim/).
 
 A runner has ``sm_count``, ``supports_fma``, ``describe() -> dict`` (goes into the records' meta),
 ``run(spec) -> (frame, info)`` returning burst records in the microbenchmark's columns, and
@@ -12,6 +13,7 @@ import pandas as pd
 
 from xstage.hw.microbench.runner import BurstSpec
 from xstage.hw.common.log import hw_log
+from xstage.sim.calib_runner import SimRunner  # noqa: F401 - moved to sim/ (pure); the old name still works
 
 
 class GpuRunner:
@@ -87,32 +89,3 @@ class GpuRunner:
 
     def close(self):
         self.mb.close()
-
-
-class SimRunner:
-    """The simulator behind the same interface: burst records of a known Platform."""
-
-    supports_fma = False
-
-    def __init__(self, platform):
-        self.platform = platform
-        self.sm_count = platform.sm_count
-
-    def run(self, spec: BurstSpec):
-        from xstage.sim.bursts import BurstConfig, simulate_bursts
-        mode = "periodic" if spec.mode in ("free", "aligned") else spec.mode   # symmetric producers
-        cfg = BurstConfig(spec.producers, spec.bytes_per_producer, spec.gap_us, bursts=spec.bursts, mode=mode)
-        frame = simulate_bursts(self.platform, cfg, record_occupancy=False).bursts
-        frame = frame.assign(trial=0, gap_kind=spec.gap_kind, fma_iters=spec.fma_iters, mode=spec.mode)
-        frame["gap_measured(us)"] = frame["period(us)"] - frame["issue(us)"]
-        return frame, {"verified_words": 0}
-
-    def describe(self) -> dict:
-        return {"runner": "sim", "platform": self.platform.name, "platform_hash": self.platform.content_hash,
-                "sm_count": self.sm_count}
-
-    def copy_engine(self, volumes, trials: int = 10) -> pd.DataFrame:
-        return pd.DataFrame()
-
-    def close(self):
-        pass

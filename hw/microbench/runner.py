@@ -6,7 +6,7 @@ Run the self-test (timer tick, pattern checks, a corrupted-word check) on a GPU 
     torchrun --standalone --nproc-per-node=8 -m xstage.hw.microbench.runner --selftest --target peer --peer-pattern all
 
 (flags: ``xstage.cli.bench_microbench``; the configuration: ``spec.py``; the expected buffer contents and
-the timer probe: ``pattern.py``; a run's aggregate figures: ``summary.py``).
+the timer probe: ``pattern.py``; a run's aggregate figures: ``xstage.sim.burst_summary``).
 
 The kernel (``microbench.cu``, CuPy RawModule, NVRTC) runs K producer CTAs, one per SM (each CTA
 asks for more than half the SM's shared memory). Every burst a producer writes B bytes with 16-byte
@@ -63,7 +63,7 @@ from xstage.errors import InputError
 from xstage.hw.microbench.pattern import (MicrobenchError, check_pattern, expected_buffer,  # noqa: F401 - re-exported
                                           last_burst_of_slot, pattern_words, tick_from_reads)
 from xstage.hw.microbench.spec import GAP_KINDS, MODES, BurstSpec  # noqa: F401 - re-exported
-from xstage.hw.microbench.summary import summarize_run  # noqa: F401 - re-exported
+from xstage.sim.burst_summary import summarize_run  # noqa: F401 - re-exported
 
 NREC = 6                      # u64 per burst, see microbench.cu
 COARSE_TICK_NS = 64.0         # above this the durations use clock64

@@ -9,8 +9,8 @@ from dataclasses import asdict
 from xstage.hw.microbench.pattern import MicrobenchError, check_pattern
 from xstage.hw.microbench.runner import Microbench
 from xstage.hw.microbench.spec import BurstSpec
-from xstage.hw.microbench.summary import summarize_run
 from xstage.records.spelling import json_key
+from xstage.sim.burst_summary import summarize_run
 from xstage.hw.common.log import hw_log
 
 

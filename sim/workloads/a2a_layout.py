@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from xstage.errors import InputError, require_int
+from xstage.errors import InputError, require_int_fields, require_rank
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,9 @@ class A2ALayout:
     elem_bytes: int = 2   # bf16
 
     def __post_init__(self):
-        for name in ("seq_len", "heads", "head_dim", "world_size", "block_m", "elem_bytes"):
-            object.__setattr__(self, name, require_int(name, getattr(self, name)))
-        object.__setattr__(self, "rank", require_int("rank", self.rank, minimum=0))
-        if self.rank >= self.world_size:
-            raise InputError("rank", self.rank, f"must be < world_size={self.world_size}")
+        require_int_fields(self, ("seq_len", "heads", "head_dim", "world_size", "block_m", "elem_bytes"),
+                           nonnegative=("rank",))
+        require_rank(self.rank, self.world_size)
         if self.seq_len % self.world_size:
             raise InputError("seq_len", self.seq_len, f"must be divisible by world_size={self.world_size}")
         if self.chunk_rows % self.block_m:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xstage.errors import InputError, require_int
+from xstage.errors import InputError, require_int_fields, require_rank
 from xstage.sim.schedules import MoeGrid, moe_grid
 from xstage.sim.workloads.catalog import route
 
@@ -52,13 +52,9 @@ class MoeProblem:
     precision: str = "bf16"     # bf16 | w8a8 (fp8 e4m3 weights and activations, float32 scales)
 
     def __post_init__(self):
-        for name in ("hidden", "intermediate", "tokens", "local_experts", "world_size", "top_k", "block_m",
-                     "block_n"):
-            object.__setattr__(self, name, require_int(name, getattr(self, name)))
-        object.__setattr__(self, "rank", require_int("rank", self.rank, minimum=0))
-        object.__setattr__(self, "seed", require_int("seed", self.seed, minimum=0))
-        if self.rank >= self.world_size:
-            raise InputError("rank", self.rank, f"must be < world_size={self.world_size}")
+        require_int_fields(self, ("hidden", "intermediate", "tokens", "local_experts", "world_size", "top_k",
+                                  "block_m", "block_n"), nonnegative=("rank", "seed"))
+        require_rank(self.rank, self.world_size)
         if self.routing not in ROUTINGS:
             raise InputError("routing", self.routing, f"must be one of {', '.join(ROUTINGS)}")
         if self.precision not in PRECISIONS:

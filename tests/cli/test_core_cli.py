@@ -180,7 +180,7 @@ def test_demo_never_replaces_without_overwrite_nor_deletes_user_files(capsys, tm
 
 
 def test_interrupted_demo_leaves_no_folder(capsys, tmp_path, monkeypatch):
-    import xstage.demo as demo
+    import xstage.demo as demo  # the computation the CLI (xstage.cli.demo) calls
 
     def stop(platform):
         raise KeyboardInterrupt

@@ -9,7 +9,7 @@ import pytest
 from xstage.compare.attention import compare_fa4
 from xstage.compare.attention_records import FA4_HEADLINE, fa4_rows, summarize
 from xstage.hw.attention import fa4_records as R
-from xstage.hw.attention.fa4_layout import ReceiveLayout
+from xstage.sim.workloads.receive_layout import ReceiveLayout
 from xstage.records import save_records
 from xstage.records.attention import kernel_row
 from xstage.hw.attention.config import AttentionConfig

@@ -10,7 +10,7 @@ from xstage.cli import main
 from xstage.errors import InputError
 from xstage.compare.calibration_records import summarize_results
 from xstage.hw.calib import calibrate
-from xstage.hw.calib.runners import SimRunner
+from xstage.sim.calib_runner import SimRunner
 from xstage.hw.microbench.runner import BurstSpec, check_pattern, expected_buffer, pattern_words, tick_from_reads
 from xstage.records import load_records
 from xstage.sim.platform import Platform

@@ -305,7 +305,7 @@ def test_calibrate_all_pattern_records_say_so(fake_gpu, monkeypatch, tmp_path, c
 
 
 def test_next_pattern_is_the_default_and_host_records_have_no_pattern(tmp_path):
-    from xstage.hw.calib.runners import SimRunner
+    from xstage.sim.calib_runner import SimRunner
     from xstage.records import load_records
     from xstage.sim.platform import load_platform
     cfg = dict(producers=(16, 132), sizes=(8192, 65536), gap_configs=((132, 32768),), gap_fractions=(0.5, 1.5),

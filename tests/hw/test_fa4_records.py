@@ -1,10 +1,12 @@
-"""FA4 records and summary (hw/attention/fa4_records.py) on hand-made rows, and the bench's argument checks."""
+"""FA4 records (hw/attention/fa4_records.py) and their summary (compare/attention_fa4.py) on hand-made rows, and
+the bench's argument checks."""
 
 import pytest
 
 from xstage.errors import InputError
+from xstage.compare import attention_fa4 as S
 from xstage.hw.attention import fa4_records as R
-from xstage.hw.attention.fa4_layout import ReceiveLayout
+from xstage.sim.workloads.receive_layout import ReceiveLayout
 
 LAY = ReceiveLayout(16384, 3, 128, 8, 0)
 
@@ -28,7 +30,7 @@ def test_kernel_row_has_the_standard_columns():
 
 
 def test_summary_judges_fused_against_the_best_unfused():
-    s = R.summarise(rows())[0]
+    s = S.summarise(rows())[0]
     assert s["fa_vs_sdpa"] == pytest.approx(1.1)
     assert s["serial_best_is"] == "serial_fa4" and s["serial_best_us"] == 900.0
     assert s["best_unfused_is"] == "pipelined" and s["best_unfused_us"] == 700.0
@@ -36,9 +38,16 @@ def test_summary_judges_fused_against_the_best_unfused():
     f = s["fused"]["fused_perchunk"]
     assert f["hiding_ratio_paired"] == pytest.approx(0.8) and f["e_res_paired_us"] == 60.0
     assert f["speedup_vs_serial_best"] == pytest.approx(900 / 650) and f["speedup_vs_best_unfused"] == pytest.approx(700 / 650)
-    met = R.targets(s)
+    met = S.targets(s)
     assert met["fa_vs_sdpa_ge_1"] is True and met["fused_within_3pct"] is False and met["beats_serial_best"] is True
-    assert "fused_perchunk" in R.table([s])
+    assert "fused_perchunk" in S.table([s])
+
+
+def test_summary_file_is_what_the_bench_writes_beside_its_records():
+    doc = S.summary_file(rows())
+    assert doc["targets"] == S.TARGETS and [s["M"] for s in doc["per_M"]] == [16384]
+    assert doc["met"] == [S.targets(doc["per_M"][0])]
+    assert S.EXPERIMENT == R.EXPERIMENT == rows()[0]["experiment"]   # compare reads what the bench writes
 
 
 def test_bench_rejects_bad_arguments_in_one_line(tmp_path):
@@ -72,3 +81,22 @@ def test_bench_main_exits_2_on_bad_input(tmp_path):
     p = subprocess.run([sys.executable, "-m", "xstage.hw.attention.fa4_bench", "--out", str(tmp_path),
                         "--seq-lens", "1000"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "seq_len" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_writes_the_summary_it_is_handed_beside_its_records(tmp_path):
+    import json
+
+    from xstage.hw.attention.fa4_bench import save
+    from xstage.records import load_records
+
+    paths = save(tmp_path, "", rows(), [{"variant": "fa4", "ok": True}], S.summary_file(rows()), {"args": {}})
+    assert [p.name for p in paths] == ["attention-fa4-kernel.parquet", "attention-fa4-checks.json",
+                                       "attention-fa4-summary.json"]
+    kernel, _ = load_records(tmp_path / "attention-fa4-kernel.parquet", "kernel")
+    assert len(kernel) == len(rows())
+    summary = json.loads((tmp_path / "attention-fa4-summary.json").read_text())
+    assert summary["targets"] == S.TARGETS and summary["per_M"][0]["best_fused_is"] == "fused_perchunk"
+    (tmp_path / "attention-fa4-summary.json").unlink()
+    assert [p.name for p in save(tmp_path, "x", rows(), [], None, {})] == ["attention-fa4-x-kernel.parquet",
+                                                                          "attention-fa4-x-checks.json"]
+    assert not (tmp_path / "attention-fa4-x-summary.json").exists()

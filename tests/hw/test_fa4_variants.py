@@ -87,6 +87,7 @@ def test_vmm_refused_means_no_vmm_variants(monkeypatch):
 
 def test_bench_checks_and_timing_on_cpu(monkeypatch):
     """fa4_bench.check_case and time_case run the project's timers (host clock on CPU)."""
+    from xstage.compare.attention_fa4 import summarise
     from xstage.hw.attention import fa4_bench, fa4_records
 
     case = make_case(monkeypatch, 1, M=256, vmm=False, W=2, H=1)
@@ -100,6 +101,6 @@ def test_bench_checks_and_timing_on_cpu(monkeypatch):
     assert "fa4" not in paired and "fused_allhost" in paired
     krows = [fa4_records.kernel_row(case.lay, n, [x * 1e3 + 1 for x in t], timing=modes[n],
                                     **({"paired_minus_fa(us)": 1.0} if n in paired else {})) for n, t in times.items()]
-    s = fa4_records.summarise(krows)[0]
+    s = summarise(krows)[0]
     assert s["M"] == 256 and "fused_perchunk" in s["fused"]
 

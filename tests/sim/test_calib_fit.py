@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from xstage.sim import fit as calib_fit
-from xstage.hw.calib.runners import SimRunner
+from xstage.sim.calib_runner import SimRunner
 from xstage.hw.calib.calibrate import CalibConfig, pcie_limit_GBps, sweep
 from xstage.sim.platform_fit import fit_platform
 from xstage.sim.platform import Platform

@@ -17,7 +17,7 @@ from xstage.errors import InputError
 from xstage.compare.calibration_records import summarize_results
 from xstage.hw.calib import calibrate
 from xstage.hw.calib.grids import GRIDS
-from xstage.hw.calib.runners import SimRunner
+from xstage.sim.calib_runner import SimRunner
 from xstage.records import load_records
 from xstage.sim import fit as calib_fit
 from xstage.sim.platform import Platform

@@ -68,19 +68,15 @@ def test_conservation_over_20000_bursts(R, t0, drain_us, gap_factor, q_factor, K
 @settings(max_examples=6, deadline=None)
 @given(st.lists(st.tuples(st.floats(1e3, 1e6), st.floats(10.0, 1e5), st.floats(500.0, 2000.0)), min_size=2,
                 max_size=4), st.floats(50.0, 2000.0), st.floats(1e4, 1e7))
-def test_conservation_with_mixed_producers(producers, R, Q):
+def test_conservation_with_mixed_producers(run_on_queue, producers, R, Q):
     """Producers of different sizes, rates and gaps, 20,000 bursts each, on one queue."""
-    env = simpy.Environment()
-    q = FluidXStage(env, R, Q)
     n = 20000
 
-    def producer(nbytes, rate, gap):
+    def producer(q, nbytes, rate, gap):
         for _ in range(n):
             yield q.issue(nbytes, rate, gap)
 
-    for p in producers:
-        env.process(producer(*p))
-    env.run()
+    env, q = run_on_queue(R, Q, lambda env, q: (producer(q, *p) for p in producers))
     total = n * sum(p[0] for p in producers)
     assert env.now > 1e7                  # every producer spends >= 500 us per burst in its gap alone
     assert np.abs(balance(q.log)).max() <= 1.0

@@ -26,17 +26,28 @@ def _case(point):
     return P, K, B, G, V, R, t0, P.capacity_bytes(K)
 
 
-@settings(max_examples=60, deadline=None)
-@given(points)
-def test_periodic_steady_state_and_warmup_are_exact(point):
+def _steady_case(point):
+    """``_case`` and its closed-form warm-up w, for the cases whose warm-up is short enough to simulate."""
     P, K, B, G, V, R, t0, Q = _case(point)
     w = model.warmup_bursts(G, t0, V, R, Q)
     assume(w < 300)
+    return P, K, B, G, V, R, t0, Q, w
+
+
+def _clock(bursts) -> float:
+    """The simulated clock's resolution at the end of ``bursts`` (64 ulps of the last start)."""
+    return 64 * math.ulp(float(bursts["start(us)"].max()) + 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(points)
+def test_periodic_steady_state_and_warmup_are_exact(point):
+    P, K, B, G, V, R, t0, Q, w = _steady_case(point)
     n = w + 4
     b = simulate_bursts(P, BurstConfig(K, B, G, n, engine="simpy")).bursts
     first = b[b["producer"] == 0]
     issue, period = first["issue(us)"].to_numpy(), first["period(us)"].to_numpy()
-    clock = 64 * math.ulp(float(first["start(us)"].max()) + 1.0)   # the clock's resolution at the end
+    clock = _clock(first)
     t_iss = model.issue_time_with_capacity_us(G, t0, V, R, Q)
     assert np.allclose(issue[w:], t_iss, rtol=1e-9, atol=clock)
     assert np.allclose(period[w:-1], model.periodic_period_us(G, t0, V, R, Q), rtol=1e-9, atol=clock)
@@ -86,16 +97,14 @@ def test_warmup_closed_form_edges():
 def test_cli_model_headline_agrees_with_the_simulator(point):
     """`xstage model`'s T_iss_us / period_us / coupled / isolated figures are the simulator's steady state."""
     from xstage.sim.scenarios import burst_model
-    P, K, B, G, V, R, t0, Q = _case(point)
-    w = model.warmup_bursts(G, t0, V, R, Q)
-    assume(w < 300)
+    P, K, B, G, V, R, t0, Q, w = _steady_case(point)
     m = burst_model(P, K, B, G)
     for mode, t_key, p_key in (("periodic", "T_iss_us", "period_us"), ("coupled", "T_iss_coupled_us",
                                                                         "period_coupled_us"),
                                ("isolated", "T_iss_iso_us", "period_iso_us")):
         b = simulate_bursts(P, BurstConfig(K, B, G, w + 3, mode=mode, engine="simpy")).bursts
         last = b[b["burst"] == w + 1]
-        clock = 64 * math.ulp(float(b["start(us)"].max()) + 1.0)   # the clock's resolution at the end
+        clock = _clock(b)
         assert last["issue(us)"].iloc[0] == pytest.approx(m[t_key], rel=1e-9, abs=clock), mode
         assert last["period(us)"].iloc[0] == pytest.approx(m[p_key], rel=1e-9, abs=clock), mode
 

@@ -1,12 +1,10 @@
 """Property tests: occupancy bounds, flow conservation, long-run period >= V/R, determinism."""
 
 import numpy as np
-import simpy
 from hypothesis import given, settings, strategies as st
 
 from xstage.sim.bursts import BurstConfig, simulate_bursts
 from xstage.sim.platform import Platform
-from xstage.sim.xqueue import FluidXStage
 
 platforms = st.builds(
     lambda R, t0, rate, q: Platform("h", 132, R, t0, rate, ((132, q),)),
@@ -50,20 +48,16 @@ def test_same_inputs_same_output(platform, cfg):
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.floats(0.0, 50.0), st.floats(1.0, 5000.0), st.floats(0.5, 50.0)), min_size=1,
                 max_size=12), st.floats(0.5, 20.0), st.floats(100.0, 20000.0))
-def test_queue_with_arbitrary_arrivals(arrivals, R, Q):
-    env = simpy.Environment()
-    q = FluidXStage(env, R, Q)
+def test_queue_with_arbitrary_arrivals(run_on_queue, arrivals, R, Q):
     done = []
 
-    def producer(delay, nbytes, rate):
+    def producer(env, q, delay, nbytes, rate):
         yield env.timeout(delay)
         t = env.now
         yield q.issue(nbytes, rate)
         done.append((env.now - t, nbytes / rate))
 
-    for a in arrivals:
-        env.process(producer(*a))
-    env.run()
+    _, q = run_on_queue(R, Q, lambda env, q: (producer(env, q, *a) for a in arrivals))
     total = sum(a[1] for a in arrivals)
     assert len(done) == len(arrivals)
     assert all(took >= floor * (1 - 1e-9) for took, floor in done)  # never faster than unconstrained

@@ -15,7 +15,7 @@ _clean = clean  # older name, still imported by callers outside the CLI
 
 _PLUGINS = (
     "xstage.cli.core",
-    "xstage.demo",
+    "xstage.cli.demo",
     "xstage.cli.sched",
     "xstage.cli.calib",
     "xstage.cli.attention",

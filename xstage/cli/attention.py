@@ -6,7 +6,8 @@
     xstage attention run --out out/attention                                # the §5.3 sweep on a GPU
 """
 
-from xstage.cli.common import add_json, print_json, print_table
+from xstage.cli.bench_attention import ENTRY as SWEEP  # the GPU sweep, also `xstage attention run`
+from xstage.cli.common import add_actions, add_json, print_json, print_table
 from xstage.cli.exits import require_libraries
 from xstage.errors import InputError, require_int
 
@@ -21,9 +22,8 @@ def _shape_args(p, seq_len=8192):
 
 
 def register(sub):
-    p = sub.add_parser("attention", help="FlashAttention + Ulysses All-to-All kernels (layout, check, run)",
-                       description=__doc__.splitlines()[0])
-    s = p.add_subparsers(dest="attention_command", metavar="ACTION")
+    s = add_actions(sub, "attention", "FlashAttention + Ulysses All-to-All kernels (layout, check, run)",
+                    __doc__.splitlines()[0], "attention_command")
 
     lay = s.add_parser("layout", help="the post-attention All-to-All layout of one sender (no GPU)",
                        description="Which output tiles go to which rank, and the bytes that leave the sender.")
@@ -51,14 +51,7 @@ def register(sub):
     chk.add_argument("--seed", type=int, default=0)
     chk.set_defaults(func=run_check)
 
-    run = s.add_parser("run", help="the §5.3 timing sweep on a GPU (records under --out)",
-                       description="Correctness checks, then FA-only / Serial / Fused / SDPA / Serial-best timing "
-                                   "per M (CUDA graphs, medians); writes kernel and tile records.")
-    from xstage.cli.bench_attention import add_flags
-
-    add_flags(run)
-    run.set_defaults(func=run_sweep)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    SWEEP.add_run(s)
 
 
 def _check_shape(args) -> None:
@@ -155,11 +148,3 @@ def check_cpu(cfg, seed: int = 0) -> list:
         run()
         rows.append({"variant": variant, **dests.check(ref)})
     return rows
-
-
-def run_sweep(args) -> int:
-    from xstage.cli import bench_attention
-
-    bench_attention.check(args)
-    require_libraries("torch", "triton")
-    return bench_attention.execute(args)

@@ -10,36 +10,25 @@ a check failed, 2 on bad input.
 
 import sys
 
-from xstage.cli.bench_args import BenchParser, guard, out_folder
+from xstage.cli.bench_args import Entry, add_attention_flags, out_folder, print_footer
 from xstage.errors import InputError, require_int
 
 NAME = "attention_bench"
 
+RUN_HELP = "the §5.3 timing sweep on a GPU (records under --out)"  # as `xstage attention run`
+RUN_DESCRIPTION = ("Correctness checks, then FA-only / Serial / Fused / SDPA / Serial-best timing per M (CUDA "
+                   "graphs, medians); writes kernel and tile records.")
+
 
 def add_flags(p) -> None:
     """The sweep's flags, declared once: ``python -m xstage.hw.attention.bench`` and ``xstage attention run``."""
-    p.add_argument("--out", required=True, help="output folder for the records")
-    p.add_argument("--seq-lens", default="8192,16384,32768,49152,65536")
-    p.add_argument("--heads", type=int, default=3)
-    p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--world-size", type=int, default=8)
+    add_attention_flags(p, seq_lens="8192,16384,32768,49152,65536")
     p.add_argument("--trials", type=int, default=25)
     p.add_argument("--no-tune", action="store_true", help="skip the (block_n, stages) choice at M=16K")
     p.add_argument("--no-checks", action="store_true")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--dry-run", action="store_true",
                    help="tiny shapes and blocks, no tuning (with TRITON_INTERPRET=1 on a CPU: tests this module)")
-
-
-def parser() -> BenchParser:
-    p = BenchParser(prog="python -m xstage.hw.attention.bench", description=__doc__.splitlines()[0])
-    add_flags(p)
-    return p
-
-
-def parse_args(argv=None):
-    """The checked flags (every shape validated); bad input → ``InputError``."""
-    return check(parser().parse_args(argv))
 
 
 def check(args):
@@ -61,10 +50,6 @@ def check(args):
     return args
 
 
-def _main(argv) -> int:
-    return execute(parse_args(argv))
-
-
 def execute(args) -> int:
     """Run the checked sweep and print its per-M summary; exit status 1 if a check failed."""
     from xstage.compare.attention_records import summary_table
@@ -74,15 +59,12 @@ def execute(args) -> int:
     measured = [r for r in result["rows"] if not r["variant"].endswith("_tune")]
     if measured:
         print(summary_table(measured))
-    failed = result["failed"]
-    print("records:", *map(str, result["paths"]))
-    print(f"checks: {len(result['checks'])} rows, {len(failed)} failed" + (f": {failed}" if failed else ""))
-    print(f"wall: {result['wall_s']:.0f}s")
-    return 1 if failed else 0
+    return print_footer(result["paths"], len(result["checks"]), result["failed"], result["wall_s"])
 
 
-def main(argv=None) -> int:
-    return guard(NAME, _main, argv)
+ENTRY = Entry(NAME, "python -m xstage.hw.attention.bench", __doc__, add_flags, check, execute,
+              run_help=RUN_HELP, run_description=RUN_DESCRIPTION)
+parser, parse_args, main = ENTRY.parser, ENTRY.parse_args, ENTRY.main
 
 
 if __name__ == "__main__":

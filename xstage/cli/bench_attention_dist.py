@@ -15,7 +15,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from xstage.cli.bench_args import BenchParser, guard, out_folder
+from xstage.cli.bench_args import BenchParser, guard, out_folder, print_footer
 from xstage.errors import InputError, require_int
 from xstage.hw.attention.config import AttentionConfig
 
@@ -110,11 +110,8 @@ def _main(argv) -> int:
 
     result = dist.run(args, seq_lens, base)
     if result["rank"] == 0:
-        failed = result["failed"]
         print(summary_table(result["rows"], extra=("ranks",)))
-        print(f"records: {args.out or '(none: no --out)'}")
-        print(f"checks: {len(result['checks'])} rows, {len(failed)} failed" + (f": {failed}" if failed else ""))
-        print(f"wall: {result['wall_s']:.0f}s")
+        print_footer([args.out or "(none: no --out)"], len(result["checks"]), result["failed"], result["wall_s"])
     return 1 if result["failed"] else 0
 
 

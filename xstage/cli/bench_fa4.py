@@ -10,7 +10,7 @@ if a check failed, 2 on bad input.
 
 import sys
 
-from xstage.cli.bench_args import BenchParser, guard, out_folder
+from xstage.cli.bench_args import Entry, add_attention_flags, out_folder, print_footer
 from xstage.errors import InputError, require_int, require_positive
 
 NAME = "fa4_bench"
@@ -18,11 +18,7 @@ NAME = "fa4_bench"
 
 def add_flags(p) -> None:
     """The FA4 sweep's flags, declared once."""
-    p.add_argument("--out", required=True, help="output folder for the records")
-    p.add_argument("--seq-lens", default="8192,16384,32768,65536")
-    p.add_argument("--heads", type=int, default=3)
-    p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--world-size", type=int, default=8)
+    add_attention_flags(p, seq_lens="8192,16384,32768,65536")
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--trials", type=int, default=25)
     p.add_argument("--pairs", type=int, default=30)
@@ -37,20 +33,9 @@ def add_flags(p) -> None:
     p.add_argument("--overwrite", action="store_true")
 
 
-def parser() -> BenchParser:
-    p = BenchParser(prog="python -m xstage.hw.attention.fa4_bench", description=__doc__.splitlines()[0])
-    add_flags(p)
-    return p
-
-
-def parse_args(argv=None):
-    """The checked flags; bad input → ``InputError``."""
-    return check(parser().parse_args(argv))
-
-
 def check(args):
     """Every flag's value (every shape validated) and the output folder, before any GPU work."""
-    from xstage.hw.attention.fa4_layout import ReceiveLayout
+    from xstage.sim.workloads.receive_layout import ReceiveLayout
 
     try:
         args.seq_lens = [int(x) for x in args.seq_lens.split(",") if x.strip()]
@@ -76,27 +61,21 @@ def check(args):
 
 def execute(args) -> int:
     """Run the checked sweep and print its per-M summary; exit status 1 if a check failed."""
-    from xstage.hw.attention import fa4_bench, fa4_records as R
+    from xstage.compare.attention_fa4 import summary_file, table
+    from xstage.hw.attention import fa4_bench
 
-    result = fa4_bench.run(args)
+    result = fa4_bench.run(args, summarise=summary_file)
     summaries, checks = result["summaries"], result["checks"]
     failed = [c for c in checks if c.get("ok") is False]
-    print(R.table(summaries))
+    print(table(summaries))
     for s in summaries:
         print(f"M={s['M']}: " + ", ".join(f"{n} {d['us']:.1f}us res {d.get('e_res_paired_us', float('nan')):.1f} "
                                           f"H {d.get('hiding_ratio_paired', float('nan')):.3f}" for n, d in s["fused"].items()))
-    print("records:", *map(str, result["paths"]))
-    print(f"checks: {len(checks)} rows, {len(failed)} failed" + (f": {[c.get('variant') for c in failed]}" if failed else ""))
-    print(f"wall: {result['wall_s']:.0f}s")
-    return 1 if failed else 0
+    return print_footer(result["paths"], len(checks), [c.get("variant") for c in failed], result["wall_s"])
 
 
-def _main(argv) -> int:
-    return execute(parse_args(argv))
-
-
-def main(argv=None) -> int:
-    return guard(NAME, _main, argv)
+ENTRY = Entry(NAME, "python -m xstage.hw.attention.fa4_bench", __doc__, add_flags, check, execute)
+parser, parse_args, main = ENTRY.parser, ENTRY.parse_args, ENTRY.main
 
 
 if __name__ == "__main__":

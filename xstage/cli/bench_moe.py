@@ -11,11 +11,15 @@ which replays the simulator on the measured medians). Exit status 1 if a check f
 import json
 import sys
 
-from xstage.cli.bench_args import BenchParser, add_sweep_flags, check_sweep_flags, guard, out_folder
+from xstage.cli.bench_args import Entry, add_sweep_flags, check_sweep_flags, out_folder
 
 NAME = "moe_bench"
 TABLE_COLUMNS = ("config", "expert_wave(us)", "interleaved(us)", "speedup_interleaved", "expert_wave_local(us)",
                  "interleaved_local(us)", "grouped_mm(us)", "gemm_vs_grouped_mm", "baseline_total(us)", "sim_speedup")
+
+RUN_HELP = "the §5.2 sweep on a GPU (records under --out)"  # as `xstage moe run`
+RUN_DESCRIPTION = ("Correctness checks, then expert-wave / interleaved / local / grouped-GEMM baseline / Combine "
+                   "copy timing per configuration; kernel and tile records.")
 
 
 def add_flags(ap) -> None:
@@ -28,17 +32,6 @@ def add_flags(ap) -> None:
                     help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes (with TRITON_INTERPRET=1 on a CPU)")
-
-
-def parser() -> BenchParser:
-    ap = BenchParser(prog="python -m xstage.hw.moe.bench", description=__doc__.splitlines()[0])
-    add_flags(ap)
-    return ap
-
-
-def parse_args(argv=None):
-    """The checked flags; bad input → ``InputError``."""
-    return check(parser().parse_args(argv))
 
 
 def check(args):
@@ -59,10 +52,6 @@ def summary_table(rows: list, columns=TABLE_COLUMNS) -> str:
         return table[[c for c in columns if c in table]].round(3).to_string(index=False)
 
 
-def _main(argv) -> int:
-    return execute(parse_args(argv))
-
-
 def execute(args) -> int:
     """Run the checked sweep and print its table and summary; exit status 1 if a check failed."""
     from xstage.compare.moe_records import summarize
@@ -75,8 +64,9 @@ def execute(args) -> int:
     return 1 if result["failed"] else 0
 
 
-def main(argv=None) -> int:
-    return guard(NAME, _main, argv)
+ENTRY = Entry(NAME, "python -m xstage.hw.moe.bench", __doc__, add_flags, check, execute,
+              run_help=RUN_HELP, run_description=RUN_DESCRIPTION)
+parser, parse_args, main = ENTRY.parser, ENTRY.parse_args, ENTRY.main
 
 
 if __name__ == "__main__":

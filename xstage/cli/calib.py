@@ -12,8 +12,8 @@
 
 import os
 
-from xstage.cli.common import (add_json, add_quiet, check_output, int_list, number, number_list, print_json,
-                               print_table, progress_enabled, say, size_list)
+from xstage.cli.common import (add_command, add_json, add_quiet, check_output, int_list, number, number_list,
+                               print_json, print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
 from xstage.units import parse_size
 
@@ -31,11 +31,7 @@ def _floats(text, field):
 
 
 def register(sub):
-    p = sub.add_parser("calibrate", help="measure T_iss0, R, Q on this GPU and write a platform file",
-                       description="Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, "
-                       "large-gap plateau -> T_iss0(K,B), isolated bursts -> Q(K)), fit the platform, check the "
-                       "Burst-Gap model against every point, and write platform.json plus the raw records "
-                       "(Parquet) into --out. Progress goes to stderr.")
+    p = add_command(sub, "calibrate", run, "measure T_iss0, R, Q on this GPU and write a platform file")
     p.add_argument("--target", choices=("host", "local", "peer"), default=None,
                    help="host: pinned host memory mapped into the GPU (PCIe); local: this GPU's HBM (control); "
                    "peer: the next rank's GPU through torch symmetric memory (torchrun, >= 2 GPUs)")
@@ -97,7 +93,6 @@ def register(sub):
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
-    p.set_defaults(func=run)
 
 
 def split_args(args, default=None):
@@ -177,6 +172,9 @@ def buffer_bytes(cfg, ring_bytes: int) -> int:
 
 
 def run(args) -> int:
+    """Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, large-gap plateau -> T_iss0(K,B),
+    isolated bursts -> Q(K)), fit the platform, check the Burst-Gap model against every point, and write
+    platform.json plus the raw records (Parquet) into --out. Progress goes to stderr."""
     from xstage.hw.calib import calibrate
 
     if args.refit:
@@ -188,7 +186,7 @@ def run(args) -> int:
         cfg = build_config(args)
         calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
         if args.sim:
-            from xstage.hw.calib.runners import SimRunner
+            from xstage.sim.calib_runner import SimRunner
             from xstage.sim.platform import load_platform
             runner = SimRunner(load_platform(args.sim))
         else:

@@ -1,5 +1,6 @@
 """What every subcommand shares: its common flags, declared once, and how it prints.
 
+Commands: ``add_command`` (described by its function's docstring), ``add_actions`` (a command of actions).
 Flags: ``add_json``, ``add_out``, ``add_overwrite``, ``add_quiet``, ``add_platform``. Printing:
 ``print_json`` (NaN/inf to null, numpy scalars to Python through ``clean``), ``print_table``, ``say``
 (a progress line on stderr unless --quiet / --json) and ``progress_enabled`` (bars only when stderr is a
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from xstage.errors import InputError, require_int, require_number
+from xstage.paths import writable_folder
 from xstage.units import parse_size
 
 
@@ -23,6 +25,24 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         prog = "xstage" if self.prog.startswith("xstage") else self.prog
         self.exit(2, f"{prog}: error: {message}\n")
+
+
+def add_command(sub, name: str, func, help: str):
+    """A subcommand run by ``func(args) -> int``; its ``--help`` description is ``func``'s docstring (one place
+    for what the command does)."""
+    import inspect
+
+    p = sub.add_parser(name, help=help, description=inspect.cleandoc(func.__doc__) if func.__doc__ else None)
+    p.set_defaults(func=func)
+    return p
+
+
+def add_actions(sub, name: str, help: str, description: str, dest: str):
+    """A command made of actions (``xstage attention layout|check|run``): its subparsers; the command alone
+    prints its help and exits 2."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    return p.add_subparsers(dest=dest, metavar="ACTION")
 
 
 # --- flags ------------------------------------------------------------------------------------
@@ -159,13 +179,7 @@ def check_output(field, path, *, overwrite=False, suffixes=None, folder=False) -
             raise InputError(field, str(path), f"exists and is {'not ' if folder else ''}a folder")
         if not folder and not overwrite:
             raise InputError(field, str(path), "already exists (pass --overwrite to replace it)")
-    parent = path.parent if not path.exists() or not folder else path
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InputError(field, str(path), f"cannot be created ({parent} is not a folder)")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(field, str(path), f"cannot be written ({parent} is not writable)")
+    writable_folder(field, path, path if folder and path.exists() else path.parent)
     return path
 
 

@@ -10,6 +10,7 @@ and simulates nothing.
 import sys
 from pathlib import Path
 
+from xstage.cli.common import add_command
 from xstage.errors import InputError
 
 
@@ -25,18 +26,10 @@ def _common(p, what: str):
 
 
 def register(sub):
-    p = sub.add_parser("dashboard", help="build the interactive plotly pages (offline HTML)",
-                       description="Build the dashboard pages (calibration, what-if, timeline, spans, MoE, "
-                                   "attention, simulated vs measured) into a folder and print the index page's path. "
-                                   "The frames behind them are saved in OUT/frames/ (records); a rebuild reuses "
-                                   "them while the records and the code are unchanged.")
+    p = add_command(sub, "dashboard", run_dashboard, "build the interactive plotly pages (offline HTML)")
     _common(p, "the output folder (all of it: stale pages go)")
-    p.set_defaults(func=run_dashboard)
-    r = sub.add_parser("report", help="write a markdown report with the tables behind every page",
-                       description="Write DIR/report.md: the tables behind every dashboard page, for readers "
-                                   "without a browser.")
+    r = add_command(sub, "report", run_report, "write a markdown report with the tables behind every page")
     _common(r, "OUT/report.md")
-    r.set_defaults(func=run_report)
 
 
 def _say(msg: str) -> None:
@@ -84,6 +77,9 @@ def _check_out(out: Path, *, folder_must_be_new: bool, overwrite: bool, path: Pa
 
 
 def run_dashboard(args) -> int:
+    """Build the dashboard pages (calibration, what-if, timeline, spans, MoE, attention, simulated vs measured)
+    into a folder and print the index page's path. The frames behind them are saved in OUT/frames/ (records); a
+    rebuild reuses them while the records and the code are unchanged."""
     from xstage.dashboards.build import FRAMES, build_dashboards
 
     out = Path(args.out)
@@ -95,6 +91,7 @@ def run_dashboard(args) -> int:
 
 
 def run_report(args) -> int:
+    """Write DIR/report.md: the tables behind every dashboard page, for readers without a browser."""
     from xstage.dashboards.report import write_report
 
     out = Path(args.out)

@@ -7,7 +7,8 @@
     xstage moe run --out out/moe                                                        # the §5.2 sweep on a GPU
 """
 
-from xstage.cli.common import add_json, print_json, print_table
+from xstage.cli.bench_moe import ENTRY as SWEEP  # the GPU sweep, also `xstage moe run`
+from xstage.cli.common import add_actions, add_json, print_json, print_table
 from xstage.cli.exits import require_libraries
 from xstage.errors import InputError, require_int
 
@@ -41,9 +42,8 @@ def _problem(args):
 
 
 def register(sub):
-    p = sub.add_parser("moe", help="fused MoE FFN kernel with expert-wave / interleaved schedules (layout, check, run)",
-                       description=__doc__.splitlines()[0])
-    s = p.add_subparsers(dest="moe_command", metavar="ACTION")
+    s = add_actions(sub, "moe", "fused MoE FFN kernel with expert-wave / interleaved schedules (layout, check, run)",
+                    __doc__.splitlines()[0], "moe_command")
 
     lay = s.add_parser("layout", help="routing, receive layout and Combine bytes of one rank (no GPU)",
                        description="Per local expert: tokens and row blocks; Combine bytes to the own rank and the "
@@ -60,14 +60,7 @@ def register(sub):
     chk.add_argument("--num-warps", type=int, default=8)
     chk.set_defaults(func=run_check)
 
-    run = s.add_parser("run", help="the §5.2 sweep on a GPU (records under --out)",
-                       description="Correctness checks, then expert-wave / interleaved / local / grouped-GEMM "
-                                   "baseline / Combine copy timing per configuration; kernel and tile records.")
-    from xstage.cli.bench_moe import add_flags
-
-    add_flags(run)
-    run.set_defaults(func=run_sweep)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    SWEEP.add_run(s)
 
 
 def _sms(args) -> int:
@@ -123,11 +116,3 @@ def run_check(args) -> int:
                   f"unwritten={r['unwritten']} stray={r['stray']} written_once={r.get('written_once', '-')} "
                   f"error_flag={r.get('error_flag', '-')}")
     return 0 if all(r["ok"] for r in rows) else 1
-
-
-def run_sweep(args) -> int:
-    from xstage.cli import bench_moe
-
-    bench_moe.check(args)
-    require_libraries("torch", "triton")
-    return bench_moe.execute(args)

@@ -1,7 +1,7 @@
 """Schedule subcommands: ``xstage sweep``, ``xstage advise``, ``xstage replay``, ``xstage schedule export``."""
 
-from xstage.cli.common import (add_json, add_out, add_platform, add_quiet, atomic_output, check_output,
-                               int_list, integer, number, print_json, print_table, progress_enabled)
+from xstage.cli.common import (add_command, add_json, add_out, add_platform, add_quiet, atomic_output,
+                               check_output, int_list, integer, number, print_json, print_table, progress_enabled)
 from xstage.errors import InputError, require_int
 from xstage.sim.platform import load_platform
 
@@ -10,11 +10,7 @@ MAX_JOBS = 256  # local worker processes
 
 
 def register(sub):
-    sw = sub.add_parser("sweep", help="replay a whole workload catalog (MoE 84 configs, or FA shapes x M)",
-                        description="Replay every configuration of a catalog and write one row per configuration. "
-                        "moe: expert-wave vs interleaved (lead D = max(1, D_knee)) for the paper's 84 MoE "
-                        "configurations; fa: FA-only, X-Stage-fused and completion-coupled replays of the FA3/FA4 "
-                        "shapes at M = 8K..64K. Runs on local cores, or on a Dask cluster with --scheduler.")
+    sw = add_command(sub, "sweep", run_sweep, "replay a whole workload catalog (MoE 84 configs, or FA shapes x M)")
     sw.add_argument("kind", choices=("moe", "fa"), help="which catalog")
     _platform(sw)
     sw.add_argument("--jobs", "-j", default="2", help="local worker processes (default 2; 1 = in this process)")
@@ -29,12 +25,8 @@ def register(sub):
     sw.add_argument("--no-progress", action="store_true", help="no progress bar (there is none unless stderr "
                     "is a terminal)")
     add_quiet(sw)
-    sw.set_defaults(func=run_sweep)
 
-    ad = sub.add_parser("advise", help="recommend a MoE schedule (expert-wave / interleaved D / staging depth)",
-                        description="Replay expert-wave and interleaved over a range of leads D and staging depths, "
-                        "charge a cache-locality penalty for the larger cross-expert weight working set, and "
-                        "recommend one, with the design-test verdicts (Eq. 10, Eq. 14, D_knee) and the reason.")
+    ad = add_command(sub, "advise", run_advise, "recommend a MoE schedule (expert-wave / interleaved D / staging depth)")
     _platform(ad)
     ad.add_argument("--config", required=True,
                     help="MODEL[/PRECISION[/ROUTING[/SETTING]]], e.g. DSv4-Pro/w8a8/skewed/L")
@@ -44,7 +36,6 @@ def register(sub):
     ad.add_argument("--num-sms", default=None, help="programs (default: the platform's SMs, rounded down to even)")
     ad.add_argument("--l2-cache-MiB", default=None, help="L2 cache for the locality penalty (default per platform)")
     add_json(ad)
-    ad.set_defaults(func=run_advise)
 
     rp = sub.add_parser("replay", help="replay one fused kernel and print its summary",
                         description="Replay one MoE configuration with one schedule, or one FlashAttention shape, "
@@ -90,24 +81,17 @@ def register(sub):
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
-    rr = sub.add_parser("reproduce", help="reproduce the paper's Table 2 (per-tile span and stall) on a platform",
-                        description="Replay the paper's Table 2 setting (W8A8, skewed, 55,808 tokens) for the seven "
-                        "models with the paper's own L2/L1 mainloop medians; print spans, Eq. 15 stall predictions "
-                        "and the replay's MMA-side stalls beside the paper's numbers (docs/reproduction.md).")
+    rr = add_command(sub, "reproduce", run_reproduce, "reproduce the paper's Table 2 (per-tile span and stall) on a platform")
     rr.add_argument("what", choices=("table2",), help="which result")
     _platform(rr)
     rr.add_argument("--slots", default="2", help="staging slots (default 2)")
     add_json(rr)
-    rr.set_defaults(func=run_reproduce)
 
     sc = sub.add_parser("schedule", help="export schedule arrays for the GPU kernels",
                         description="Write a schedule's int32 arrays (tiles [T, 8], sm_offsets [num_sms + 1]) "
                         "to an .npz file that the hardware kernels walk.")
     ssub = sc.add_subparsers(dest="schedule_cmd", metavar="{export}", required=True)
-    ex = ssub.add_parser("export", help="write tiles + sm_offsets to .npz",
-                         description="MoE: from a catalog --config, or from an explicit shape "
-                         "(--tokens-per-expert, --hidden, --intermediate). FA: --schedule fa_qloop with --heads and "
-                         "--seq-len.")
+    ex = add_command(ssub, "export", run_export, "write tiles + sm_offsets to .npz")
     ex.add_argument("--schedule", required=True, help="expert_wave | interleaved | fa_qloop")
     ex.add_argument("--config", default=None, help="catalog configuration (platform SMs from --platform)")
     _platform(ex)
@@ -123,7 +107,6 @@ def register(sub):
     ex.add_argument("--num-sms", default=None, help="programs (default: platform SMs, rounded down to even)")
     add_out(ex, "output .npz", required=True)
     add_json(ex)
-    ex.set_defaults(func=run_export)
 
 
 def _platform(p):
@@ -167,6 +150,10 @@ def _progress(enabled, total_hint):
 
 
 def run_sweep(args) -> int:
+    """Replay every configuration of a catalog and write one row per configuration. moe: expert-wave vs interleaved
+    (lead D = max(1, D_knee)) for the paper's 84 MoE configurations; fa: FA-only, X-Stage-fused and
+    completion-coupled replays of the FA3/FA4 shapes at M = 8K..64K. Runs on local cores, or on a Dask cluster
+    with --scheduler."""
     from xstage.provenance import provenance
     from xstage.records import save_records
     from xstage.records.spelling import column_name
@@ -214,6 +201,9 @@ def run_sweep(args) -> int:
 
 
 def run_advise(args) -> int:
+    """Replay expert-wave and interleaved over a range of leads D and staging depths, charge a cache-locality
+    penalty for the larger cross-expert weight working set, and recommend one, with the design-test verdicts
+    (Eq. 10, Eq. 14, D_knee) and the reason."""
     from xstage.sim.advisor import advise
     platform = load_platform(args.platform)
     leads = _ints("--leads", args.leads)
@@ -339,6 +329,9 @@ def run_replay_fa(args) -> int:
 
 
 def run_reproduce(args) -> int:
+    """Replay the paper's Table 2 setting (W8A8, skewed, 55,808 tokens) for the seven models with the paper's own
+    L2/L1 mainloop medians; print spans, Eq. 15 stall predictions and the replay's MMA-side stalls beside the
+    paper's numbers (docs/reproduction.md)."""
     from xstage.sim.reproduce import table2
     frame = table2(load_platform(args.platform), slots=require_int("--slots", args.slots, minimum=0))
     if args.json:
@@ -356,6 +349,8 @@ def run_reproduce(args) -> int:
 
 
 def run_export(args) -> int:
+    """MoE: from a catalog --config, or from an explicit shape (--tokens-per-expert, --hidden, --intermediate). FA:
+    --schedule fa_qloop with --heads and --seq-len."""
     from xstage.sim import model
     from xstage.sim.schedule_fa import fa_qloop
     from xstage.sim.schedules import make_moe_schedule, moe_grid

@@ -1,8 +1,9 @@
-"""Aggregate figures of one microbenchmark configuration from its burst records (``summarize_run``):
-aggregate issue time T_iss and period of the V = K * B burst, per trial (lockstep: max end - min start
-per burst; free-running: a window where every producer is active), then the median over trials. The
-calibration sweep (``xstage.hw.calib.calibrate``) needs them between phases: a phase's gaps are
-fractions of the zero-gap period measured in the phase before.
+"""Aggregate figures of one burst configuration from its burst records (``summarize_run``), measured by the
+microbenchmark or simulated (``xstage.sim.calib_runner``): aggregate issue time T_iss and period of the
+V = K * B burst, per trial (lockstep: max end - min start per burst; free-running: a window where every
+producer is active), then the median over trials. The calibration sweep needs them between phases (a
+phase's gaps are fractions of the zero-gap period measured in the phase before); they are the points the
+fit (``xstage.sim.platform_fit``) reads. Pure numpy/pandas.
 """
 
 import numpy as np
