@@ -178,17 +178,22 @@ def local_factors(s, platform, measured_local: dict) -> dict:
     return {sc: measured_local[sc] / makespan(s, sc, platform, local=True) for sc in SCHEDS}
 
 
-def speedups(kernel: pd.DataFrame, platform, delta: dict, tiles: pd.DataFrame | None, fit2=None) -> pd.DataFrame:
+def configurations(kernel: pd.DataFrame, platform):
+    """Each configuration's (name, its interleaved row, its per_config row, setup, the platform at the
+    Combine copy's rate) -- what every replay of the committed MoE runs starts from."""
     c = per_config(kernel).set_index("config")
     inter = kernel[kernel["variant"] == "interleaved"].drop_duplicates("config", keep="last").set_index("config")
-    out = []
     for cfg, r in inter.iterrows():
-        s = setup(r)
-        copy = replace(platform, drain_rate_GBps=float(r["combine_copy(GBps)"]))
+        yield cfg, r, c.loc[cfg], setup(r), replace(platform, drain_rate_GBps=float(r["combine_copy(GBps)"]))
+
+
+def speedups(kernel: pd.DataFrame, platform, delta: dict, tiles: pd.DataFrame | None, fit2=None) -> pd.DataFrame:
+    out = []
+    for cfg, r, cr, s, copy in configurations(kernel, platform):
         b200 = scaled_b200(int(r["num_sms"]), float(r["combine_copy(GBps)"]))
         epi = epi_fixed_us(s, platform)
-        fac = local_factors(s, platform, {"expert_wave": c.loc[cfg, "expert_wave_local(us)"],
-                                          "interleaved": c.loc[cfg, "interleaved_local(us)"]})
+        fac = local_factors(s, platform, {"expert_wave": cr["expert_wave_local(us)"],
+                                          "interleaved": cr["interleaved_local(us)"]})
         variants = {
             "today": {}, "R=copy": {"plat": copy}, "b200": {"plat": b200}, "epi": {"epi_fixed": epi},
             "L2cache": {"factor": fac}, "slow": {"delta": delta}, "coupled": {"coupled": True},
@@ -198,9 +203,9 @@ def speedups(kernel: pd.DataFrame, platform, delta: dict, tiles: pd.DataFrame | 
         if fit2 is not None:
             variants["2stage"] = {"epi_fixed": 0.0, "plat": two_stage(copy, *fit2)}
             variants["2stage+L2cache"] = {"epi_fixed": 0.0, "plat": two_stage(copy, *fit2), "factor": fac}
-        row = {"config": cfg, "measured": c.loc[cfg, "speedup_interleaved"],
-               "identical": bool(c.loc[cfg, "schedules_identical"]),
-               "meas_wave(us)": c.loc[cfg, "expert_wave(us)"], "meas_int(us)": c.loc[cfg, "interleaved(us)"]}
+        row = {"config": cfg, "measured": cr["speedup_interleaved"],
+               "identical": bool(cr["schedules_identical"]),
+               "meas_wave(us)": cr["expert_wave(us)"], "meas_int(us)": cr["interleaved(us)"]}
         for name, v in variants.items():
             ms = {sc: makespan(s, sc, v.get("plat", platform), epi_fixed=v.get("epi_fixed"),
                                factor=v.get("factor", {}).get(sc, 1.0), delta=v.get("delta"),

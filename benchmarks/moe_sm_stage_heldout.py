@@ -16,14 +16,13 @@ whose two orders differ) are printed per half and written to ``--out`` with prov
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from moe_magnitudes import SCHEDS, load_tiles, makespan, setup, short, tile_figures, two_stage, two_stage_fit
-from xstage.compare.moe_records import load_kernel_records, per_config
+from moe_magnitudes import SCHEDS, configurations, load_tiles, makespan, short, tile_figures, two_stage, two_stage_fit
+from xstage.compare.moe_records import load_kernel_records
 from xstage.errors import InputError, exit_with
 from xstage.paths import data_dir
 from xstage.provenance import provenance
@@ -50,14 +49,9 @@ def split(configs, seed: int) -> tuple[list, list]:
 
 def replays(kernel: pd.DataFrame, platform, fit2) -> pd.DataFrame:
     """Measured and replayed speedups (today, 2stage) of every configuration."""
-    c = per_config(kernel).set_index("config")
-    inter = kernel[kernel["variant"] == "interleaved"].drop_duplicates("config", keep="last").set_index("config")
     rows = []
-    for cfg, r in inter.iterrows():
-        s = setup(r)
-        copy = replace(platform, drain_rate_GBps=float(r["combine_copy(GBps)"]))
-        row = {"config": cfg, "measured": float(c.loc[cfg, "speedup_interleaved"]),
-               "identical": bool(c.loc[cfg, "schedules_identical"])}
+    for cfg, _r, cr, s, copy in configurations(kernel, platform):
+        row = {"config": cfg, "measured": float(cr["speedup_interleaved"]), "identical": bool(cr["schedules_identical"])}
         for name, plat, epi in (("today", platform, None), ("2stage", two_stage(copy, *fit2), 0.0)):
             ms = {sc: makespan(s, sc, plat, epi_fixed=epi) for sc in SCHEDS}
             row[name] = ms["expert_wave"] / ms["interleaved"]

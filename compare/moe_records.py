@@ -9,7 +9,7 @@ router scaling), ``combine_copy`` (a separate kernel storing the same Combine ro
 ``baseline_total`` (baseline_ffn + combine_copy, summed medians). The simulator's makespans for the
 same configuration are the columns ``sim_wave(us)``, ``sim_int(us)`` of the two schedule rows.
 
-W-rank records (``xstage.hw.moe.dist``, ``layout == "ep"``, platform h200-nvlink) hold one row per
+W-rank records (``hw/moe/dist.py``, ``layout == "ep"``, platform h200-nvlink) hold one row per
 (configuration, variant, rank); summaries take the slowest rank (``collapse_ranks``).
 
 Kernel and tile rows are built by ``xstage.records.moe``; the bench stores the measured medians
@@ -139,7 +139,7 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
         if not all(measured(k) in r and np.isfinite(r[measured(k)]) for k in keys):
             continue
         fields = problem_fields(r)
-        if str(r.get("layout", "")) == "ep":  # a W-rank record (xstage.hw.moe.dist): the EP routing
+        if str(r.get("layout", "")) == "ep":  # a W-rank record (hw/moe/dist.py): the EP routing
             from xstage.sim.workloads.ep import EpProblem, ep_layout
 
             lay = ep_layout(EpProblem(**fields))
@@ -183,7 +183,7 @@ def _geomean(x) -> float:
 
 
 def collapse_ranks(kernel: pd.DataFrame) -> pd.DataFrame:
-    """One row per (config, variant). W-rank records (``xstage.hw.moe.dist``) hold one row per rank; an
+    """One row per (config, variant). W-rank records (``hw/moe/dist.py``) hold one row per rank; an
     expert-parallel layer ends with its slowest rank, so each variant keeps its slowest rank's row and
     the simulated makespans (``sim_*(us)``) become their maximum over the ranks of the configuration."""
     if "rank" not in kernel or kernel.groupby(["config", "variant"]).size().max() <= 1:
@@ -297,7 +297,7 @@ def hardware_table(kernel: pd.DataFrame, model: pd.Series | None = None) -> pd.D
     rate against the grouped-GEMM library (remote stores off) and the user's baseline over the fused FFN."""
     c = per_config(kernel)
     models = kernel.groupby("config")["model"].first() if "model" in kernel else pd.Series(dtype=object)
-    out = pd.DataFrame({"config": c["config"], "model": c["config"].map(models).fillna("")})
+    out = pd.DataFrame({"config": c["config"], "model": c["config"].map(models).astype(object).fillna("")})
     for col in ("precision", "routing"):
         out[col] = c[col] if col in c else ""
     out["measured_speedup"] = c["speedup_interleaved"]

@@ -68,24 +68,10 @@ if [ "${PATHS:-0}" = 1 ] && [ "$t" -gt 30 ]; then
   tail -n 20 "$D/paths.log" >&2
 fi
 
-# the short table
-"$PY" - "$D" <<'PYEOF'
-import json, sys
-from pathlib import Path
-d = Path(sys.argv[1])
-keys = ["platform", "R_GBps", "T_iss0_us_at_32KiB", "Q_MiB", "t_fixed_us", "producer_issue_GBps",
-        "median_rel_err_T_iss", "n_points", "kernel_GBps_rate_max"]
-cols = {}
-for f in sorted(d.glob("summary-*.json")):
-    try:
-        cols[f.stem[len("summary-"):]] = json.loads(f.read_text())
-    except Exception:
-        pass
-print(f"{'':24}" + "".join(f"{b:>16}" for b in cols))
-for k in keys:
-    cells = [f"{v:16.4g}" if isinstance(v := cols[b].get(k), (int, float)) else f"{str(v):>16}" for b in cols]
-    print(f"{k:24}{''.join(cells)}")
-PYEOF
+# the short table (one column per issue path that left a summary)
+cols=(); for issue in ${CALIB:-put-nbi put store}; do cols+=("$issue=$D/summary-$issue.json"); done
+summary_table --width 16 --label-width 24 "${cols[@]}" -- platform R_GBps T_iss0_us_at_32KiB Q_MiB t_fixed_us \
+  producer_issue_GBps median_rel_err_T_iss n_points kernel_GBps_rate_max
 gpu_state "$D/gpu-end.txt" >/dev/null
 step "nvshmem_puts.sh done, status $status"
 exit "$status"

@@ -376,7 +376,7 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     if len(copy):
         save_records(out / "copy.parquet", "kernel", copy, meta, overwrite=overwrite)
     platform.save(out / "platform.json", overwrite=overwrite)
-    from xstage.cli import _clean
+    from xstage.records import json_safe as _clean
     atomic_write_text(out / "summary.json", json.dumps(_clean(summary), indent=2) + "\n", overwrite=overwrite)
     return summary
 

@@ -105,21 +105,9 @@ def test_symmetric_buffer_has_the_shape_of_the_torch_result(monkeypatch):
     assert freed == [buf] and handle.tensor is None
 
 
-def _nvshmem_gpu():
-    pytest.importorskip("cupy")
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    try:
-        import nvshmem.core  # noqa: F401
-    except ImportError:
-        pytest.skip("nvshmem4py not installed")
-
-
 @pytest.mark.gpu
-def test_self_pe_smoke_on_gpu():
+def test_self_pe_smoke_on_gpu(nvshmem_gpu):
     """Self-PE init, a symmetric buffer written by a kernel through its nvshmem_ptr, every word checked."""
-    _nvshmem_gpu()
     code = ("import json; from xstage.hw.common import nvshmem as n; r = n.self_check(1 << 20); n.finalize(); "
             "print(json.dumps(r))")
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR")}

@@ -161,15 +161,7 @@ print("RESULT" + json.dumps(out))
 """
 
 
-def _gpu_puts():
-    pytest.importorskip("cupy")
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    try:
-        import nvshmem.core  # noqa: F401
-    except ImportError:
-        pytest.skip("nvshmem4py not installed")
+def _put_bindings():
     try:
         puts.device_bindings()
     except InputError as err:
@@ -177,8 +169,8 @@ def _gpu_puts():
 
 
 @pytest.mark.gpu
-def test_put_kernel_at_self_pe_on_gpu():
-    _gpu_puts()
+def test_put_kernel_at_self_pe_on_gpu(nvshmem_gpu):
+    _put_bindings()
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR")}
     proc = subprocess.run([sys.executable, "-c", GPU_RUN], capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

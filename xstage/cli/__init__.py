@@ -11,8 +11,6 @@ from xstage.cli.common import Parser as _Parser
 from xstage.cli.common import clean, print_json, print_table  # noqa: F401 - the public printing helpers
 from xstage.cli.exits import call, show_hw_progress
 
-_clean = clean  # older name, still imported by callers outside the CLI
-
 _PLUGINS = (
     "xstage.cli.core",
     "xstage.cli.demo",

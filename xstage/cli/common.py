@@ -9,13 +9,13 @@ terminal). Values: ``number``, ``integer``, ``int_list``, ``number_list``, ``siz
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
 from xstage.errors import InputError, require_int, require_number
 from xstage.paths import writable_folder
+from xstage.records import json_safe
 from xstage.units import parse_size
 
 
@@ -75,20 +75,7 @@ def add_platform(p, *, required=False, default="paper-b200", short=True):
 
 
 # --- printing ---------------------------------------------------------------------------------
-def clean(obj):
-    """JSON-safe: NaN/inf to None, numpy scalars to Python."""
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        try:
-            obj = obj.item()
-        except (ValueError, AttributeError, TypeError):
-            pass
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+clean = json_safe  # the CLI's name for it
 
 
 def print_json(obj) -> None:

@@ -53,7 +53,7 @@ def _check_out(text: str, overwrite: bool) -> Path:
 
 
 def _write(out: Path, parts: dict, metrics: dict, rows: pd.DataFrame, meta: dict) -> None:
-    from xstage.cli import _clean
+    from xstage.records import json_safe as _clean
     from xstage.compare.experiments import METRICS
     from xstage.compare.store import write_folder
     from xstage.records import atomic_write_text, save_records

@@ -22,6 +22,7 @@ version 1 ``summary`` (that is how version 1 stored points).
 """
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -77,6 +78,22 @@ def _atomic_write(path: Path, write) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def json_safe(obj):
+    """JSON-safe copy: NaN/inf to None, numpy scalars to Python, keys to str."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (ValueError, AttributeError, TypeError):
+            pass
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
 
 
 def atomic_write_text(path, text: str, *, overwrite: bool = False) -> Path:
