@@ -143,6 +143,40 @@ def fit_capacity(volume, T, T0, R_Bpus: float) -> dict:
     return out
 
 
+def fit_two_stage_capacity(producers, volume, T, T0, R_Bpus: float, rounds: int = 6) -> dict:
+    """Fit Q(K) = Q_shared + K q_sm (platform schema 2) in T = max(T0, (V - Q(K)) / R) over all K at once.
+
+    A grid over (Q_shared, q_sm), both >= 0, on relative error, zoomed ``rounds`` times around the best
+    cell. Returns Q_shared_bytes, q_sm_bytes, the residuals and their median / max |rel|.
+    """
+    K, V, T, T0 = (np.asarray(x, dtype=float) for x in (producers, volume, T, T0))
+    if len(T) < 2:
+        raise ValueError("fit_two_stage_capacity needs >= 2 points")
+
+    def loss(qs, qk):
+        cap = qs[:, None, None] + qk[None, :, None] * K
+        r = (np.maximum(T0, (V - cap) / R_Bpus) - T) / T
+        return np.sum(r * r, axis=-1)
+
+    hi_s, hi_k = float(np.max(V)), float(np.max(V / K))
+    lo_s, lo_k = 0.0, 0.0
+    best = None
+    for _ in range(rounds + 1):
+        qs, qk = np.linspace(lo_s, hi_s, 61), np.linspace(lo_k, hi_k, 61)
+        score = loss(qs, qk)
+        a, b = np.unravel_index(np.argmin(score), score.shape)
+        if best is None or score[a, b] <= best[0]:
+            best = (float(score[a, b]), float(qs[a]), float(qk[b]))
+        ds, dk = qs[1] - qs[0], qk[1] - qk[0]
+        lo_s, hi_s = max(best[1] - 2 * ds, 0.0), best[1] + 2 * ds
+        lo_k, hi_k = max(best[2] - 2 * dk, 0.0), best[2] + 2 * dk
+    _, q_shared, q_sm = best
+    res = rel_err(np.maximum(T0, (V - q_shared - q_sm * K) / R_Bpus), T)
+    return {"Q_shared_bytes": q_shared, "q_sm_bytes": q_sm, "residuals": res, "n_points": int(len(T)),
+            "median_abs_rel_residual": float(np.median(np.abs(res))),
+            "max_abs_rel_residual": float(np.max(np.abs(res)))}
+
+
 # --- model check ----------------------------------------------------------------------------------
 
 def periodic_issue_time_us(gap_us, issue_time0_us, volume_bytes, drain_rate_Bpus, capacity_bytes) -> float:

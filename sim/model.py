@@ -135,6 +135,32 @@ def design_test(gap_us: float, issue_time0_us: float, volume_bytes: float, drain
     return DesignTest(rate, rate <= drain_rate_Bpus * (1 + 1e-12), peak, peak <= capacity_bytes)
 
 
+# --- the two-stage X-Stage (platform schema 2) -------------------------------------------------
+
+def sm_stage_issue_time0_us(issue_time0_us: float, bytes_per_producer: float, sm_store_Bpus: float | None) -> float:
+    """T_iss0 behind a per-SM store stage of rate r_sm: max(T_iss0, B / r_sm).
+
+    The stage holds nothing of its own: a producer's bytes leave its SM at most at r_sm and the sender sees
+    the issue end when the last one has left, so the stage caps the producer's injection rate at r_sm.
+    Every closed form above then holds with this T_iss0. None: no stage.
+    """
+    if sm_store_Bpus is None:
+        return issue_time0_us
+    return max(issue_time0_us, bytes_per_producer / sm_store_Bpus)
+
+
+def two_stage_capacity_bytes(shared_capacity_bytes: float, producers: int, sm_outstanding_bytes: float | None) -> float:
+    """Q(K) = Q_shared(K) + K q_sm: K per-SM outstanding limits in front of a shared buffer.
+
+    For K symmetric producers the tandem is one fluid queue of this capacity: the shared buffer drains at R
+    while anything is outstanding (an SM's stage refills it at once), and a producer stalls only when its own
+    q_sm and the shared buffer are both full, which happens to all K together. None: no per-SM limit.
+    """
+    if sm_outstanding_bytes is None:
+        return shared_capacity_bytes
+    return shared_capacity_bytes + producers * sm_outstanding_bytes
+
+
 # --- Sec. 4.2: MegaMoE interleaving ---------------------------------------------------------
 
 def wave_gap_us(l2_mainloop_us: float) -> float:
