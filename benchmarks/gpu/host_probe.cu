@@ -1,5 +1,5 @@
 // Host-path probe (issue 15, item 2): long zero-gap free-running bursts into host-mapped memory.
-// Compiled by NVRTC through CuPy's RawModule; launched by benchmarks/gpu/host_probe.py, which documents
+// Compiled by NVRTC through CuPy's RawModule, after microbench.cu; launched by benchmarks/gpu/host_probe.py, which documents
 // the protocol. One CTA = one producer (dynamic shared memory forces one CTA per SM).
 //
 // After one common start (a bounded grid barrier; CTA 0 then writes flags[0] = tag into host memory),
@@ -13,26 +13,8 @@
 // last producer to finish writes flags[1] = tag (after __threadfence_system when fence_end = 1) and
 // records fin[2 p + 1]. The host polls flags[0] and flags[1]: with fence_end = 0 the done flag may
 // overtake data still in flight (the host checks the data when it sees the flag).
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
-__device__ __forceinline__ u64 gtimer() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-__device__ __forceinline__ u32 sm_id() {
-    u32 s;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-    return s;
-}
-
-// The microbenchmark's word (hw/microbench/microbench.cu, pattern_word): (producer, burst, offset, hash).
-__device__ __forceinline__ uint4 pattern_word(u32 p, u32 b, u32 i) {
-    u32 h = 0x9E3779B9u ^ (p * 0x85EBCA6Bu) ^ (b * 0xC2B2AE35u) ^ (i * 0x27D4EB2Fu);
-    return make_uint4(p, b, i, h);
-}
+// The helpers (u64, u32, gtimer, sm_id, pattern_word) are the microbenchmark's: host_probe.py compiles
+// hw/microbench/microbench.cu and this file as one source.
 
 extern "C" __global__ void __launch_bounds__(1024)
 host_probe(uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_bursts, u32 fence_end, u32 tag,

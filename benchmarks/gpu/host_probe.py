@@ -15,16 +15,16 @@ Completion is seen four ways per trial:
                      (the start flag is written by CTA 0 right after the common start, the done flag by
                      the last CTA after its fence); ``missing_at_flag``: producers whose last word was not
                      yet in host memory when the done flag was seen
-    copy engine      cudaMemcpyAsync device -> the same pinned memory (copy.parquet), for the link's rate
-Sender side: per burst and producer the issue span (start -> stores issued + __syncthreads); bursts.parquet
-keeps, per configuration (first trial) and burst index, quantiles over producers (start, end, span), and runs.parquet the
+    copy engine      cudaMemcpyAsync device -> the same pinned memory (copy.csv.gz), for the link's rate
+Sender side: per burst and producer the issue span (start -> stores issued + __syncthreads); bursts.csv.gz
+keeps, per configuration (first trial) and burst index, quantiles over producers (start, end, span), and runs.csv.gz the
 sender-side times at which 10 %, 20 %, ... 100 % of the bytes were issued, from which the outstanding
 bytes (issued - drained at R) when the issuer slows are estimated (benchmarks/host_probe_fit.py).
 
 Correctness: the destination is poisoned (0xFF) before the first trial of every configuration and checked
 after it (producer, burst and offset fields of every word; the hash on a 1/64 sample). Each spin is
-bounded; a failed check or an error flag stops the run with a message. Writes DIR/runs.parquet,
-DIR/bursts.parquet, DIR/copy.parquet, DIR/meta.json (provenance, grid, timings).
+bounded; a failed check or an error flag stops the run with a message. Writes DIR/runs.csv.gz,
+DIR/bursts.csv.gz, DIR/copy.csv.gz, DIR/meta.json (provenance, grid, timings).
 """
 
 import argparse
@@ -58,7 +58,8 @@ class Probe:
         import cupy
         from xstage.hw.common.targets import host_buffer
         self.cp = cupy
-        src = (Path(__file__).with_name("host_probe.cu")).read_text()
+        from xstage.hw.microbench.runner import kernel_source
+        src = kernel_source() + "\n" + Path(__file__).with_name("host_probe.cu").read_text()   # its helpers
         self.k = cupy.RawModule(code=src, options=("--std=c++17",)).get_function("host_probe")
         attrs = cupy.cuda.Device().attributes
         self.sm_count = int(attrs["MultiProcessorCount"])
@@ -226,9 +227,9 @@ def main(argv=None) -> int:
               f"missing {r['missing_at_flag']}", flush=True)
     copy = pd.DataFrame(probe.copy_engine([4 * MiB, 32 * MiB, 192 * MiB]))
     print(copy.groupby("bytes")["GBps"].median().to_string(), flush=True)
-    pd.DataFrame(rows).to_parquet(out_dir / "runs.parquet", index=False)
-    pd.concat(bursts, ignore_index=True).to_parquet(out_dir / "bursts.parquet", index=False)
-    copy.to_parquet(out_dir / "copy.parquet", index=False)
+    pd.DataFrame(rows).to_csv(out_dir / "runs.csv.gz", index=False)
+    pd.concat(bursts, ignore_index=True).to_csv(out_dir / "bursts.csv.gz", index=False)
+    copy.to_csv(out_dir / "copy.csv.gz", index=False)
     meta = {"kind": "host-probe", "provenance": provenance(with_gpu=True), "total_bytes_target": total,
             "trials": a.trials, "threads_per_cta": THREADS, "grid": {"K": list(KS), "B": list(BS)},
             "configs_skipped_for_budget": skipped, "wall_s": time.time() - wall, "protocol": __doc__}
