@@ -9,7 +9,8 @@
 2. The host probe (``--probe``, default the newest data/calibration-extra/host-probe-*): long zero-gap
    free-running runs from an empty path, none of them fitted. Per run the models predict the sender-side
    time to issue all n K B bytes (from empty: full speed until Q(K) is outstanding, then R:
-   max(n T_iss0, (n V - Q(K)) / R)) and the outstanding bytes at the knee (Q(K)); the probe measures both.
+   max(n T_iss0, (n V - Q(K)) / R), with the floor Q_shared for a relaxing capacity) and the outstanding
+   bytes when the issuer slows (Q(K)); the probe measures both.
 Prints a table and, with ``--json``, writes the figures (what was fitted, on which points, the split).
 """
 
@@ -24,7 +25,8 @@ import pandas as pd
 from xstage.sim.platform_fit import check_and_summarize, fit_split_platform
 from xstage.units import KiB, MiB
 
-MODELS = {"v1 (Q per K, schema 1)": "points", "two-stage (Q_shared + K q_sm, schema 2)": "shared+per_sm"}
+MODELS = {"v1 (Q per K, schema 1)": "points", "two-stage (Q_shared + K q_sm, schema 2)": "shared+per_sm",
+          "two-stage, relaxing (schema 2)": "relaxing"}
 KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period")
 
 
@@ -52,7 +54,7 @@ def knee_outstanding(bursts: pd.DataFrame, runs: pd.DataFrame, R_Bpus: float) ->
 
     ``lower``   at the end of burst b of the slowest producer (all K have issued b + 1 bursts by then, so
                 issued >= K B (b + 1)), the largest over b: a lower bound on the peak;
-    ``at_10pct`` when 10 % of the run's bytes were issued (runs.parquet's issued-bytes curve, every
+    ``at_10pct`` when 10 % of the run's bytes were issued (runs.csv.gz's issued-bytes curve, every
                 producer's bursts counted): issued - R t there;
     ``median_producer`` K B (b + 1) - R t at the median producer's end of burst b (the largest over b): what
                 one gets by counting all K producers at the median one's pace; free-running producers drift
@@ -72,8 +74,8 @@ def knee_outstanding(bursts: pd.DataFrame, runs: pd.DataFrame, R_Bpus: float) ->
 
 
 def probe_check(folder: Path, platforms: dict) -> dict:
-    runs = pd.read_parquet(folder / "runs.parquet")
-    bursts = pd.read_parquet(folder / "bursts.parquet")
+    runs = pd.read_csv(folder / "runs.csv.gz")
+    bursts = pd.read_csv(folder / "bursts.csv.gz")
     total = runs["total_bytes"]
     rates = {"issue": total / runs["issue_end_us"] / 1e3, "fence": total / runs["fence_us"] / 1e3,
              "host_flag": total / runs["flag_host_us"] / 1e3, "kernel": total / runs["kernel_us"] / 1e3}
@@ -83,7 +85,7 @@ def probe_check(folder: Path, platforms: dict) -> dict:
                                         "max": float((runs["fence_us"] - runs["issue_end_us"]).max())},
            "missing_at_flag_total": int(runs["missing_at_flag"].sum()),
            "by_dest": {d: float((g["total_bytes"] / g["fence_us"]).median() / 1e3) for d, g in runs.groupby("dest")}}
-    copy = pd.read_parquet(folder / "copy.parquet")
+    copy = pd.read_csv(folder / "copy.csv.gz")
     out["copy_engine_GBps"] = {str(int(b) // MiB) + " MiB": float(g["GBps"].median()) for b, g in copy.groupby("bytes")}
     R = out["rate_GBps"]["fence"]["median"] * 1e3
     knees = knee_outstanding(bursts, runs, R)
@@ -99,7 +101,7 @@ def probe_check(folder: Path, platforms: dict) -> dict:
         errs, qerr = [], []
         for r in first.itertuples():
             K, B, n = int(r.producers), int(r.bytes_per_producer), int(r.bursts)
-            Q = p.capacity_bytes(K)
+            Q = p.shared_capacity_bytes(K) if p.relaxing else p.capacity_bytes(K)   # a long run ends at the floor
             pred = max(n * p.issue_time0_us(K, B), (n * K * B - Q) / p.drain_rate_Bpus)
             errs.append((pred - r.issue_end_us) / r.issue_end_us)
         for k, q in out["outstanding_lower_MiB_by_K"].items():

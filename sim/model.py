@@ -161,6 +161,64 @@ def two_stage_capacity_bytes(shared_capacity_bytes: float, producers: int, sm_ou
     return shared_capacity_bytes + producers * sm_outstanding_bytes
 
 
+def relaxing_isolated_issue_time_us(issue_time0_us: float, volume_bytes: float, drain_rate_Bpus: float,
+                                    capacity_bytes: float, floor_bytes: float, relax_Bpus: float) -> float:
+    """Eq. 7 with a relaxing capacity (schema 2): a burst from an empty X-Stage whose capacity, once full,
+    shrinks at rho from Q to the floor Q_f (the producers then get R - rho in) and is back at Q when empty.
+
+    With a = V / T_iss0 the producers' rate: if V - R T_iss0 <= Q the burst never fills (T_iss0). Else the
+    queue fills at t1 = Q / (a - R) with V1 = V - a t1 still to issue; the capacity falls for at most
+    ts = (Q - Q_f) / rho, during which R - rho gets in: T = t1 + V1 / (R - rho) if V1 <= (R - rho) ts,
+    else t1 + ts + (V1 - (R - rho) ts) / R = (V - Q_f) / R, Eq. 7 with the floor.
+    """
+    t0, V, R, Q = issue_time0_us, volume_bytes, drain_rate_Bpus, capacity_bytes
+    if V - R * t0 <= Q:
+        return t0
+    t1 = Q / (V / t0 - R)
+    left = V - V / t0 * t1
+    ts = (Q - floor_bytes) / relax_Bpus
+    slow = drain_rate_Bpus - relax_Bpus
+    if left <= slow * ts:
+        return t1 + left / slow
+    return t1 + ts + (left - slow * ts) / R
+
+
+def relaxing_isolated_end_level_bytes(issue_time0_us, volume_bytes, drain_rate_Bpus, capacity_bytes, floor_bytes,
+                                      relax_Bpus) -> float:
+    """Outstanding bytes when that isolated burst's issue ends: V - R T_iss0 if it never filled, else the
+    capacity it had shrunk to."""
+    t0, V, R, Q = issue_time0_us, volume_bytes, drain_rate_Bpus, capacity_bytes
+    if V - R * t0 <= Q:
+        return _pos(V - R * t0)
+    T = relaxing_isolated_issue_time_us(t0, V, R, Q, floor_bytes, relax_Bpus)
+    t1 = Q / (V / t0 - R)
+    return max(Q - relax_Bpus * (T - t1), floor_bytes)
+
+
+def relaxing_periodic_issue_time_us(gap_us: float, issue_time0_us: float, volume_bytes: float,
+                                    drain_rate_Bpus: float, capacity_bytes: float, floor_bytes: float,
+                                    relax_Bpus: float) -> float:
+    """Steady T_iss of periodic bursts with a relaxing capacity, where a closed form exists (else NaN):
+
+    - the isolated burst's end level drains within the gap (<= R G): every burst starts empty at full
+      capacity, T = ``relaxing_isolated_issue_time_us``;
+    - the steady state at Q never holds the producers back ((Delta > 0 and R G < Q) or V - R T_iss0 > Q
+      fails): the capacity never shrinks, T = max(T_iss0, V/R - G);
+    - it does, and R G < Q_f: the queue never empties, the capacity settles at its floor, T =
+      ``issue_time_with_capacity_us`` with Q_f.
+    Between (Q_f <= R G < the isolated end level) the capacity resets in some gaps and not others: NaN.
+    """
+    t0, V, R, G, Q, Qf = issue_time0_us, volume_bytes, drain_rate_Bpus, gap_us, capacity_bytes, floor_bytes
+    if relaxing_isolated_end_level_bytes(t0, V, R, Q, Qf, relax_Bpus) <= R * G:
+        return relaxing_isolated_issue_time_us(t0, V, R, Q, Qf, relax_Bpus)
+    delta = V - R * (t0 + G)
+    if not ((delta > 0 and R * G < Q) or V - R * t0 > Q):
+        return max(t0, V / R - G)
+    if R * G < Qf:
+        return issue_time_with_capacity_us(G, t0, V, R, Qf)
+    return math.nan
+
+
 # --- Sec. 4.2: MegaMoE interleaving ---------------------------------------------------------
 
 def wave_gap_us(l2_mainloop_us: float) -> float:

@@ -30,6 +30,12 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   grow with K): Q(K) = Q_shared(K) + K q_sm. For K symmetric producers (the burst experiments) this is
   exact: a producer stalls only once its own slots and the shared buffer are full, and both drain at R.
   The replay uses the same Q(K) at the programs' K (docs/model.md, "Two-stage X-Stage").
+- ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
+  is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
+  Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
+  Q(K) once the X-Stage empties. What the H200 host path shows (docs/calibration.md): bursts from an empty
+  path run at full speed up to ~Q_shared + K q_sm outstanding, long backpressured bursts keep only
+  ~Q_shared ahead of the drain.
 
 No field of version 2 changes the fluid queue's equations, so every closed form, engine and fit that
 reads ``issue_time0_us``, ``producer_rate_Bpus`` and ``capacity_bytes`` reads the two-stage platform too.
@@ -49,7 +55,7 @@ from xstage.sim import model
 
 PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and writes
 SCHEMA_VERSIONS = (1, 2)
-TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes")   # version 2 only
+TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps")   # version 2 only
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -68,6 +74,7 @@ class Platform:
     notes: dict = field(default_factory=dict)  # free text: sources, assumptions, fit residuals, provenance
     sm_store_GBps: float | None = None          # v2: r_sm, per-SM store stage rate (None: no such stage)
     sm_outstanding_bytes: float | None = None   # v2: q_sm, per-SM outstanding limit before the shared buffer
+    capacity_relax_GBps: float | None = None    # v2: rho, rate at which a full X-Stage gives up the per-SM slots
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -97,6 +104,15 @@ class Platform:
         if self.sm_outstanding_bytes is not None:
             object.__setattr__(self, "sm_outstanding_bytes",
                                _real("platform.sm_outstanding_bytes", self.sm_outstanding_bytes, allow_zero=True))
+        if self.capacity_relax_GBps is not None:
+            rho = _real("platform.capacity_relax_GBps", self.capacity_relax_GBps)
+            if rho >= self.drain_rate_GBps:
+                raise InputError("platform.capacity_relax_GBps", self.capacity_relax_GBps,
+                                 f"must be below drain_rate_GBps={self.drain_rate_GBps}")
+            if not self.sm_outstanding_bytes:
+                raise InputError("platform.capacity_relax_GBps", self.capacity_relax_GBps,
+                                 "needs sm_outstanding_bytes > 0 (the slots it gives up)")
+            object.__setattr__(self, "capacity_relax_GBps", rho)
 
     @property
     def schema_version(self) -> int:
@@ -105,7 +121,17 @@ class Platform:
 
     @property
     def two_stage(self) -> bool:
-        return self.sm_store_GBps is not None or self.sm_outstanding_bytes is not None
+        return any(getattr(self, name) is not None for name in TWO_STAGE_FIELDS)
+
+    @property
+    def relaxing(self) -> bool:
+        return self.capacity_relax_GBps is not None
+
+    def queue_options(self, producers: int) -> dict:
+        """Keyword arguments of ``FluidQueue`` / ``FluidXStage`` beyond (R, Q(K)): the relaxing capacity."""
+        if not self.relaxing:
+            return {}
+        return {"relax_Bpus": self.capacity_relax_GBps * 1e3, "floor_bytes": self.shared_capacity_bytes(producers)}
 
     # --- the three parameters -------------------------------------------------------------
     @property

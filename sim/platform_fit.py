@@ -33,7 +33,7 @@ def _capacity_of(caps: dict, K):
     return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
 
 
-CAPACITY_LAWS = ("points", "shared+per_sm")
+CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing")
 
 
 def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int, tensor_TFLOPs=None,
@@ -43,7 +43,9 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     ``capacity_law`` ``points`` (schema 1): one Q per isolated K, piecewise linear in K. ``shared+per_sm``
     (schema 2, a per-SM outstanding limit in front of a shared buffer): after the alternating fit, Q(K) =
     Q_shared + K q_sm is fitted to the same points of every K at once (``fit.fit_two_stage_capacity``),
-    which also gives Q at producer counts that were never calibrated.
+    which also gives Q at producer counts that were never calibrated. ``relaxing`` (schema 2): the same
+    law plus a capacity that relaxes from Q(K) to Q_shared at rho while the X-Stage holds the producers
+    back (``fit.fit_relaxing_capacity``, all three at once on the same points).
 
     Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
     T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
@@ -111,15 +113,21 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     notes = dict(notes or {})
     notes.update(fit_notes(fit))
     cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
-    if capacity_law == "shared+per_sm":
+    if capacity_law != "points":
         grp = free[free["producers"].isin(list(fits))]
-        two = calib_fit.fit_two_stage_capacity(grp["producers"], grp["volume_bytes"], grp["T_iss_us"],
-                                               t0_fn(t0)(grp["producers"], grp["bytes_per_producer"]), R)
+        args = (grp["producers"], grp["volume_bytes"], grp["T_iss_us"],
+                t0_fn(t0)(grp["producers"], grp["bytes_per_producer"]), R)
+        two = (calib_fit.fit_two_stage_capacity if capacity_law == "shared+per_sm" else
+               calib_fit.fit_relaxing_capacity)(*args)
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
+        relax = ""
+        if capacity_law == "relaxing":
+            cap["capacity_relax_GBps"] = two["rho_Bpus"] / 1e3
+            relax = f", relaxing at rho = {two['rho_Bpus'] / 1e3:.2f} GB/s while held back"
         notes["capacity_points"] = (
-            f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm fitted to {two['n_points']} plateau and "
-            f"isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
+            f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
+            f"and isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
             f"{two['Q_shared_bytes'] / MiB:.3f} MiB, q_sm = {two['q_sm_bytes'] / KiB:.1f} KiB; median |rel "
             f"residual| {two['median_abs_rel_residual']:.1%}. The per-K fit it replaces: " + notes["capacity_points"])
     platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
@@ -245,6 +253,7 @@ def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None 
                "injection_GBps": platform.injection_GBps, **errs, "Q_MiB_by_K": by_k}
     if platform.two_stage:
         summary.update(schema_version=2, sm_store_GBps=platform.sm_store_GBps,
+                       capacity_relax_GBps=platform.capacity_relax_GBps,
                        sm_outstanding_KiB=None if platform.sm_outstanding_bytes is None
                        else platform.sm_outstanding_bytes / KiB)
     if platform.target == "peer":   # records from before the pattern option ran "next"

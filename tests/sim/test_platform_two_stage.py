@@ -187,3 +187,85 @@ def test_replay_reads_the_per_sm_stage():
         assert r.makespan_us > replay(s, ml, nbytes, base, cfg).makespan_us
     fast, ref = (replay(s, ml, nbytes, slow, ReplayConfig(engine=e, producers=8)) for e in ("fast", "simpy"))
     assert fast.makespan_us == pytest.approx(ref.makespan_us, rel=1e-9)
+
+
+# --- the relaxing capacity ---------------------------------------------------------------------------
+
+relaxing_points = st.tuples(st.floats(5.0, 500.0), st.floats(0.0, 0.5), st.floats(10.0, 200.0),
+                            st.floats(1e4, 2e6), st.floats(512.0, 65536.0), st.floats(0.02, 0.9),
+                            st.integers(1, 32), st.integers(4096, 1 << 19), st.floats(0.0, 1.0))
+
+
+def _relaxing(point):
+    R, t_fixed, P, q_sh, q_sm, rho_frac, K, B, gfrac = point
+    p = Platform("relax", 64, R, t_fixed, P, ((1, q_sh),), sm_outstanding_bytes=q_sm,
+                 capacity_relax_GBps=rho_frac * R)
+    V, Rb, t0, Q = K * B, p.drain_rate_Bpus, p.issue_time0_us(K, B), p.capacity_bytes(K)
+    G = gfrac * 2.0 * max(V / Rb, Q / Rb)
+    return p, K, B, G, V, Rb, t0, Q, p.shared_capacity_bytes(K), p.capacity_relax_GBps * 1e3
+
+
+@settings(max_examples=50, deadline=None)
+@given(relaxing_points)
+def test_relaxing_capacity_closed_forms_match_simpy(point):
+    p, K, B, G, V, R, t0, Q, Qf, rho = _relaxing(point)
+    iso = simulate_bursts(p, BurstConfig(K, B, G, 4, mode="isolated")).summary(p)
+    assert iso["engine"] == "simpy"
+    T = model.relaxing_isolated_issue_time_us(t0, V, R, Q, Qf, rho)
+    assert iso["T_iss_us"] == pytest.approx(T, rel=1e-9, abs=1e-9) and iso["model_T_iss_us"] == T
+    assert T >= model.isolated_issue_time_us(t0, V, R, Q) * (1 - 1e-12)            # never faster than Eq. 7 at Q
+    assert T <= model.isolated_issue_time_us(t0, V, R, Qf) * (1 + 1e-12) + 1e-12    # nor slower than at the floor
+    T_per = model.relaxing_periodic_issue_time_us(G, t0, V, R, Q, Qf, rho)
+    assume(not math.isnan(T_per))
+    ts = (Q - Qf) / rho           # enough bursts for the queue (at the floor) and the capacity to settle
+    n = (model.warmup_bursts(G, t0, V, R, Q) + model.warmup_bursts(G, t0, V, R, Qf) + 8
+         + 4 * math.ceil(ts / max(T_per, 1e-9)))
+    assume(n <= 600)
+    b = simulate_bursts(p, BurstConfig(K, B, G, n, skip=n - 3)).summary(p)
+    assert b["T_iss_us"] == pytest.approx(T_per, rel=1e-6, abs=1e-9)
+    assert b["model_T_iss_us"] == pytest.approx(T_per, rel=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(relaxing_points)
+def test_relaxing_capacity_conserves_bytes_and_stays_between_floor_and_ceiling(point):
+    from xstage.sim.fluid import FluidQueue
+    p, K, B, G, V, R, t0, Q, Qf, rho = _relaxing(point)
+    q = FluidQueue(R, Q, relax_Bpus=rho, floor_bytes=Qf)
+    rng = np.random.default_rng(int(K * 7919 + B))
+    t, total = 0.0, 0.0
+    for _ in range(40):
+        q.add(t, B, B / t0 * (0.5 + rng.random()), None)
+        total += B
+        _, h = q.settle(t)
+        t += min(h, rng.random() * 2 * t0) if h < math.inf else rng.random() * t0
+        q.settle(t)
+        assert Qf * (1 - 1e-12) <= q.capacity <= Q * (1 + 1e-12)
+        assert q.level <= q.capacity * (1 + 1e-9) + 1e-6
+        assert abs(q.admitted - q.drained - q.level) <= 1e-9 * total + 1e-6
+    while True:
+        _, h = q.settle(t)
+        if h == math.inf:
+            break
+        t += h
+    assert q.level == 0.0 and q.capacity == Q
+    assert q.drained == pytest.approx(total, rel=1e-9)
+
+
+def test_relaxing_capacity_in_the_replay_and_the_fit():
+    grid = moe_grid(np.array([256, 128, 384]), hidden=1024, intermediate=512)
+    s = interleaved(grid, pairs=2, lead_rows=1)
+    k = s.column("kind")
+    ml, nbytes = np.where(k == 0, 3.0, 1.0), np.where(k == 1, 262144.0, 0.0)
+    base = replace(load_platform("h200-pcie-host"), capacity_points=((1, 0.7 * 2**20),), sm_outstanding_bytes=16384.0)
+    relax = replace(base, capacity_relax_GBps=15.0)
+    fast, ref = (replay(s, ml, nbytes, relax, ReplayConfig(engine=e, producers=16)) for e in ("fast", "simpy"))
+    assert fast.makespan_us == pytest.approx(ref.makespan_us, rel=1e-9)
+    assert fast.makespan_us > replay(s, ml, nbytes, base, ReplayConfig(producers=16)).makespan_us
+    with pytest.raises(InputError, match="relaxing"):
+        simulate_bursts(relax, BurstConfig(16, 4096, 0.0, 4, engine="exact"))
+    for field, value in (("capacity_relax_GBps", 60.0), ("capacity_relax_GBps", -1.0)):
+        with pytest.raises(InputError, match=field):
+            replace(relax, **{field: value})
+    with pytest.raises(InputError, match="needs sm_outstanding_bytes"):
+        replace(relax, sm_outstanding_bytes=None)
