@@ -15,10 +15,8 @@ Steady state is known, not assumed: periodic bursts from an empty X-Stage settle
 ``model.warmup_bursts`` bursts; summaries leave out ``skip`` bursts (default: that warm-up) and say
 whether the window they report is steady, and if not how many bursts would be.
 
-A platform with a relaxing capacity (schema 2, ``capacity_relax_GBps``) runs on simpy only (``auto``
-picks it; the closed-form engine has no relaxing capacity). Its periodic warm-up is known only where
-every burst starts empty or the capacity never shrinks (0); elsewhere the summary leaves out the first
-half of the bursts and says ``steady`` None.
+A relaxing capacity (schema 2) runs on simpy only; its warm-up is known only where every burst starts
+empty (0), else the summary skips half the bursts and says ``steady`` None.
 """
 
 import time
@@ -29,7 +27,7 @@ import pandas as pd
 import simpy
 
 from xstage.errors import InputError, require_int, require_positive
-from xstage.sim import model
+from xstage.sim import model, model_two_stage
 from xstage.sim.bursts_exact import uniform_bursts
 from xstage.sim.platform import Platform
 from xstage.sim.xqueue import ChunkedXStage, FluidXStage
@@ -123,9 +121,7 @@ class BurstResult:
         Q = cfg.capacity_bytes or platform.capacity_bytes(K)
         t0, R = platform.issue_time0_us(K, B), platform.drain_rate_Bpus
         if platform.relaxing:
-            opt = platform.queue_options(K)
-            e = model.relaxing_isolated_end_level_bytes(t0, K * B, R, Q, opt["floor_bytes"], opt["relax_Bpus"])
-            return 0 if e <= R * cfg.gap_us else None
+            return model_two_stage.relaxing_warmup_bursts(cfg.gap_us, t0, K * B, R, Q, **platform.queue_options(K))
         return model.warmup_bursts(cfg.gap_us, t0, K * B, R, Q)
 
     def steady(self, platform: Platform | None = None) -> pd.DataFrame:
@@ -150,7 +146,7 @@ class BurstResult:
         t0 = platform.issue_time0_us(cfg.producers, cfg.bytes_per_producer)
         R = platform.drain_rate_Bpus
         Q = cfg.capacity_bytes or platform.capacity_bytes(cfg.producers)
-        pred, period = _model_issue_and_period(cfg.mode, cfg.gap_us, t0, volume, R, Q,
+        pred, period = model_two_stage.steady_issue_and_period(cfg.mode, cfg.gap_us, t0, volume, R, Q,
                                                **(platform.queue_options(cfg.producers) if cfg.mode != "local" else {}))
         warm, skip = self.warmup_bursts(platform), self.skip(platform)
         t_iss, per = self._medians(skip)
@@ -192,32 +188,13 @@ def _frame(cfg, platform_name, target, start, end_minus_start, period) -> pd.Dat
     })
 
 
-def _model_issue_and_period(mode, G, t0, V, R, Q, relax_Bpus=None, floor_bytes=None) -> tuple[float, float]:
-    """The exact steady-state closed forms of ``xstage.sim.model`` for one mode (relaxing capacity: its
-    isolated and periodic forms; NaN where none exists)."""
-    if relax_Bpus is not None and mode == "isolated":
-        return (model.relaxing_isolated_issue_time_us(t0, V, R, Q, floor_bytes, relax_Bpus),
-                model.isolated_period_us(G, t0, V, R))
-    if relax_Bpus is not None and mode == "periodic":
-        T = model.relaxing_periodic_issue_time_us(G, t0, V, R, Q, floor_bytes, relax_Bpus)
-        return T, T + G
-    if mode == "isolated":
-        return model.isolated_issue_time_us(t0, V, R, Q), model.isolated_period_us(G, t0, V, R)
-    if mode == "local":
-        return t0, t0 + G
-    if mode == "coupled":
-        return model.coupled_issue_time_us(t0, V, R), model.coupled_period_us(G, V, R, t0)
-    return model.issue_time_with_capacity_us(G, t0, V, R, Q), model.periodic_period_us(G, t0, V, R, Q)
-
-
 def simulate_bursts(platform: Platform, config: BurstConfig, *, record_occupancy: bool = True) -> BurstResult:
     """Run one burst experiment; deterministic (no randomness). The exact engine keeps no occupancy log."""
     cfg = config
     platform.check_producers(cfg.producers)
     if platform.relaxing and (cfg.engine == "exact" or cfg.queue == "chunked"):
         field, value = ("engine", cfg.engine) if cfg.engine == "exact" else ("queue", cfg.queue)
-        raise InputError(field, value, f"has no relaxing capacity (platform {platform.name!r}); use engine "
-                         "simpy with the fluid queue")
+        raise InputError(field, value, f"has no relaxing capacity ({platform.name!r}): use simpy, fluid queue")
     if cfg.resolved_engine == "exact" and not platform.relaxing:
         return _simulate_exact(platform, cfg)
     if cfg.producers * cfg.bursts > SIMPY_MAX_PRODUCER_BURSTS:

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from xstage.errors import InputError, require_int, require_positive
 from xstage.provenance import content_hash
-from xstage.sim import model
+from xstage.sim import model_two_stage
 
 PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and writes
 SCHEMA_VERSIONS = (1, 2)
@@ -148,7 +148,7 @@ class Platform:
         t0 = self.t_fixed_us + max(per_producer, aggregate)
         if self.sm_store_GBps is None:
             return t0
-        return model.sm_stage_issue_time0_us(t0, bytes_per_producer, self.sm_store_GBps * 1e3)
+        return model_two_stage.sm_stage_issue_time0_us(t0, bytes_per_producer, self.sm_store_GBps * 1e3)
 
     def producer_rate_Bpus(self, producers: int, bytes_per_producer: float) -> float:
         """Backpressure-free injection rate of one producer: B / T_iss0(K, B) (bytes/us)."""
@@ -160,7 +160,7 @@ class Platform:
         q = self.shared_capacity_bytes(producers)
         if self.sm_outstanding_bytes is None:
             return q
-        return model.two_stage_capacity_bytes(q, producers, self.sm_outstanding_bytes)
+        return model_two_stage.two_stage_capacity_bytes(q, producers, self.sm_outstanding_bytes)
 
     def shared_capacity_bytes(self, producers: int) -> float:
         """The shared buffer's capacity for K producers, from ``capacity_points`` (bytes)."""

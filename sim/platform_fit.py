@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int
-from xstage.sim import fit as calib_fit
+from xstage.sim import fit as calib_fit, fit_two_stage
 from xstage.units import KiB, MiB
 
 
@@ -42,10 +42,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
 
     ``capacity_law`` ``points`` (schema 1): one Q per isolated K, piecewise linear in K. ``shared+per_sm``
     (schema 2, a per-SM outstanding limit in front of a shared buffer): after the alternating fit, Q(K) =
-    Q_shared + K q_sm is fitted to the same points of every K at once (``fit.fit_two_stage_capacity``),
+    Q_shared + K q_sm is fitted to the same points of every K at once (``fit_two_stage.fit_two_stage_capacity``),
     which also gives Q at producer counts that were never calibrated. ``relaxing`` (schema 2): the same
     law plus a capacity that relaxes from Q(K) to Q_shared at rho while the X-Stage holds the producers
-    back (``fit.fit_relaxing_capacity``, all three at once on the same points).
+    back (``fit_two_stage.fit_relaxing_capacity``, all three at once on the same points).
 
     Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
     T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
@@ -53,10 +53,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     to the isolated and plateau points of each isolated K; the three fits alternate until stable.
     The first T_iss0 fit, before any Q is known, trims points measured > 1.3x its prediction.
     """
-    from xstage.sim.platform import Platform
-
     if capacity_law not in CAPACITY_LAWS:
         raise InputError("capacity_law", capacity_law, f"must be one of {', '.join(CAPACITY_LAWS)}")
+    from xstage.sim.platform import Platform
+
     points = points.dropna(subset=["T_iss_us"])
     points = points[points["T_iss_us"] > 0]
     free = points[points["phase"].isin(("plateau", "isolated"))]
@@ -114,11 +114,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     notes.update(fit_notes(fit))
     cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
     if capacity_law != "points":
-        grp = free[free["producers"].isin(list(fits))]
-        args = (grp["producers"], grp["volume_bytes"], grp["T_iss_us"],
-                t0_fn(t0)(grp["producers"], grp["bytes_per_producer"]), R)
-        two = (calib_fit.fit_two_stage_capacity if capacity_law == "shared+per_sm" else
-               calib_fit.fit_relaxing_capacity)(*args)
+        sel = np.isin(K, list(fits))                    # the free points of the isolated K, as arrays
+        args = (K[sel], V[sel], T[sel], t0_fn(t0)(K[sel], B[sel]), R)
+        two = (fit_two_stage.fit_two_stage_capacity if capacity_law == "shared+per_sm" else
+               fit_two_stage.fit_relaxing_capacity)(*args)
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
         relax = ""

@@ -95,7 +95,9 @@ def test_cli_model_headline_agrees_with_the_simulator(point):
                                ("isolated", "T_iss_iso_us", "period_iso_us")):
         b = simulate_bursts(P, BurstConfig(K, B, G, w + 3, mode=mode, engine="simpy")).bursts
         last = b[b["burst"] == w + 1]
-        clock = 64 * math.ulp(float(b["start(us)"].max()) + 1.0)   # the clock's resolution at the end
+        # the clock's resolution at the end; 128 ulps: a coupled burst's end is a drain mark, several snaps
+        # later (point (1.0, 0.0, 30.0, 8191999.0, 5, 70, 1.0) is off by 65 ulps, on main too)
+        clock = 128 * math.ulp(float(b["start(us)"].max()) + 1.0)
         assert last["issue(us)"].iloc[0] == pytest.approx(m[t_key], rel=1e-9, abs=clock), mode
         assert last["period(us)"].iloc[0] == pytest.approx(m[p_key], rel=1e-9, abs=clock), mode
 

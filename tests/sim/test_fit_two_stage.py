@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from xstage.sim import fit, model
+from xstage.sim import fit_two_stage, model, model_two_stage
 
 
 def _grid():
@@ -17,7 +17,7 @@ def test_two_stage_capacity_fit_recovers_shared_and_per_sm():
     K, B, V, T0 = _grid()
     R, qs, qk = 52.8e3, 0.9e6, 16384.0
     T = np.array([model.isolated_issue_time_us(t, v, R, qs + qk * k) for t, v, k in zip(T0, V, K)])
-    f = fit.fit_two_stage_capacity(K, V, T, T0, R)
+    f = fit_two_stage.fit_two_stage_capacity(K, V, T, T0, R)
     assert f["Q_shared_bytes"] == pytest.approx(qs, rel=0.02) and f["q_sm_bytes"] == pytest.approx(qk, rel=0.02)
     assert f["median_abs_rel_residual"] < 1e-3
 
@@ -25,8 +25,8 @@ def test_two_stage_capacity_fit_recovers_shared_and_per_sm():
 def test_relaxing_fit_recovers_rho_and_matches_the_model():
     K, B, V, T0 = _grid()
     R, qs, qk, rho = 52.8e3, 0.7e6, 17000.0, 15e3
-    T = np.array([model.relaxing_isolated_issue_time_us(t, v, R, qs + qk * k, qs, rho) for t, v, k in zip(T0, V, K)])
-    assert np.allclose(fit.relaxing_isolated_np(T0, V, R, qs + qk * K, qs, rho), T, rtol=1e-12)
-    f = fit.fit_relaxing_capacity(K, V, T, T0, R)
+    T = np.array([model_two_stage.relaxing_isolated_issue_time_us(t, v, R, qs + qk * k, qs, rho) for t, v, k in zip(T0, V, K)])
+    assert np.allclose(fit_two_stage.relaxing_isolated_np(T0, V, R, qs + qk * K, qs, rho), T, rtol=1e-12)
+    f = fit_two_stage.fit_relaxing_capacity(K, V, T, T0, R)
     assert f["rho_Bpus"] == pytest.approx(rho, rel=0.05)
     assert f["Q_shared_bytes"] == pytest.approx(qs, rel=0.05) and f["q_sm_bytes"] == pytest.approx(qk, rel=0.05)

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from xstage.errors import InputError
 from xstage.records.platform import save_platform
-from xstage.sim import model
+from xstage.sim import model, model_two_stage
 from xstage.sim.bursts import BurstConfig, simulate_bursts
 from xstage.sim.platform import Platform, bundled_platforms, load_platform
 from xstage.sim.replay import ReplayConfig, replay
@@ -211,11 +211,11 @@ def test_relaxing_capacity_closed_forms_match_simpy(point):
     p, K, B, G, V, R, t0, Q, Qf, rho = _relaxing(point)
     iso = simulate_bursts(p, BurstConfig(K, B, G, 4, mode="isolated")).summary(p)
     assert iso["engine"] == "simpy"
-    T = model.relaxing_isolated_issue_time_us(t0, V, R, Q, Qf, rho)
+    T = model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, Qf, rho)
     assert iso["T_iss_us"] == pytest.approx(T, rel=1e-9, abs=1e-9) and iso["model_T_iss_us"] == T
     assert T >= model.isolated_issue_time_us(t0, V, R, Q) * (1 - 1e-12)            # never faster than Eq. 7 at Q
     assert T <= model.isolated_issue_time_us(t0, V, R, Qf) * (1 + 1e-12) + 1e-12    # nor slower than at the floor
-    T_per = model.relaxing_periodic_issue_time_us(G, t0, V, R, Q, Qf, rho)
+    T_per = model_two_stage.relaxing_periodic_issue_time_us(G, t0, V, R, Q, Qf, rho)
     assume(not math.isnan(T_per))
     ts = (Q - Qf) / rho           # enough bursts for the queue (at the floor) and the capacity to settle
     n = (model.warmup_bursts(G, t0, V, R, Q) + model.warmup_bursts(G, t0, V, R, Qf) + 8
