@@ -45,7 +45,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     Q_shared + K q_sm is fitted to the same points of every K at once (``fit_two_stage.fit_two_stage_capacity``),
     which also gives Q at producer counts that were never calibrated. ``relaxing`` (schema 2): the same
     law plus a capacity that relaxes from Q(K) to Q_shared at rho while the X-Stage holds the producers
-    back (``fit_two_stage.fit_relaxing_capacity``, all three at once on the same points).
+    back, rho chosen by the model check on the fitted points (``_check_loss``, ``fit_two_stage.fit_relax_rate``).
 
     Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
     T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
@@ -116,14 +116,18 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     if capacity_law != "points":
         sel = np.isin(K, list(fits))                    # the free points of the isolated K, as arrays
         args = (K[sel], V[sel], T[sel], t0_fn(t0)(K[sel], B[sel]), R)
-        two = (fit_two_stage.fit_two_stage_capacity if capacity_law == "shared+per_sm" else
-               fit_two_stage.fit_relaxing_capacity)(*args)
+        two = fit_two_stage.fit_two_stage_capacity(*args)
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
         relax = ""
         if capacity_law == "relaxing":
-            cap["capacity_relax_GBps"] = two["rho_Bpus"] / 1e3
-            relax = f", relaxing at rho = {two['rho_Bpus'] / 1e3:.2f} GB/s while held back"
+            stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
+                             producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"], **cap)
+            rho = fit_two_stage.fit_relax_rate(lambda r: _check_loss(points, stage, r), R)
+            fit["relax"] = rho
+            cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
+            relax = (f", relaxing at rho = {rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
+                     f"check on the fitted lockstep and isolated points, sum of squared rel. errors {rho['loss']:.2f})")
         notes["capacity_points"] = (
             f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
             f"and isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
@@ -134,6 +138,16 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                         target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     return platform, fit
+
+
+def _check_loss(points, platform, rho_Bpus: float) -> float:
+    """Sum of squared relative T_iss errors of the model check (lockstep periodic and isolated points) with
+    the relaxing capacity at rho; points without a closed form count as the worst point."""
+    from dataclasses import replace
+    check = calib_fit.model_check(points, replace(platform, capacity_relax_GBps=rho_Bpus / 1e3))
+    err = check.loc[check["mode"].isin(("periodic", "isolated")), "rel_err_T_iss"].to_numpy(float)
+    worst = np.nanmax(np.abs(err)) if np.isfinite(err).any() else 1.0
+    return float(np.sum(np.where(np.isfinite(err), err, worst) ** 2))
 
 
 def fit_notes(fit: dict) -> dict:
