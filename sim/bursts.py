@@ -14,6 +14,9 @@ the only one with an occupancy log and the chunked queue). ``auto`` takes exact 
 Steady state is known, not assumed: periodic bursts from an empty X-Stage settle after
 ``model.warmup_bursts`` bursts; summaries leave out ``skip`` bursts (default: that warm-up) and say
 whether the window they report is steady, and if not how many bursts would be.
+
+A relaxing capacity (schema 2) runs on simpy only; its warm-up is known only where every burst starts
+empty (0), else the summary skips half the bursts and says ``steady`` None.
 """
 
 import time
@@ -24,7 +27,7 @@ import pandas as pd
 import simpy
 
 from xstage.errors import InputError, require_int, require_positive
-from xstage.sim import model
+from xstage.sim import model, model_two_stage
 from xstage.sim.bursts_exact import uniform_bursts
 from xstage.sim.platform import Platform
 from xstage.sim.xqueue import ChunkedXStage, FluidXStage
@@ -103,16 +106,23 @@ class BurstResult:
         return self._frame
 
     def skip(self, platform: Platform) -> int:
-        """Bursts left out of the summary: ``config.skip``, else the closed-form warm-up."""
-        return self.config.skip if self.config.skip is not None else self.warmup_bursts(platform)
+        """Bursts left out of the summary: ``config.skip``, else the closed-form warm-up (or, where none is
+        known, the first half)."""
+        if self.config.skip is not None:
+            return self.config.skip
+        warm = self.warmup_bursts(platform)
+        return warm if warm is not None else self.config.bursts // 2
 
-    def warmup_bursts(self, platform: Platform) -> int:
+    def warmup_bursts(self, platform: Platform) -> int | None:
         cfg = self.config
         if cfg.mode != "periodic":
             return 0   # isolated and coupled bursts start drained, local ones have no queue
         K, B = cfg.producers, cfg.bytes_per_producer
         Q = cfg.capacity_bytes or platform.capacity_bytes(K)
-        return model.warmup_bursts(cfg.gap_us, platform.issue_time0_us(K, B), K * B, platform.drain_rate_Bpus, Q)
+        t0, R = platform.issue_time0_us(K, B), platform.drain_rate_Bpus
+        if platform.relaxing:
+            return model_two_stage.relaxing_warmup_bursts(cfg.gap_us, t0, K * B, R, Q, **platform.queue_options(K))
+        return model.warmup_bursts(cfg.gap_us, t0, K * B, R, Q)
 
     def steady(self, platform: Platform | None = None) -> pd.DataFrame:
         """Rows of the bursts the summary reports (from ``skip``; without a platform: ``config.skip`` or
@@ -136,7 +146,8 @@ class BurstResult:
         t0 = platform.issue_time0_us(cfg.producers, cfg.bytes_per_producer)
         R = platform.drain_rate_Bpus
         Q = cfg.capacity_bytes or platform.capacity_bytes(cfg.producers)
-        pred, period = _model_issue_and_period(cfg.mode, cfg.gap_us, t0, volume, R, Q)
+        pred, period = model_two_stage.steady_issue_and_period(cfg.mode, cfg.gap_us, t0, volume, R, Q,
+                                               **(platform.queue_options(cfg.producers) if cfg.mode != "local" else {}))
         warm, skip = self.warmup_bursts(platform), self.skip(platform)
         t_iss, per = self._medians(skip)
         return {
@@ -147,9 +158,9 @@ class BurstResult:
             "period_us": per,
             "model_T_iss_us": pred,
             "model_period_us": period,
-            "steady": bool(warm <= skip <= cfg.bursts - 2),
+            "steady": bool(warm <= skip <= cfg.bursts - 2) if warm is not None else None,
             "warmup_bursts": warm,
-            "bursts_needed": warm + 2,   # the warm-up, then one burst and the start of the next (its period)
+            "bursts_needed": warm + 2 if warm is not None else None,   # the warm-up, one burst, the next start
             "drained_us": self.drained_us,
             "T_iss0_us": t0,
             "peak_queue_MiB": self.peak_queue_bytes / 2**20,
@@ -177,22 +188,14 @@ def _frame(cfg, platform_name, target, start, end_minus_start, period) -> pd.Dat
     })
 
 
-def _model_issue_and_period(mode, G, t0, V, R, Q) -> tuple[float, float]:
-    """The exact steady-state closed forms of ``xstage.sim.model`` for one mode."""
-    if mode == "isolated":
-        return model.isolated_issue_time_us(t0, V, R, Q), model.isolated_period_us(G, t0, V, R)
-    if mode == "local":
-        return t0, t0 + G
-    if mode == "coupled":
-        return model.coupled_issue_time_us(t0, V, R), model.coupled_period_us(G, V, R, t0)
-    return model.issue_time_with_capacity_us(G, t0, V, R, Q), model.periodic_period_us(G, t0, V, R, Q)
-
-
 def simulate_bursts(platform: Platform, config: BurstConfig, *, record_occupancy: bool = True) -> BurstResult:
     """Run one burst experiment; deterministic (no randomness). The exact engine keeps no occupancy log."""
     cfg = config
     platform.check_producers(cfg.producers)
-    if cfg.resolved_engine == "exact":
+    if platform.relaxing and (cfg.engine == "exact" or cfg.queue == "chunked"):
+        field, value = ("engine", cfg.engine) if cfg.engine == "exact" else ("queue", cfg.queue)
+        raise InputError(field, value, f"has no relaxing capacity ({platform.name!r}): use simpy, fluid queue")
+    if cfg.resolved_engine == "exact" and not platform.relaxing:
         return _simulate_exact(platform, cfg)
     if cfg.producers * cfg.bursts > SIMPY_MAX_PRODUCER_BURSTS:
         raise InputError("bursts", cfg.bursts, f"times {cfg.producers} producers is {cfg.producers * cfg.bursts:,} "
@@ -222,7 +225,7 @@ def _simulate_simpy(platform: Platform, cfg: BurstConfig, record_occupancy: bool
         Q = cfg.capacity_bytes or platform.capacity_bytes(K)
         kwargs = dict(coupled=cfg.mode == "coupled", record=record_occupancy)
         if cfg.queue == "fluid":
-            queue = FluidXStage(env, platform.drain_rate_Bpus, Q, **kwargs)
+            queue = FluidXStage(env, platform.drain_rate_Bpus, Q, **kwargs, **platform.queue_options(K))
         else:
             queue = ChunkedXStage(env, platform.drain_rate_Bpus, Q, chunk_bytes=cfg.chunk_bytes, **kwargs)
     start = [[0.0] * n for _ in range(K)]

@@ -17,7 +17,7 @@ from the GPU and from the simulator (tests recover a known platform from simulat
 import numpy as np
 import pandas as pd
 
-from xstage.sim import model
+from xstage.sim import model, model_two_stage
 
 DRAIN_MARGIN = 1.2   # a zero-gap point is drain-dominated when T_iss > DRAIN_MARGIN * T_iss0
 KNEE_MARGIN = 1.15   # an isolated point is above the knee when T_iss > KNEE_MARGIN * T_iss0
@@ -157,12 +157,37 @@ def periodic_issue_time_us(gap_us, issue_time0_us, volume_bytes, drain_rate_Bpus
                model.isolated_issue_time_us(issue_time0_us, volume_bytes, drain_rate_Bpus, capacity_bytes))
 
 
+def _two_stage_isolated(platform, K, t0, V, R, Q) -> float:
+    """Eq. 7, or its relaxing-capacity form on a platform whose capacity relaxes."""
+    relax = platform.queue_options(K)
+    if not relax:
+        return model.isolated_issue_time_us(t0, V, R, Q)
+    return model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
+
+
+def _two_stage_periodic(platform, K, B, G, t0, V, R, Q) -> float:
+    """``periodic_issue_time_us``, or its relaxing-capacity form on a platform whose capacity relaxes; where
+    that has no closed form, the simulator's steady state (simpy, 400 bursts, the last 100)."""
+    relax = platform.queue_options(K)
+    if not relax:
+        return periodic_issue_time_us(G, t0, V, R, Q)
+    T = model_two_stage.relaxing_periodic_issue_time_us(G, t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
+    if np.isnan(T):
+        from xstage.sim.bursts import BurstConfig, simulate_bursts
+        run = simulate_bursts(platform, BurstConfig(K, int(B), G, 400, skip=300, engine="simpy"),
+                              record_occupancy=False)
+        T = run.summary(platform)["T_iss_us"]
+    return T
+
+
 def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
     """Predicted vs measured T_iss and period for every point.
 
     Periodic points: T_iss = max(T_iss0, V/R - G, (V - Q)/R), period = T_iss + G (Eq. 2), with the
     measured gap G (start of the next burst minus issue end); the Eq. 3-only prediction is kept
-    beside it. Isolated points: Eq. 7; their period is not modelled (NaN).
+    beside it. Isolated points: Eq. 7; their period is not modelled (NaN). A relaxing capacity
+    (schema 2) uses ``model_two_stage``'s relaxing forms (``_two_stage_isolated`` / ``_two_stage_periodic``;
+    the simulator where the periodic one has no closed form).
     """
     R = platform.drain_rate_Bpus
     rows = []
@@ -173,10 +198,10 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
         Q = platform.capacity_bytes(K)
         G = max(float(d["gap_measured(us)"]), 0.0)
         if d["mode"] == "isolated":
-            pred_t = eq3_t = model.isolated_issue_time_us(t0, V, R, Q)
+            pred_t = eq3_t = _two_stage_isolated(platform, K, t0, V, R, Q)
             pred_p = eq3_p = np.nan
         else:
-            pred_t = periodic_issue_time_us(G, t0, V, R, Q)
+            pred_t = _two_stage_periodic(platform, K, B, G, t0, V, R, Q)
             eq3_t = model.issue_time_us(G, t0, V, R)
             pred_p, eq3_p = pred_t + G, eq3_t + G
         meas_t, meas_p = d["T_iss(us)"], d["period(us)"]

@@ -16,6 +16,12 @@ express is due now, and every such snap is booked as bytes (a snap to full admit
 snap to empty drains the rest), so ``admitted == drained + level`` holds at every instant, to rounding.
 The virtual clock (per-unit-rate progress of the producers) restarts at 0 whenever nobody issues, so its
 resolution does not decay with the length of a run.
+
+Relaxing capacity (platform schema 2, ``relax_Bpus`` = rho and ``floor_bytes``): while the queue is full
+and the producers are held back, the capacity shrinks at rho from its ceiling (``capacity_bytes``)
+towards ``floor_bytes``, so the producers get R - rho in; when the queue empties it is back at the
+ceiling. Still piecewise linear: a step also splits where the capacity reaches its floor. Without
+``relax_Bpus`` none of this code runs.
 """
 
 import heapq
@@ -26,16 +32,25 @@ _ULPS = 8.0   # clock resolution in units in the last place of max(now, 1)
 
 
 class FluidQueue:
-    __slots__ = ("drain_rate", "capacity", "coupled", "level", "peak", "idle_since", "log",
-                 "_adm", "_adm_lo", "_drn", "_drn_lo", "_vclock", "_scale", "_demand", "_active", "_waiting", "_seq", "_t")
+    __slots__ = ("drain_rate", "capacity", "coupled", "level", "peak", "idle_since", "log", "relax", "floor",
+                 "ceiling", "_adm", "_adm_lo", "_drn", "_drn_lo", "_vclock", "_scale", "_demand", "_active",
+                 "_waiting", "_seq", "_t")
 
     def __init__(self, drain_rate_Bpus: float, capacity_bytes: float, *, coupled: bool = False,
-                 record: bool = True):
+                 record: bool = True, relax_Bpus: float | None = None, floor_bytes: float | None = None):
         if not drain_rate_Bpus > 0:
             raise ValueError(f"drain_rate_Bpus(={drain_rate_Bpus}) must be > 0")
         if not capacity_bytes > 0:
             raise ValueError(f"capacity_bytes(={capacity_bytes}) must be > 0")
         self.drain_rate, self.capacity, self.coupled = float(drain_rate_Bpus), float(capacity_bytes), coupled
+        self.relax = self.floor = None
+        self.ceiling = self.capacity
+        if relax_Bpus is not None:
+            if not 0 < relax_Bpus < drain_rate_Bpus:
+                raise ValueError(f"relax_Bpus(={relax_Bpus}) must be > 0 and < drain_rate_Bpus")
+            if floor_bytes is None or not 0 < floor_bytes <= capacity_bytes:
+                raise ValueError(f"floor_bytes(={floor_bytes}) must be > 0 and <= capacity_bytes")
+            self.relax, self.floor = float(relax_Bpus), float(floor_bytes)
         self.level = self.peak = 0.0
         self._adm = self._adm_lo = self._drn = self._drn_lo = 0.0   # compensated (Neumaier) running sums
         self.idle_since = 0.0   # when nothing was last outstanding and nobody issuing (the last byte drained)
@@ -98,9 +113,14 @@ class FluidQueue:
         admit = self._demand * self._scale
         return admit, (self.drain_rate if self.level > 0.0 else min(self.drain_rate, admit))
 
+    def _shrink(self) -> float:
+        """Rate at which the capacity falls while the queue is full (relaxing capacity), else 0."""
+        return self.relax if self.relax is not None and self.capacity > self.floor else 0.0
+
     def _set_scale(self) -> None:
         full = self.level >= self.capacity
-        self._scale = self.drain_rate / self._demand if full and self._demand > self.drain_rate else 1.0
+        room = self.drain_rate - self._shrink() if self.relax is not None else self.drain_rate
+        self._scale = room / self._demand if full and self._demand > room else 1.0
 
     def advance(self, now: float) -> None:
         """Move the state to ``now`` exactly, splitting the step where the queue fills or empties."""
@@ -108,6 +128,9 @@ class FluidQueue:
         if dt <= 0.0:
             return
         self._t = now
+        if self.relax is not None:
+            self._advance_relaxing(now, dt)
+            return
         while dt > 0.0:
             admit, drain = self._rates()
             net = admit - drain
@@ -132,11 +155,53 @@ class FluidQueue:
                 self.idle_since = now - (dt - step)
             dt -= step
 
+    def _advance_relaxing(self, now: float, dt: float) -> None:
+        """``advance`` with a relaxing capacity: while held back, level and capacity fall together at rho
+        until the floor; back at the ceiling when the queue empties."""
+        while dt > 0.0:
+            admit, drain = self._rates()
+            net = admit - drain
+            held = self._scale < 1.0 and self.level >= self.capacity
+            shrink = self._shrink() if held else 0.0
+            if held:
+                seg, edge = ((self.capacity - self.floor) / shrink if shrink > 0 else math.inf), "floor"
+            elif net > 0.0 and self.level < self.capacity:
+                seg, edge = (self.capacity - self.level) / net, "full"
+            elif net < 0.0 and self.level > 0.0:
+                seg, edge = self.level / -net, "empty"
+            else:
+                seg, edge = math.inf, None
+            step = dt if dt < seg else seg
+            self._book(admit * step, drain * step)
+            self._vclock += self._scale * step
+            if held:
+                self.capacity = max(self.capacity - shrink * step, self.floor)
+                self.level = self.capacity
+            if step < seg:
+                if not held:
+                    was = self.level
+                    self.level = min(max(self.level + net * step, 0.0), self.capacity)
+                    if self.level == 0.0 < was:
+                        self.capacity = self.ceiling
+                        if not self._active:
+                            self.idle_since = now
+                return
+            if edge == "floor":
+                self.capacity = self.level = self.floor
+            elif edge == "full":
+                self.level = self.capacity
+            else:
+                self.level, self.capacity = 0.0, self.ceiling
+                if not self._active:
+                    self.idle_since = now - (dt - step)
+            self._set_scale()
+            dt -= step
+
     def settle(self, now: float):
         """Apply everything due at ``now``; return (released tokens, time until the next change)."""
         self.advance(now)
         res = _ULPS * math.ulp(max(abs(now), 1.0))
-        R, Q = self.drain_rate, self.capacity
+        R = self.drain_rate
         released = []
         active, waiting = self._active, self._waiting
         was_idle = self.idle
@@ -162,6 +227,14 @@ class FluidQueue:
                 self._demand, self._vclock = 0.0, 0.0
             self._set_scale()
             admit, drain = self._rates()
+            if self.relax is not None and self.floor < self.capacity <= self.floor + self.relax * res:
+                if self.level > self.floor:        # within the clock's resolution of the floor: there now
+                    self._book(0.0, self.level - self.floor)
+                    self.level = self.floor
+                self.capacity = self.floor
+                self._set_scale()
+                changed = True
+            Q = self.capacity                      # constant unless the capacity relaxes
             if admit > drain and self.level < Q and Q - self.level <= (admit - drain) * res:
                 missing = Q - self.level           # admitted now: the producers get these bytes in
                 self._book(missing, 0.0)
@@ -172,6 +245,9 @@ class FluidQueue:
             elif drain > admit and 0.0 < self.level <= (drain - admit) * res:
                 self._book(0.0, self.level)        # drained now
                 self.level = 0.0
+                if self.relax is not None:
+                    self.capacity = self.ceiling
+                    self._set_scale()
                 changed = True
             _, drain = self._rates()
             drained = self._drn + self._drn_lo
@@ -205,4 +281,6 @@ class FluidQueue:
             horizon = min(horizon, self.level / (drain - admit))
         if self._waiting and drain > 0.0:
             horizon = min(horizon, max(self._waiting[0][0] - self._drn - self._drn_lo, 0.0) / drain)
+        if self.relax is not None and self._scale < 1.0 and self.level >= self.capacity > self.floor:
+            horizon = min(horizon, (self.capacity - self.floor) / self.relax)   # the capacity reaches its floor
         return horizon

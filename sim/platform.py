@@ -18,6 +18,29 @@ bytes, is modelled as
 Q(K), the effective outstanding capacity, is piecewise linear in K through the calibrated points,
 proportional to K below the first point (each SM brings its own outstanding-request slots) and flat
 beyond the last one.
+
+Schema version 2 adds, optionally, a two-stage X-Stage: a per-SM store stage in front of the shared
+buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, and a version-1 file):
+
+- ``sm_store_GBps`` (r_sm): a producer's stores leave its SM at most at r_sm, and the sender sees its
+  issue end when the last byte has left the SM. The stage holds nothing of its own, so it is a cap on
+  the producer's injection rate: T_iss0(K, B) = max(t_fixed + max(B/P, K B/I), B / r_sm).
+- ``sm_outstanding_bytes`` (q_sm): every SM may keep q_sm bytes outstanding beyond its exit in front of
+  the shared buffer, whose capacity is then ``capacity_points`` (give ``[[1, Q]]`` for one that does not
+  grow with K): Q(K) = Q_shared(K) + K q_sm. For K symmetric producers (the burst experiments) this is
+  exact: a producer stalls only once its own slots and the shared buffer are full, and both drain at R.
+  The replay uses the same Q(K) at the programs' K (docs/model.md, "Two-stage X-Stage").
+- ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
+  is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
+  Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
+  Q(K) once the X-Stage empties. What the H200 host path shows (docs/calibration.md): bursts from an empty
+  path run at full speed up to ~Q_shared + K q_sm outstanding, long backpressured bursts keep only
+  ~Q_shared ahead of the drain.
+
+No field of version 2 changes the fluid queue's equations, so every closed form, engine and fit that
+reads ``issue_time0_us``, ``producer_rate_Bpus`` and ``capacity_bytes`` reads the two-stage platform too.
+A platform without them is written as version 1, byte for byte as before (same content hash).
+Writing a platform file is ``xstage.records.platform.save_platform``'s job; this module is pure.
 """
 
 import json
@@ -28,8 +51,11 @@ from pathlib import Path
 
 from xstage.errors import InputError, require_int, require_positive
 from xstage.provenance import content_hash
+from xstage.sim import model_two_stage
 
-PLATFORM_SCHEMA_VERSION = 1
+PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and writes
+SCHEMA_VERSIONS = (1, 2)
+TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps")   # version 2 only
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -46,6 +72,9 @@ class Platform:
     tensor_TFLOPs: dict = field(default_factory=dict)  # whole-GPU dense rate by precision
     description: str = ""
     notes: dict = field(default_factory=dict)  # free text: sources, assumptions, fit residuals, provenance
+    sm_store_GBps: float | None = None          # v2: r_sm, per-SM store stage rate (None: no such stage)
+    sm_outstanding_bytes: float | None = None   # v2: q_sm, per-SM outstanding limit before the shared buffer
+    capacity_relax_GBps: float | None = None    # v2: rho, rate at which a full X-Stage gives up the per-SM slots
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -70,6 +99,39 @@ class Platform:
             raise InputError("platform.description", self.description, "must be a string")
         if not isinstance(self.notes, dict):
             raise InputError("platform.notes", self.notes, "must be an object (or {})")
+        if self.sm_store_GBps is not None:
+            object.__setattr__(self, "sm_store_GBps", _real("platform.sm_store_GBps", self.sm_store_GBps))
+        if self.sm_outstanding_bytes is not None:
+            object.__setattr__(self, "sm_outstanding_bytes",
+                               _real("platform.sm_outstanding_bytes", self.sm_outstanding_bytes, allow_zero=True))
+        if self.capacity_relax_GBps is not None:
+            rho = _real("platform.capacity_relax_GBps", self.capacity_relax_GBps)
+            if rho >= self.drain_rate_GBps:
+                raise InputError("platform.capacity_relax_GBps", self.capacity_relax_GBps,
+                                 f"must be below drain_rate_GBps={self.drain_rate_GBps}")
+            if not self.sm_outstanding_bytes:
+                raise InputError("platform.capacity_relax_GBps", self.capacity_relax_GBps,
+                                 "needs sm_outstanding_bytes > 0 (the slots it gives up)")
+            object.__setattr__(self, "capacity_relax_GBps", rho)
+
+    @property
+    def schema_version(self) -> int:
+        """1 for the one-stage X-Stage, 2 when a per-SM stage field is set."""
+        return 2 if self.two_stage else 1
+
+    @property
+    def two_stage(self) -> bool:
+        return any(getattr(self, name) is not None for name in TWO_STAGE_FIELDS)
+
+    @property
+    def relaxing(self) -> bool:
+        return self.capacity_relax_GBps is not None
+
+    def queue_options(self, producers: int) -> dict:
+        """Keyword arguments of ``FluidQueue`` / ``FluidXStage`` beyond (R, Q(K)): the relaxing capacity."""
+        if not self.relaxing:
+            return {}
+        return {"relax_Bpus": self.capacity_relax_GBps * 1e3, "floor_bytes": self.shared_capacity_bytes(producers)}
 
     # --- the three parameters -------------------------------------------------------------
     @property
@@ -83,14 +145,25 @@ class Platform:
         aggregate = 0.0
         if self.injection_GBps is not None:
             aggregate = producers * bytes_per_producer / (self.injection_GBps * 1e3)
-        return self.t_fixed_us + max(per_producer, aggregate)
+        t0 = self.t_fixed_us + max(per_producer, aggregate)
+        if self.sm_store_GBps is None:
+            return t0
+        return model_two_stage.sm_stage_issue_time0_us(t0, bytes_per_producer, self.sm_store_GBps * 1e3)
 
     def producer_rate_Bpus(self, producers: int, bytes_per_producer: float) -> float:
         """Backpressure-free injection rate of one producer: B / T_iss0(K, B) (bytes/us)."""
         return bytes_per_producer / self.issue_time0_us(producers, bytes_per_producer)
 
     def capacity_bytes(self, producers: int) -> float:
-        """Q(K): effective outstanding capacity for K producers (bytes)."""
+        """Q(K): effective outstanding capacity for K producers (bytes): the shared buffer's Q(K), plus
+        K q_sm with a per-SM outstanding limit (version 2)."""
+        q = self.shared_capacity_bytes(producers)
+        if self.sm_outstanding_bytes is None:
+            return q
+        return model_two_stage.two_stage_capacity_bytes(q, producers, self.sm_outstanding_bytes)
+
+    def shared_capacity_bytes(self, producers: int) -> float:
+        """The shared buffer's capacity for K producers, from ``capacity_points`` (bytes)."""
         pts = self.capacity_points
         k0, q0 = pts[0]
         if producers <= k0:
@@ -114,27 +187,31 @@ class Platform:
 
     # --- files ----------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """The file's contents: version 1 (exactly as before) unless a two-stage field is set."""
         d = asdict(self)
         d["capacity_points"] = [list(p) for p in self.capacity_points]
-        return {"schema_version": PLATFORM_SCHEMA_VERSION, **d}
+        if not self.two_stage:
+            for name in TWO_STAGE_FIELDS:
+                del d[name]
+        return {"schema_version": self.schema_version, **d}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
 
     @property
     def content_hash(self) -> str:
         return content_hash(self.to_dict())
-
-    def save(self, path, *, overwrite: bool = False) -> Path:
-        from xstage.records import atomic_write_text
-        return atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n", overwrite=overwrite)
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "platform") -> "Platform":
         if not isinstance(d, dict):
             raise InputError(source, type(d).__name__, "must hold a JSON object")
         version = d.get("schema_version")
-        if version != PLATFORM_SCHEMA_VERSION:
-            raise InputError(f"{source} schema_version", version, f"must be {PLATFORM_SCHEMA_VERSION}")
+        if isinstance(version, bool) or version not in SCHEMA_VERSIONS:
+            raise InputError(f"{source} schema_version", version,
+                             f"must be one of {', '.join(map(str, SCHEMA_VERSIONS))}")
         fields = {k: v for k, v in d.items() if k != "schema_version"}
-        known = set(cls.__dataclass_fields__)
+        known = set(cls.__dataclass_fields__) - (set(TWO_STAGE_FIELDS) if version == 1 else set())
         unknown = sorted(set(fields) - known)
         if unknown:
             raise InputError(f"{source} fields", unknown, "are not platform fields")

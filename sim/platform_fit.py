@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int
-from xstage.sim import fit as calib_fit
+from xstage.sim import fit as calib_fit, fit_two_stage
 from xstage.units import KiB, MiB
 
 
@@ -33,9 +33,19 @@ def _capacity_of(caps: dict, K):
     return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
 
 
+CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing")
+
+
 def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int, tensor_TFLOPs=None,
-                 notes=None, iterations: int = 6):
+                 notes=None, iterations: int = 6, capacity_law: str = "points"):
     """Fit M_X from a points frame. Returns (Platform, fit dict).
+
+    ``capacity_law`` ``points`` (schema 1): one Q per isolated K, piecewise linear in K. ``shared+per_sm``
+    (schema 2, a per-SM outstanding limit in front of a shared buffer): after the alternating fit, Q(K) =
+    Q_shared + K q_sm is fitted to the same points of every K at once (``fit_two_stage.fit_two_stage_capacity``),
+    which also gives Q at producer counts that were never calibrated. ``relaxing`` (schema 2): the same
+    law plus a capacity that relaxes from Q(K) to Q_shared at rho while the X-Stage holds the producers
+    back, rho chosen by the model check on the fitted points (``_check_loss``, ``fit_two_stage.fit_relax_rate``).
 
     Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
     T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
@@ -43,6 +53,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     to the isolated and plateau points of each isolated K; the three fits alternate until stable.
     The first T_iss0 fit, before any Q is known, trims points measured > 1.3x its prediction.
     """
+    if capacity_law not in CAPACITY_LAWS:
+        raise InputError("capacity_law", capacity_law, f"must be one of {', '.join(CAPACITY_LAWS)}")
     from xstage.sim.platform import Platform
 
     points = points.dropna(subset=["T_iss(us)"])
@@ -100,12 +112,42 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     fit = {"T_iss0": t0, "R": r, "Q": fits, "iterations": len(history) + 1, "fence_rate_GBps": fence}
     notes = dict(notes or {})
     notes.update(fit_notes(fit))
+    cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
+    if capacity_law != "points":
+        sel = np.isin(K, list(fits))                    # the free points of the isolated K, as arrays
+        args = (K[sel], V[sel], T[sel], t0_fn(t0)(K[sel], B[sel]), R)
+        two = fit_two_stage.fit_two_stage_capacity(*args)
+        fit["Q_two_stage"] = two
+        cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
+        relax = ""
+        if capacity_law == "relaxing":
+            stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
+                             producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"], **cap)
+            rho = fit_two_stage.fit_relax_rate(lambda r: _check_loss(points, stage, r), R)
+            fit["relax"] = rho
+            cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
+            relax = (f", relaxing at rho = {rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
+                     f"check on the fitted lockstep and isolated points, sum of squared rel. errors {rho['loss']:.2f})")
+        notes["capacity_points"] = (
+            f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
+            f"and isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
+            f"{two['Q_shared_bytes'] / MiB:.3f} MiB, q_sm = {two['q_sm_bytes'] / KiB:.1f} KiB; median |rel "
+            f"residual| {two['median_abs_rel_residual']:.1%}. The per-K fit it replaces: " + notes["capacity_points"])
     platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                         producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
-                        capacity_points=tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items())),
                         target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
-                        description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes)
+                        description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     return platform, fit
+
+
+def _check_loss(points, platform, rho_Bpus: float) -> float:
+    """Sum of squared relative T_iss errors of the model check (lockstep periodic and isolated points) with
+    the relaxing capacity at rho; points without a closed form count as the worst point."""
+    from dataclasses import replace
+    check = calib_fit.model_check(points, replace(platform, capacity_relax_GBps=rho_Bpus / 1e3))
+    err = check.loc[check["mode"].isin(("periodic", "isolated")), "rel_err_T_iss"].to_numpy(float)
+    worst = np.nanmax(np.abs(err)) if np.isfinite(err).any() else 1.0
+    return float(np.sum(np.where(np.isfinite(err), err, worst) ** 2))
 
 
 def fit_notes(fit: dict) -> dict:
@@ -214,13 +256,19 @@ def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None 
     if split is not None:
         check["split"] = np.asarray(split.reindex(points.index))
         errs.update(split_errors(check, check["split"], fraction=fraction, seed=seed))
-    kmax = max(k for k, _ in platform.capacity_points)
+    kmax = max(k for k, _ in platform.capacity_points) if not platform.two_stage else platform.sm_count
+    by_k = ({str(k): q / MiB for k, q in platform.capacity_points} if not platform.two_stage else
+            {str(k): platform.capacity_bytes(k) / MiB for k in sorted({int(k) for k in points["producers"]})})
     summary = {"platform": platform.name, "target": platform.target, "R_GBps": platform.drain_rate_GBps,
                "T_iss0_us_at_32KiB": platform.issue_time0_us(kmax, 32 * KiB), "T_iss0_K": kmax,
                "Q_MiB": platform.capacity_bytes(kmax) / MiB, "Q_K": kmax,
                "t_fixed_us": platform.t_fixed_us, "producer_issue_GBps": platform.producer_issue_GBps,
-               "injection_GBps": platform.injection_GBps, **errs,
-               "Q_MiB_by_K": {str(k): q / MiB for k, q in platform.capacity_points}}
+               "injection_GBps": platform.injection_GBps, **errs, "Q_MiB_by_K": by_k}
+    if platform.two_stage:
+        summary.update(schema_version=2, sm_store_GBps=platform.sm_store_GBps,
+                       capacity_relax_GBps=platform.capacity_relax_GBps,
+                       sm_outstanding_KiB=None if platform.sm_outstanding_bytes is None
+                       else platform.sm_outstanding_bytes / KiB)
     if platform.target == "peer":   # records from before the pattern option ran "next"
         summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
     return check, summary

@@ -120,11 +120,11 @@ def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int) -> flo
 
 
 def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_MiB: float) -> Platform:
-    """``platform`` seen through the SM-side stage: each producer's bytes leave at r_sm (no fixed issue part)
-    into a shared buffer of Q_eff at every K, drained at the platform's R (the MoE two-stage replay)."""
-    q = shared_buffer_MiB * 2**20
-    return replace(platform, producer_issue_GBps=float(sm_store_GBps), t_fixed_us=0.0,
-                   capacity_points=tuple((n, q) for n, _ in platform.capacity_points))
+    """``platform`` as a two-stage X-Stage (platform schema version 2): each producer's bytes leave its SM
+    at r_sm (``sm_store_GBps``) into a shared buffer of Q_eff (``shared_buffer_MiB``, the same at every K,
+    no per-SM slots of its own) drained at the platform's R (the MoE two-stage replay)."""
+    return replace(platform, sm_store_GBps=float(sm_store_GBps), sm_outstanding_bytes=None,
+                   capacity_points=((1, shared_buffer_MiB * 2**20),))
 
 
 def predict_fa(k: FaKernel, platform: Platform) -> dict:

@@ -47,7 +47,7 @@ def run_simpy(schedule, ml, nbytes, platform, cfg, K):
     off = schedule.sm_offsets
     env = simpy.Environment()
     queue = FluidXStage(env, platform.drain_rate_Bpus, platform.capacity_bytes(K), coupled=cfg.coupled,
-                        record=cfg.record_occupancy)
+                        record=cfg.record_occupancy, **platform.queue_options(K))
     rate = _rate_table(platform, K)
     S = max(cfg.staging_slots, 1)
     out = _empty(T)
@@ -138,7 +138,7 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
     uniq, inverse = np.unique(nbytes_arr, return_inverse=True)
     rate = np.array([platform.producer_rate_Bpus(K, b) if b > 0 else 0.0 for b in uniq])[inverse].tolist()
     q = FluidQueue(platform.drain_rate_Bpus, platform.capacity_bytes(K), coupled=cfg.coupled,
-                   record=cfg.record_occupancy)
+                   record=cfg.record_occupancy, **platform.queue_options(K))
     qstate = [False, 0]      # queue: settle already pending at this instant, version of its pending event
     nan = math.nan
     ml_start, ml_end, epi_start, epi_end = [nan] * T, [nan] * T, [nan] * T, [nan] * T

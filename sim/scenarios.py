@@ -5,7 +5,7 @@
 Used by ``xstage model``, ``xstage model fa`` and ``xstage demo``.
 """
 
-from xstage.sim import model
+from xstage.sim import model, model_two_stage
 from xstage.units import MiB
 
 
@@ -18,6 +18,12 @@ def burst_model(platform, producers: int, bytes_per_producer: int, gap_us: float
     Q = platform.capacity_bytes(K)
     test = model.design_test(G, t0, V, R, Q)
     t_iss = model.issue_time_with_capacity_us(G, t0, V, R, Q)
+    period, warm, t_iso = model.periodic_period_us(G, t0, V, R, Q), model.warmup_bursts(G, t0, V, R, Q), None
+    relax = platform.queue_options(K)   # a relaxing capacity (schema 2): its own closed forms
+    if relax:
+        t_iss = model_two_stage.relaxing_periodic_issue_time_us(G, t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
+        period, warm = t_iss + G, None
+        t_iso = model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
     return {
         "platform": platform.name, "producers": K, "bytes_per_producer": B, "gap_us": G,
         "volume_MiB": V / MiB, "R_GBps": platform.drain_rate_GBps, "Q_MiB": Q / MiB, "T_iss0_us": t0,
@@ -27,14 +33,14 @@ def burst_model(platform, producers: int, bytes_per_producer: int, gap_us: float
         "T_iss_with_capacity_us": t_iss,
         "T_iss_eq3_us": model.issue_time_us(G, t0, V, R),
         "G_star_us": model.recovery_gap_us(t0, V, R),
-        "period_us": model.periodic_period_us(G, t0, V, R, Q),
+        "period_us": period,
         "period_eq2_us": model.period_us(G, t0, V, R),
-        "warmup_bursts": model.warmup_bursts(G, t0, V, R, Q),
+        "warmup_bursts": warm,
         "T_iss_coupled_us": model.coupled_issue_time_us(t0, V, R),
         "period_coupled_us": model.coupled_period_us(G, V, R, t0),
         "drain_period_us": model.drain_period_us(V, R),
         "q_peak0_MiB": model.peak_outstanding_bytes(t0, V, R) / MiB,
-        "T_iss_iso_us": model.isolated_issue_time_us(t0, V, R, Q),
+        "T_iss_iso_us": t_iso if t_iso is not None else model.isolated_issue_time_us(t0, V, R, Q),
         "period_iso_us": model.isolated_period_us(G, t0, V, R),
         "injection_GBps": test.injection_rate_Bpus / 1e3,
         "rate_bound_ok": test.rate_bound_ok,

@@ -25,12 +25,13 @@ from xstage.sim.fluid import FluidQueue
 
 
 class FluidXStage:
-    """``FluidQueue`` on a simpy clock: producers' issues are simpy events."""
+    """``FluidQueue`` on a simpy clock: producers' issues are simpy events (``relaxing``: the relaxing
+    capacity's ``relax_Bpus`` and ``floor_bytes``, ``Platform.queue_options``)."""
 
     def __init__(self, env: simpy.Environment, drain_rate_Bpus: float, capacity_bytes: float, *,
-                 coupled: bool = False, record: bool = True):
+                 coupled: bool = False, record: bool = True, **relaxing):
         self.env = env
-        self.core = FluidQueue(drain_rate_Bpus, capacity_bytes, coupled=coupled, record=record)
+        self.core = FluidQueue(drain_rate_Bpus, capacity_bytes, coupled=coupled, record=record, **relaxing)
         self.drain_rate, self.capacity, self.coupled = self.core.drain_rate, self.core.capacity, coupled
         self.log = self.core.log
         self._empty_waiters = []

@@ -375,7 +375,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     save_records(out / "check.parquet", "summary", check, meta, table="calibration_check", overwrite=overwrite)
     if len(copy):
         save_records(out / "copy.parquet", "kernel", copy, meta, overwrite=overwrite)
-    platform.save(out / "platform.json", overwrite=overwrite)
+    from xstage.records.platform import save_platform
+    save_platform(platform, out / "platform.json", overwrite=overwrite)
     from xstage.records import json_safe as _clean
     atomic_write_text(out / "summary.json", json.dumps(_clean(summary), indent=2) + "\n", overwrite=overwrite)
     return summary

@@ -12,6 +12,7 @@ from xstage.compare.calibration import calibration_frames, fit_drain_rate_GBps
 from xstage.errors import InputError
 from xstage.records import COLUMNS
 from xstage.sim.bursts import BurstConfig, simulate_bursts
+from xstage.records.platform import save_platform
 
 
 
@@ -66,7 +67,7 @@ def test_platform_resolution(b200, tmp_path):
         platform_for(pd.concat([frame, frame.assign(platform="other")]))
     with pytest.raises(InputError, match="neither bundled nor calibrated"):
         find_platform("no-such-platform", tmp_path)
-    b200.save(tmp_path / "calibration" / "mine" / "platform.json")
+    save_platform(b200, tmp_path / "calibration" / "mine" / "platform.json")
     assert find_platform("mine", tmp_path).drain_rate_GBps == 717.0
 
 

@@ -23,6 +23,7 @@ from xstage.sim import fit as calib_fit
 from xstage.sim.platform import Platform
 from xstage.sim.platform_fit import fit_split_platform, split_errors, split_pairs
 from xstage.units import KiB, MiB
+from xstage.records.platform import save_platform
 
 HOSTLIKE = Platform(name="synthetic-host", sm_count=132, drain_rate_GBps=50.0, t_fixed_us=1.5,
                     producer_issue_GBps=20.0, injection_GBps=400.0, target="host",
@@ -162,7 +163,7 @@ def test_wide_grid_on_the_simulator_and_bad_split_flags(tmp_path, capsys):
     assert min(wide["producers"]) == 4 and max(wide["producers"]) == 132
     assert min(wide["sizes"]) == 2 * KiB and max(wide["sizes"]) == 256 * KiB
     truth = dataclasses.replace(HOSTLIKE, capacity_points=((4, 0.2 * MiB), (33, 1 * MiB), (132, 3 * MiB)))
-    truth.save(tmp_path / "truth.json")
+    save_platform(truth, tmp_path / "truth.json")
     out = tmp_path / "wide"
     assert main(["calibrate", "--sim", str(tmp_path / "truth.json"), "--target", "host", "--grid", "wide", "--quick",
                  "--out", str(out), "--quiet", "--json", "--split-seed", "2"]) == 0

@@ -4,6 +4,7 @@ import pytest
 
 from xstage.errors import InputError
 from xstage.sim.platform import Platform, bundled_platforms, load_platform
+from xstage.records.platform import save_platform
 
 
 def test_paper_b200_matches_the_paper():
@@ -33,11 +34,11 @@ def test_injection_ceiling_makes_t_iss0_grow_with_k():
 
 def test_round_trip(tmp_path):
     p = load_platform("paper-b200")
-    path = p.save(tmp_path / "p.json")
+    path = save_platform(p, tmp_path / "p.json")
     q = Platform.load(path)
     assert q == p and q.content_hash == p.content_hash
     with pytest.raises(InputError, match="already exists"):
-        p.save(path)
+        save_platform(p, path)
 
 
 @pytest.mark.parametrize("field,value", [
