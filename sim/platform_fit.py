@@ -3,7 +3,7 @@
 ``fit_platform``: the alternating fit of the paper's Sec. 3.3-3.5 on the ``xstage.sim.fit`` pieces
 (issue-time law, drain rate, capacity), returning a ``Platform`` with notes that say how each
 parameter was fitted (``fit_notes``). ``check_and_summarize``: the model against every point and the
-headline figures of a calibration. Pure numpy/pandas: the sweep (``xstage.hw.calib``) hands over a
+headline figures of a calibration. Pure numpy/pandas: the sweep (``hw/calib``) hands over a
 points frame; the records' summaries (``xstage.compare.calibration_records``) call the check again.
 
 Held-out validation (issue 15): ``split_pairs`` assigns every point to ``fit`` or ``heldout`` by its

@@ -39,21 +39,23 @@ class FluidXStage:
         self._dirty = False
 
     # --- read-only state ----------------------------------------------------------------
+    def _now(self):
+        """The fluid core, advanced to the simpy clock."""
+        self.core.advance(self.env.now)
+        return self.core
+
     @property
     def level(self) -> float:
         """Outstanding bytes now."""
-        self.core.advance(self.env.now)
-        return self.core.level
+        return self._now().level
 
     @property
     def admitted(self) -> float:
-        self.core.advance(self.env.now)
-        return self.core.admitted
+        return self._now().admitted
 
     @property
     def drained(self) -> float:
-        self.core.advance(self.env.now)
-        return self.core.drained
+        return self._now().drained
 
     @property
     def peak_level(self) -> float:
