@@ -15,7 +15,6 @@ configuration, paired at 3 and 4 stages.)
     python3 benchmarks/moe_shortk.py --out $OUT/moe-shortk
 """
 
-import argparse
 import json
 import sys
 import time
@@ -29,11 +28,9 @@ def configs():
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--trials", type=int, default=25)
-    ap.add_argument("--budget-s", type=float, default=90.0)
-    args = ap.parse_args()
+    from moe_tune import run_args
+
+    args = run_args(__doc__, 25, 90.0)
     import numpy as np
 
     from xstage.hw.common.timing import time_variants

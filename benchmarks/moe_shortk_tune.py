@@ -16,7 +16,6 @@ Linear-2 mainloops of a program.
 Prints one line per point and a table last; writes ``tune.jsonl`` (provenance first).
 """
 
-import argparse
 import json
 import sys
 import time
@@ -109,11 +108,9 @@ def point(cfg, cand, sms, lib_us, trials) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--budget-s", type=float, default=170.0)
-    args = ap.parse_args()
+    from moe_tune import run_args
+
+    args = run_args(__doc__, 10, 170.0)
     import torch
 
     from moe_tune import library_fn
