@@ -1,17 +1,20 @@
-"""Re-measure the short-K configurations of run-0511e80 with their full tile logs and a 4-stage pairing.
+"""Re-measure the sweep's short-K bf16 configurations (I <= 1024) with their full tile logs and a pairing.
 
 Run 0511e80 left three bf16 configurations under 0.9x ``torch._grouped_mm`` (h7168 / I512, Qwen3.5-S
 skewed), and its full tile log (24.8 MB) was too large to come back from the device. This re-measures the
-sweep's configurations with I <= 1024 at the sweep's kernel configuration (``bench.BF16_FAST``, BLOCK_N
-256, 8 rows side by side) through ``bench.measure`` — the same checks, variants, baselines and tile logs
-— and adds a paired comparison on the same inputs: expert-wave with remote stores off at 3 and at 4
-stages (variants ``expert_wave_local_st3`` / ``expert_wave_local_st4``; the tuner saw 4 stages gain 3 %
-at h2048 / I512). Records go to ``--out`` as a run of their own (``save_run``).
+sweep's configurations with I <= 1024 at the configuration the sweep now gives them
+(``bench.config_tiles``: ``BF16_SHORT_K``, two programs per SM, BLOCK_N 128, 8 rows side by side)
+through ``bench.measure`` — the same checks, variants, baselines and tile logs — and adds a paired
+comparison on the same inputs: expert-wave with remote stores off at that configuration and at the one
+before it (BLOCK_N 256, one program per SM, ``bench.BF16_FAST``): variants ``expert_wave_local_short_k``
+/ ``expert_wave_local_one_per_sm``, and BLOCK_N 128 at one program per SM (``_bn128_one_per_sm``: which of
+the two changes gains). Records go to ``--out`` as a run of their own (``save_run``).
+(``data/moe/run-4e67eac-shortk`` was written by this script's earlier form: the sweep's one-per-SM
+configuration, paired at 3 and 4 stages.)
 
     python3 benchmarks/moe_shortk.py --out $OUT/moe-shortk
 """
 
-import argparse
 import json
 import sys
 import time
@@ -25,49 +28,56 @@ def configs():
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--trials", type=int, default=25)
-    ap.add_argument("--budget-s", type=float, default=90.0)
-    args = ap.parse_args()
+    from moe_tune import run_args
+
+    args = run_args(__doc__, 25, 90.0)
     import numpy as np
 
     from xstage.hw.common.timing import time_variants
     from xstage.hw.moe import bench as B
-    from xstage.hw.moe.setup import Setup, num_sms
+    from xstage.hw.moe.setup import num_sms
     from xstage.provenance import provenance
     from xstage.records.moe import kernel_row, save_run
     from xstage.sim.workloads.moe_layout import MoeProblem
+    from moe_shortk_tune import local_setup
 
     t0 = time.time()
     sms = num_sms(False)
-    kw = dict(B.BF16_FAST)
     rows, tiles, checks = [], [], []
     for model, h, i, t, r, prec, world, experts in configs():
         if time.time() - t0 > args.budget_s:
             print(f"budget reached: skip {model} {h}/{i}/{t}/{r}", flush=True)
             continue
-        p = MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
-                       block_n=B.BLOCK_N)
-        kr, tr, kc = B.measure(p, sms, kw, args.trials, False, group_rows=B.GROUP_ROWS, model=model)
-        s = Setup(p, sms, seed=p.seed + 11, group_rows=B.GROUP_ROWS)
-        pair = {f"expert_wave_local_st{n}": (lambda n=n: s.run("expert_wave", False, {**kw, "num_stages": n}))
-                for n in (3, 4)}
-        times, modes = time_variants(pair, trials=args.trials, warmup=3, rounds=4)
-        extra = {k: v for k, v in kr[0].items() if k in ("model", "group_rows", "num_sms", "lead_rows", "rows")}
+        blocks, pps, kw = B.config_tiles(prec, i, dict(B.BF16_FAST), dict(B.W8A8_FAST), False)
+        p = MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world, **blocks)
+        kr, tr, kc = B.measure(p, sms * pps, kw, args.trials, False, group_rows=B.GROUP_ROWS, model=model,
+                               programs_per_sm=pps)
+        old = MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
+                         block_n=B.BLOCK_N)
+        pairs = {"short_k": (p, sms * pps, kw), "one_per_sm": (old, sms, dict(B.BF16_FAST)),
+                 "bn128_one_per_sm": (p, sms, dict(B.BF16_FAST))}
+        setups = {k: local_setup(q, n, seed=p.seed + 11) for k, (q, n, _) in pairs.items()}
+        fns = {f"expert_wave_local_{k}": (lambda k=k: setups[k].run("expert_wave", False, pairs[k][2]))
+               for k in pairs}
+        times, modes = time_variants(fns, trials=args.trials, warmup=3, rounds=4)
+        extra = {k: v for k, v in kr[0].items() if k in ("model", "group_rows")}
         for name, ts in times.items():
-            used = {**kw, "num_stages": int(name[-1])}
-            rows.append(kernel_row(p, name, ts, timing=modes[name], **extra,
-                                   **{f"kernel_{k}": v for k, v in used.items()}))
+            q, n, used = pairs[name.removeprefix("expert_wave_local_")]
+            rows.append(kernel_row(q, name, ts, timing=modes[name], **extra, num_sms=n,
+                                   programs_per_sm=n // sms, **{f"kernel_{k}": v for k, v in used.items()}))
+        setups.clear()
         rows += kr
         tiles += tr
         checks += kc
         by = {x["variant"]: x["time(us)"] for x in kr}
         med = {k: float(np.median(v)) for k, v in times.items()}
         print(f"{p.label()}: local {by['expert_wave_local']:.0f}/{by['interleaved_local']:.0f} grouped_mm "
-              f"{by['grouped_mm']:.0f} us; paired st3 {med['expert_wave_local_st3']:.0f} st4 "
-              f"{med['expert_wave_local_st4']:.0f} us [{time.time() - t0:.0f}s]", flush=True)
-    meta = {"config": {"args": vars(args), "kernel": kw, "num_sms": sms, "block_n": B.BLOCK_N,
+              f"{by['grouped_mm']:.0f} us (x{by['grouped_mm'] / min(by['expert_wave_local'], by['interleaved_local']):.3f});"
+              f" paired short_k {med['expert_wave_local_short_k']:.0f} one_per_sm "
+              f"{med['expert_wave_local_one_per_sm']:.0f} bn128_one_per_sm {med['expert_wave_local_bn128_one_per_sm']:.0f}"
+              f" us [{time.time() - t0:.0f}s]", flush=True)
+    meta = {"config": {"args": vars(args), "kernel": B.BF16_SHORT_K, "num_sms": sms,
+                       "short_k_max_intermediate": B.SHORT_K_MAX, "paired_with": B.BF16_FAST,
                        "group_rows": B.GROUP_ROWS, "sweep": configs()},
             "provenance": provenance(with_gpu=True)}
     for path in save_run(Path(args.out), rows, tiles, checks, meta, True):

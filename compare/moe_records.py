@@ -16,6 +16,7 @@ Kernel and tile rows are built by ``xstage.records.moe``; the bench stores the m
 (``measured_*``) and this module replays the simulator on them (``resimulate``).
 """
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -58,6 +59,10 @@ def _replay(layout, schedule, timings: dict, platform, coupled: bool = False):
     ``coupled``: the completion-coupled counterfactual (an epilogue ends when its bytes drained)."""
     from xstage.sim.replay import ReplayConfig, replay
 
+    if schedule.num_sms > platform.sm_count:
+        # more programs than SMs (two per SM: hw/moe/bench.py BF16_SHORT_K): each program is a producer; the
+        # measured per-tile medians already hold the SM's sharing, and the drain stays the platform's
+        platform = dataclasses.replace(platform, sm_count=schedule.num_sms)
     kind = schedule.tiles[:, 0]
     ml = np.where(kind == 1, timings["l2_us"], timings["l1_us"])
     cfg = ReplayConfig(staging_slots=1, local_epilogue_us=max(timings["l1_epilogue_us"], 0.0),

@@ -29,6 +29,7 @@ from xstage.hw.common.timing import device, sync, time_variants
 from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn, scaled_grouped_mm_fns
 from xstage.hw.moe.checks import check_deadlock_bails, check_problem
 from xstage.hw.moe.setup import Setup, num_sms, tune_lead
+from xstage.errors import InputError
 from xstage.records import atomic_write_text
 from xstage.records.moe import SCHEDULES, kernel_row, measured_columns, same_order, save_run, tile_frame, tile_timings
 from xstage.sim.workloads.moe_layout import MoeProblem
@@ -81,8 +82,27 @@ TUNE_KEYS_W8A8 = TUNE_KEYS
 W8A8_KW = {"block_k": 128, "num_stages": 3, "num_warps": 8}   # the W-rank path's (dist.py, BLOCK_N 128)
 W8A8_FAST = {"block_k": 128, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
 BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
+# Short Linear-2 (K = I <= SHORT_K_MAX, bf16): two programs per SM on a schedule built for 2 x SMs programs,
+# BLOCK_N 128 and at most 128 registers per thread so both fit (98 KB shared, 128 registers: 2 per SM), so
+# one program's epilogue overlaps the other's mainloop (benchmarks/moe_shortk_tune.py, data/moe/shortk-tune-
+# f6372ea-wip: 0.825-0.917x -> 0.908-1.006x torch._grouped_mm on the five short-K misses; BLOCK_M 64 at two per SM
+# 0.65-0.89x; I = 2048 / 4096 controls 0.947 / 0.946 -> 0.937 / 0.952, so long K keeps BF16_FAST).
+SHORT_K_MAX = 1024
+BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "kernel": {**BF16_FAST, "maxnreg": 128}}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
+
+
+def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool) -> tuple:
+    """(problem blocks, programs per SM, kernel options) the run uses for one configuration: the dry run's
+    tiny tiles, W8A8's options, the tuned bf16 options for long K and ``BF16_SHORT_K`` for short K."""
+    if dry:
+        return dict(DRY), 1, kw8 if prec == "w8a8" else kw
+    if prec == "w8a8":
+        return {"block_n": BLOCK_N}, 1, kw8
+    if intermediate <= SHORT_K_MAX:
+        return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], dict(BF16_SHORT_K["kernel"])
+    return {"block_n": BLOCK_N}, 1, kw
 
 
 def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, group_rows: int = 1,
@@ -92,10 +112,11 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, gro
     medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them)."""
     s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows)
     lead_us = tune_lead(s, kw, dry)
-    fns, gname = variant_fns(s, kw)
+    alt = "tma" in kw and fits(s, alt_kw(kw))
+    fns, gname = variant_fns(s, kw, alt_loads=alt)
     checks = []
     ref = s.reference()
-    kws = {"": kw, **({f"_{alt_tag(kw)}": alt_kw(kw)} if "tma" in kw else {})}
+    kws = {"": kw, **({f"_{alt_tag(kw)}": alt_kw(kw)} if alt else {})}
     for tag, k in kws.items():  # what is timed is correct (poisoned Combine, fresh routing)
         for sched in SCHEDULES:
             s.combine[True].poison()
@@ -113,6 +134,16 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, gro
     for r in rows:
         r.update(measured_columns(timings))
     return rows, tiles, checks
+
+
+def fits(s: Setup, kw: dict) -> bool:
+    """False (logged) when ``kw``'s programs cannot all be resident on this GPU (``residency``), else True."""
+    try:
+        s.run("expert_wave", False, kw)
+        return True
+    except InputError as err:
+        hw_log(f"  {s.problem.label()} {kw}: {err}")
+        return False
 
 
 def alt_kw(kw: dict) -> dict:
@@ -257,8 +288,9 @@ def run(args) -> dict:
             for h, i, t, r, prec, *_ in ([c[1:] for c in DRY_SWEEP] if dry else CHECKS):
                 if args.precision not in (None, prec):
                     continue
-                checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **blocks), sms,
-                                        kw8 if prec == "w8a8" else kw, seed=t, group_rows=group_rows)
+                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry)
+                checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **cb), sms * cpps,
+                                        ckw, seed=t, group_rows=group_rows)
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
                       for c in checks if c["config"] == checks[-1]["config"]))
             if not dry and args.precision != "w8a8":
@@ -285,10 +317,11 @@ def run(args) -> dict:
         if time.time() - t_start > args.budget_s:
             hw_log(f"  budget reached: skipping {model} {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
+        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry)
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
-                                            **blocks), sms,
-                                 kw8 if prec == "w8a8" else kw, args.trials, dry, group_rows=group_rows, model=model)
+                                            **cb), sms * pps, ckw, args.trials, dry, group_rows=group_rows,
+                                 model=model, programs_per_sm=pps)
             checks += kc
             failed += [c for c in kc if not c.get("ok")]
         except Exception as err:  # noqa: BLE001 - keep the other configurations
@@ -306,6 +339,7 @@ def run(args) -> dict:
               f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
     tune_us = {str(k): v for k, v in tune_med.items()}
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "num_sms": sms, "tune_us": tune_us,
+                       "short_k": {"max_intermediate": SHORT_K_MAX, **BF16_SHORT_K},
                        "block_n": blocks.get("block_n"), "group_rows": group_rows,
                        "sweep": sweep},
             "provenance": provenance(with_gpu=device() == "cuda")}

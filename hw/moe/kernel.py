@@ -38,6 +38,7 @@ import triton.language as tl
 
 from xstage.errors import InputError
 from xstage.hw.moe.buffers import SPIN_LIMIT, TILE_LOG_FIELDS, Combine, DeviceLayout, check_logs  # noqa: F401
+from xstage.hw.moe.residency import check_resident
 from xstage.hw.moe.refs import compare, dispatch, pack_w1, random_weights, reference_moe  # noqa: F401 - re-exported
 from xstage.hw.moe.tiles import (_act_fence, _combine_dst, _combine_rows, _count_writes, _log_tile, _mainloop_tma,
                                  _no_stamps, _program_span, _release_row, _stamp, _tile_fields, _tile_wait)
@@ -136,13 +137,16 @@ def interpreting() -> bool:
 
 def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, block_k: int = 64,
                num_warps: int = 8, num_stages: int = 3, tma: bool = False, act_tma: bool = False, ws: bool = False,
-               tile_log=None, write_count=None, spin_limit: int = SPIN_LIMIT) -> None:
+               maxnreg: int | None = None, tile_log=None, write_count=None, spin_limit: int = SPIN_LIMIT) -> None:
     """Reset l2_full and run the persistent kernel over ``dev``'s schedule.
 
     ``x_recv`` [rows*BM, H] bf16 (receive layout), ``w1`` [E, 2I, H] packed by ``pack_w1``, ``w2`` [E, H, I], ``act``
     [rows*BM, I] scratch. ``tma``: x and weights through tensor descriptors; ``act_tma``: the Linear-2
-    activations too (needs ``tma``); ``ws``: warp-specialized TMA mainloops. ``tile_log``: int64 [T, 8]
-    (GPU only). ``write_count``: int32 [W, combine_rows, H/BN] incremented once per stored (row, N tile).
+    activations too (needs ``tma``); ``ws``: warp-specialized TMA mainloops. ``maxnreg``: register cap per
+    thread (lets two programs share an SM). ``tile_log``: int64 [T, 8] (GPU only). ``write_count``: int32
+    [W, combine_rows, H/BN] incremented once per stored (row, N tile). A schedule of more programs than SMs
+    (e.g. 2 x 132) runs only if every program is resident at once (``residency.check_resident``: the
+    Linear-2 tiles spin on other programs' Linear-1 tiles); otherwise InputError before the launch.
     """
     p = dev.layout.problem
     H, I, E, rows = p.hidden, p.intermediate, p.local_experts, dev.layout.recv_rows
@@ -169,15 +173,17 @@ def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, bloc
         w2 = TensorDescriptor(w2, [E * H, I], [I, 1], [bn, block_k])
         if act_tma:
             act_desc = TensorDescriptor(act, [rows, I], [I, 1], [bm, block_k])
+    args = (x_recv, w1, w2, act, act_desc, dev.tiles, dev.offsets, dev.l2_full, dev.error,
+            dev.dest_rank, dev.dest_row, dev.weight, combine.table,
+            write_count if write_count is not None else dev.error, tile_log if tile_log is not None else dev.error,
+            H, I, p.combine_rows, spin_limit)
+    opts = dict(BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
+                COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, ACT_TMA=act_tma, WS=ws,
+                num_warps=num_warps, num_stages=num_stages, **({"maxnreg": maxnreg} if maxnreg else {}))
+    if not interpreting():
+        check_resident(_moe_ffn_kernel, args, opts, dev.num_programs)
     dev.l2_full.zero_()
-    _moe_ffn_kernel[(dev.num_programs,)](
-        x_recv, w1, w2, act, act_desc, dev.tiles, dev.offsets, dev.l2_full, dev.error,
-        dev.dest_rank, dev.dest_row, dev.weight, combine.table,
-        write_count if write_count is not None else dev.error, tile_log if tile_log is not None else dev.error,
-        H, I, p.combine_rows, spin_limit,
-        BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
-        COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, ACT_TMA=act_tma, WS=ws,
-        num_warps=num_warps, num_stages=num_stages)
+    _moe_ffn_kernel[(dev.num_programs,)](*args, **opts)
 
 
 @triton.jit

@@ -107,6 +107,19 @@ def test_resimulate_from_stored_medians():
     assert coupled > R.simulate(lay, make_moe_schedule("expert_wave", lay.grid, 8), t, slow)
 
 
+def test_two_programs_per_sm_replay_as_that_many_producers():
+    # a schedule of 2 x SMs programs (hw/moe/bench.py BF16_SHORT_K) replays on a platform of SMs SMs: each
+    # program is a producer with the measured per-tile medians, the drain the platform's
+    lay = dispatch_layout(PROBLEM)
+    t = {"l1_us": 6.0, "l2_us": 3.0, "l1_epilogue_us": 0.5, "l2_epilogue_us": 1.0}
+    plat = R.scaled_b200(8, 5.0)
+    sched = make_moe_schedule("expert_wave", lay.grid, 16)
+    with pytest.raises(InputError):
+        plat.check_producers(16)
+    two = R.simulate(lay, sched, t, plat)
+    assert math.isfinite(two) and two < R.simulate(lay, make_moe_schedule("expert_wave", lay.grid, 8), t, plat)
+
+
 def test_summarize_without_records(tmp_path):
     with pytest.raises(InputError, match="moe-kernel"):
         R.summarize(tmp_path)

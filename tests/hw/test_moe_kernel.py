@@ -54,6 +54,8 @@ for kind, kw in (("interleaved", {"lead_rows": 1}), ("expert_wave", {})):
 run("interleaved_tma", sequential_schedule(make_moe_schedule("interleaved", lay.grid, 4, lead_rows=2)), tma=True)
 run("grouped_act_tma", sequential_schedule(make_moe_schedule("interleaved", lay.grid, 4, lead_rows=1, group_rows=2)),
     tma=True, act_tma=True)
+run("maxnreg", sequential_schedule(make_moe_schedule("interleaved", lay.grid, 4, lead_rows=1, group_rows=2)),
+    tma=True, act_tma=True, maxnreg=128)   # the register cap two programs per SM use (ignored by the interpreter)
 # two programs: all L1 tiles in program 0, all L2 tiles in program 1 (depends only on an earlier program)
 full = make_moe_schedule("interleaved", lay.grid, 2, lead_rows=1).tiles
 t = np.concatenate([full[full[:, 0] == 0], full[full[:, 0] == 1]])
@@ -106,7 +108,8 @@ def interpreted():
     return json.loads(line[len("RESULT"):])
 
 
-@pytest.mark.parametrize("case", ["interleaved", "expert_wave", "two_programs", "interleaved_tma", "grouped_act_tma"])
+@pytest.mark.parametrize("case", ["interleaved", "expert_wave", "two_programs", "interleaved_tma", "grouped_act_tma",
+                                  "maxnreg"])
 def test_kernel_matches_reference_and_writes_each_row_once(interpreted, case):
     r = interpreted[case]
     assert r["ok"], r
@@ -154,5 +157,10 @@ def test_gpu_both_schedules_concurrent():
                             B.BF16_FAST, seed=7, group_rows=B.GROUP_ROWS)
     rows += B.check_problem(MoeProblem(2048, 1024, 3000, seed=8, block_n=B.BLOCK_N, precision="w8a8"), sms,
                             B.W8A8_FAST, seed=8, group_rows=B.GROUP_ROWS)
+    # short K: two programs per SM on a schedule of 2 x SMs programs (BLOCK_N 128, 128 registers)
+    blocks, pps, short_kw = B.config_tiles("bf16", 1024, B.BF16_FAST, B.W8A8_FAST, False)
+    assert pps == 2
+    rows += B.check_problem(MoeProblem(4096, 1024, 3000, routing="skewed", seed=9, **blocks), sms * pps, short_kw,
+                            seed=9, group_rows=B.GROUP_ROWS)
     assert all(r["ok"] for r in rows), rows
     assert B.check_deadlock_bails(MoeProblem(2048, 512, 1000), sms, kw)["ok"]
