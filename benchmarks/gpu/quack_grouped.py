@@ -83,7 +83,7 @@ def main() -> int:
                        faster="quack" if row["quack(us)"] < row["torch(us)"] else "torch")
             print(f"{p.label()}: torch {row['torch(TFLOPs)']:.0f} quack {row['quack(TFLOPs)']:.0f} TFLOP/s "
                   f"({time.time() - t0:.0f}s)", flush=True)
-            del s
+            s = None  # free this configuration's tensors before the next
             torch.cuda.empty_cache()
         except Exception as err:  # noqa: BLE001 - record and go on to the next configuration
             row.update(ok=False, error=f"{type(err).__name__}: {str(err)[:300]}")
