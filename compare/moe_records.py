@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError
+from xstage.compare.moe_library import library_summary
 from xstage.records import load_records
 from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, measured, same_order, tile_timings
 
@@ -334,8 +335,8 @@ def _finite_min(c: pd.DataFrame, col: str) -> float:
 
 def summarize(data_dir: Path, platform: str | None = None) -> dict:
     """``xstage results moe``: n_configs, speedups, GEMM ratio vs grouped GEMM, sign agreement with the sim."""
-    k = load_kernel_records(Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir),
-                            platform)
+    folder = Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir)
+    k = load_kernel_records(folder, platform)
     have_sim = "sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()
     if not have_sim:  # predicted at run time only when simpy and a platform were there: predict now
         plat, src = simulator_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
@@ -352,6 +353,7 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
            "fused_vs_baseline_min": _finite_min(c, "fused_vs_baseline"),
            "fused_best_vs_baseline_min": _finite_min(c, "fused_best_vs_baseline"),
            "sign_agreement_with_sim": math.nan, "sim_platform": None}
+    out.update(library_summary(c, folder))  # against the faster of torch and quack, where quack was run
     # a winner exists only where the two tile orders differ: configurations whose tuned interleaved order
     # is the expert-wave order (the same launch twice) are counted apart, and the plain fraction over all
     # configurations is kept as ``*_all``

@@ -1,0 +1,65 @@
+"""The grouped-GEMM library rate the fused MoE GEMM is judged against: the faster of torch and quack.
+
+The MoE runs time ``torch._grouped_mm`` in the same process as the fused kernel (``grouped_mm`` variant).
+quack-kernels' grouped GEMM runs in a process of its own (its CuTe DSL stack is carried separately:
+``benchmarks/gpu/quack_grouped.py``), which times both libraries on the same inputs again. So the library
+rate of a configuration, on the fused run's own clock, is its ``grouped_mm`` time scaled by the paired
+quack / torch time ratio where quack is faster (never scaled up: where torch wins it is the library).
+
+``gemm_vs_library`` = that library time / the fused kernel's faster local (remote stores off) time.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def load_library_runs(folder: Path) -> pd.DataFrame:
+    """Every ``quack-*/quack.json`` under ``folder``: one row per timed configuration (the newest run wins),
+    with ``torch(us)``, ``quack(us)``, ``quack_over_torch`` and the run's date and commit."""
+    rows = []
+    for f in sorted(Path(folder).glob("**/quack-*/quack.json")):
+        d = json.loads(f.read_text())
+        prov = d.get("provenance", {})
+        for r in d.get("rows", []):
+            if r.get("ok") and r.get("torch(us)") and r.get("quack(us)"):
+                rows.append({"config": r["config"], "torch(us)": float(r["torch(us)"]),
+                             "quack(us)": float(r["quack(us)"]), "quack_tuned": bool(r.get("tuned")),
+                             "date": prov.get("date", ""), "git_commit": prov.get("git_commit", "")})
+    if not rows:
+        return pd.DataFrame(columns=["config", "torch(us)", "quack(us)", "quack_over_torch"])
+    frame = pd.DataFrame(rows).sort_values("date").drop_duplicates("config", keep="last")
+    frame["quack_over_torch"] = frame["quack(us)"] / frame["torch(us)"]
+    return frame.set_index("config")
+
+
+def library_ratios(per_config: pd.DataFrame, library: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration with a library run: the faster library's name and ``gemm_vs_library``."""
+    if "gemm_vs_grouped_mm" not in per_config or library.empty:
+        return pd.DataFrame(columns=["faster_library", "gemm_vs_library"])
+    by_config = per_config.set_index("config") if "config" in per_config else per_config
+    both = by_config.join(library[["quack_over_torch"]], how="inner")
+    scale = np.minimum(both["quack_over_torch"].astype(float), 1.0)
+    return pd.DataFrame({"faster_library": np.where(both["quack_over_torch"] < 1.0, "quack", "torch"),
+                         "gemm_vs_library": both["gemm_vs_grouped_mm"].astype(float) * scale}, index=both.index)
+
+
+def library_summary(per_config: pd.DataFrame, folder: Path) -> dict:
+    """``xstage results moe`` keys: the GEMM ratio against the faster library (bf16 configurations with a
+    quack run), geomean and minimum, and how many configurations each library won."""
+    lib = library_ratios(per_config, load_library_runs(folder))
+    if "precision" in per_config:
+        by_config = per_config.set_index("config") if "config" in per_config else per_config
+        lib = lib[lib.index.isin(by_config.index[by_config["precision"] == "bf16"])]
+    x = lib["gemm_vs_library"].astype(float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return {}
+    return {"gemm_tflops_vs_library": float(np.exp(np.log(x).mean())),
+            "gemm_tflops_vs_library_min": float(x.min()),
+            "library_n_configs": int(len(x)),
+            "library_quack_faster": int((lib["faster_library"] == "quack").sum()),
+            "library_worst_config": str(x.idxmin()) if not math.isnan(x.min()) else None}
