@@ -68,9 +68,20 @@ def show_hw_progress(quiet: bool = False) -> None:
     """Point the ``xstage.hw`` logger (the GPU runs' progress lines) at stderr; ``quiet`` keeps warnings only."""
     import logging
 
+    class _Stderr(logging.StreamHandler):
+        """Writes to ``sys.stderr`` as it is at each line (not as it was when the handler was made)."""
+
+        @property
+        def stream(self):
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _value):
+            pass
+
     logger = logging.getLogger("xstage.hw")
     if not any(getattr(h, "_xstage", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _Stderr()
         handler.setFormatter(logging.Formatter("%(message)s"))
         handler._xstage = True
         logger.addHandler(handler)
