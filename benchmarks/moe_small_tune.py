@@ -14,7 +14,7 @@ Then (``--measure``) each configuration is re-measured through ``bench.measure``
 baselines, tile logs — at its fastest checked candidate, as a run of its own under ``--out``/run
 (records carry ``tile_config``).
 
-    python3 benchmarks/moe_small_tune.py --out $OUT/small-tune [--measure]
+    python3 benchmarks/moe_small_tune.py --out $OUT/small-tune [--measure] [--only LABEL,...]
 Prints one line per point and a table last; writes ``tune.jsonl`` (provenance first).
 """
 
@@ -38,12 +38,16 @@ WANT = [(1536, 1536, 3488, "balanced", 2), (1536, 1536, 3488, "skewed", 2), (153
         (4096, 1024, 17440, "skewed", 64), (2048, 4096, 8192, "balanced", 8)]
 
 
-def configs():
-    """The eight worst bf16 configurations against the faster library (the sweep's tuples)."""
+def configs(only: str = ""):
+    """The eight worst bf16 configurations against the faster library (the sweep's tuples); only those
+    labelled in ``only`` (comma-separated ``MoeProblem.label()``) when it names any."""
     from xstage.hw.moe.bench import SWEEP
+    from xstage.sim.workloads.moe_layout import MoeProblem
 
     pick = {(c[1], c[2], c[3], c[4], c[7]): c for c in SWEEP if c[5] == "bf16" and c[6] == 8}
-    return [pick[w] for w in WANT]
+    want = {x for x in only.split(",") if x}
+    return [pick[w] for w in WANT if not want or MoeProblem(*w[:3], routing=w[3], local_experts=w[4],
+                                                             precision="bf16", world_size=8).label() in want]
 
 
 def libraries(s, trials):
@@ -158,6 +162,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=120.0)
     ap.add_argument("--measure", action="store_true")
     ap.add_argument("--measure-budget-s", type=float, default=60.0)
+    ap.add_argument("--only", default="", help="comma-separated configuration labels (MoeProblem.label())")
     args = ap.parse_args()
     import torch
 
@@ -173,7 +178,7 @@ def main() -> int:
     rows, picks = [], {}
     with open(out / "tune.jsonl", "w") as f:
         f.write(json.dumps({"provenance": provenance(with_gpu=True), "cands": CANDS}, default=str) + "\n")
-        for cfg in configs():
+        for cfg in configs(args.only):
             model, h, i, t, r, prec, world, experts = cfg
             s = local_setup(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec,
                                        world_size=world, block_n=256), sms, seed=7)
@@ -208,7 +213,7 @@ def main() -> int:
             if got:
                 picks[cfg] = min(got, key=lambda g: g[0])[1]
     print("\nconfig | " + " | ".join(c[0] for c in CANDS) + "  (x quack, else x torch)")
-    for cfg in configs():
+    for cfg in configs(args.only):
         sel = {x["cand"]: x for x in rows if x.get("hidden") == cfg[1] and x.get("intermediate") == cfg[2]
                and x.get("tokens") == cfg[3] and x.get("routing") == cfg[4]}
         print(f"h{cfg[1]}/i{cfg[2]}/t{cfg[3]}/{cfg[4][:4]} | " + " | ".join(
