@@ -2,7 +2,7 @@
 
 Run 0511e80 left three bf16 configurations under 0.9x ``torch._grouped_mm`` (h7168 / I512, Qwen3.5-S
 skewed), and its full tile log (24.8 MB) was too large to come back from the device. This re-measures the
-sweep's configurations with I <= 1024 at the configuration the sweep now gives them
+sweep's configurations with I <= ``bench.SHORT_K_MAX`` (1536 since small-tune-3a1632c) at the configuration the sweep now gives them
 (``bench.config_tiles``: ``BF16_SHORT_K``, two programs per SM, BLOCK_N 128, 8 rows side by side)
 through ``bench.measure`` — the same checks, variants, baselines and tile logs — and adds a paired
 comparison on the same inputs: expert-wave with remote stores off at that configuration and at the one
@@ -12,7 +12,7 @@ the two changes gains). Records go to ``--out`` as a run of their own (``save_ru
 (``data/moe/run-4e67eac-shortk`` was written by this script's earlier form: the sweep's one-per-SM
 configuration, paired at 3 and 4 stages.)
 
-    python3 benchmarks/moe_shortk.py --out $OUT/moe-shortk
+    python3 benchmarks/moe_shortk.py --out $OUT/moe-shortk [--only LABEL,...]
 """
 
 import json
@@ -21,16 +21,21 @@ import time
 from pathlib import Path
 
 
-def configs():
-    from xstage.hw.moe.bench import SWEEP
+def configs(only: str = ""):
+    """The sweep's bf16 configurations with I <= ``bench.SHORT_K_MAX``; only those labelled in ``only`` (a
+    comma-separated list of ``MoeProblem.label()``) when it names any."""
+    from xstage.hw.moe.bench import SHORT_K_MAX, SWEEP
+    from xstage.sim.workloads.moe_layout import MoeProblem
 
-    return [c for c in SWEEP if c[2] <= 1024 and c[5] == "bf16"]
+    want = {x for x in only.split(",") if x}
+    return [c for c in SWEEP if c[2] <= SHORT_K_MAX and c[5] == "bf16" and (not want or MoeProblem(
+        *c[1:4], routing=c[4], precision=c[5], world_size=c[6], local_experts=c[7]).label() in want)]
 
 
 def main() -> int:
     from moe_tune import run_args
 
-    args = run_args(__doc__, 25, 90.0)
+    args = run_args(__doc__, 25, 90.0, only=True)
     import numpy as np
 
     from xstage.hw.common.timing import time_variants
@@ -44,7 +49,7 @@ def main() -> int:
     t0 = time.time()
     sms = num_sms(False)
     rows, tiles, checks = [], [], []
-    for model, h, i, t, r, prec, world, experts in configs():
+    for model, h, i, t, r, prec, world, experts in configs(args.only):
         if time.time() - t0 > args.budget_s:
             print(f"budget reached: skip {model} {h}/{i}/{t}/{r}", flush=True)
             continue
@@ -78,7 +83,7 @@ def main() -> int:
               f" us [{time.time() - t0:.0f}s]", flush=True)
     meta = {"config": {"args": vars(args), "kernel": B.BF16_SHORT_K, "num_sms": sms,
                        "short_k_max_intermediate": B.SHORT_K_MAX, "paired_with": B.BF16_FAST,
-                       "group_rows": B.GROUP_ROWS, "sweep": configs()},
+                       "group_rows": B.GROUP_ROWS, "sweep": configs(args.only)},
             "provenance": provenance(with_gpu=True)}
     for path in save_run(Path(args.out), rows, tiles, checks, meta, True):
         print(f"wrote {path}", flush=True)

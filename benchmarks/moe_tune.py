@@ -130,13 +130,15 @@ def point(shape, precision, bn, gm, kw, sms, lib_us, trials, dry=False) -> dict:
     return row
 
 
-def run_args(doc: str, trials: int, budget_s: float, dry_run: bool = False, argv=None):
-    """The flags the MoE device scripts share (``--out``, ``--trials``, ``--budget-s``, ``--dry-run``), parsed;
-    the description is the first line of the script's docstring ``doc``."""
+def run_args(doc: str, trials: int, budget_s: float, dry_run: bool = False, argv=None, only: bool = False):
+    """The flags the MoE device scripts share (``--out``, ``--trials``, ``--budget-s``, ``--dry-run``, ``--only``),
+    parsed; the description is the first line of the script's docstring ``doc``."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--trials", type=int, default=trials)
     ap.add_argument("--budget-s", type=float, default=budget_s)
+    if only:
+        ap.add_argument("--only", default="", help="comma-separated configuration labels (MoeProblem.label())")
     if dry_run:
         ap.add_argument("--dry-run", action="store_true", help="tiny shapes under TRITON_INTERPRET=1 (CPU)")
     return ap.parse_args(argv)

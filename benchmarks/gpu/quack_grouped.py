@@ -7,7 +7,7 @@ seed and routing), after checking quack's outputs against ``torch._grouped_mm``'
 error < 1e-2; a configuration that fails is recorded and not timed). quack-kernels'
 ``quack.gemm_interface.gemm`` takes variable-length M per expert (``cu_seqlens_m``) and B as (E, K, N).
 
-    python3 benchmarks/gpu/quack_grouped.py --out $OUT/quack.json [--tuned] [--budget-s 200]
+    python3 benchmarks/gpu/quack_grouped.py --out $OUT/quack.json [--tuned] [--budget-s 200] [--only LABEL,...]
 
 Writes one JSON file: provenance, and per configuration the two libraries' median times (us), TFLOP/s
 and which is faster. ``benchmarks/moe_library_rate.py`` joins it with the committed kernel records.
@@ -27,7 +27,9 @@ def main() -> int:
     ap.add_argument("--tuned", action="store_true", help="quack's autotuner (slower to start)")
     ap.add_argument("--budget-s", type=float, default=200.0)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--only", default="", help="comma-separated configuration labels (MoeProblem.label()) to time")
     args = ap.parse_args()
+    only = {x for x in args.only.split(",") if x}
     import numpy as np
     import torch
     from quack.gemm_interface import gemm as quack_gemm
@@ -47,6 +49,8 @@ def main() -> int:
             print(f"budget reached: skipping {model} {h}/{i}/{t}/{r}", flush=True)
             continue
         p = MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world)
+        if only and p.label() not in only:
+            continue
         row = {"config": p.label(), "model": model, "hidden": h, "intermediate": i, "tokens": t,
                "routing": r, "local_experts": experts, "tuned": args.tuned}
         try:

@@ -87,7 +87,9 @@ BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_t
 # one program's epilogue overlaps the other's mainloop (benchmarks/moe_shortk_tune.py, data/moe/shortk-tune-
 # f6372ea-wip: 0.825-0.917x -> 0.908-1.006x torch._grouped_mm on the five short-K misses; BLOCK_M 64 at two per SM
 # 0.65-0.89x; I = 2048 / 4096 controls 0.947 / 0.946 -> 0.937 / 0.952, so long K keeps BF16_FAST).
-SHORT_K_MAX = 1024
+# Extended to I = 1536 (DiT-MoE, two local experts) by benchmarks/moe_small_tune.py (data/moe/small-tune-3a1632c):
+# 0.99 / 0.93 / 0.92 / 0.89x -> 1.16 / 1.10 / 1.03 / 0.97x torch._grouped_mm, 0.71-0.76x -> 0.79-0.86x quack.
+SHORT_K_MAX = 1536
 BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "kernel": {**BF16_FAST, "maxnreg": 128}}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}

@@ -36,6 +36,30 @@ def test_short_k_configuration_is_chosen_by_intermediate():
     assert B.config_tiles("bf16", 512, kw, kw8, True)[1] == 1
 
 
+def test_dit_moe_shapes_get_two_programs_per_sm_and_i2048_does_not():
+    # small-tune-3a1632c: I = 1536 (DiT-MoE) gains from two programs per SM, I = 2048 did not (shortk-tune-f6372ea)
+    from xstage.hw.moe import bench as B
+
+    kw, kw8 = dict(B.BF16_FAST), dict(B.W8A8_FAST)
+    assert B.config_tiles("bf16", 1536, kw, kw8, False)[:2] == ({"block_n": 128}, 2)
+    assert B.config_tiles("bf16", 2048, kw, kw8, False)[:2] == ({"block_n": B.BLOCK_N}, 1)
+    assert B.config_tiles("w8a8", 1536, kw, kw8, False)[1] == 1
+
+
+def test_tuning_scripts_select_configurations_by_label():
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    import moe_shortk
+    import moe_small_tune
+
+    assert len(moe_small_tune.configs()) == len(moe_small_tune.WANT) == 8
+    got = moe_small_tune.configs("h2048-i4096-t8192-e8-balanced-bf16-w8-s0")
+    assert [c[1:5] for c in got] == [(2048, 4096, 8192, "balanced")]
+    dit = moe_shortk.configs("h1536-i1536-t3488-e2-skewed-bf16-w8-s0,nonesuch")
+    assert [(c[0], c[4]) for c in dit] == [("DiT-MoE-S", "skewed")]
+    every = moe_shortk.configs()
+    assert {c[2] for c in every} == {512, 1024, 1536} and all(c[5] == "bf16" for c in every)
+
+
 def test_l2_gaps_from_a_tile_log():
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     from moe_shortk_tune import l2_gaps
