@@ -71,11 +71,43 @@ def local_setup(problem, programs: int, seed: int, group_rows: int = 8):
                  group_rows=group_rows)
 
 
+def candidate_rows(cfg, cands, point_fn, extra: dict, f, t0: float, budget_s: float):
+    """(candidate, row) of each candidate in turn: ``point_fn(cand)``'s row, or the error it raised, with
+    ``extra`` added and written to ``f`` as one JSON line; candidates past the budget are skipped (and said)."""
+    import torch
+
+    for cand in cands:
+        if time.time() - t0 > budget_s:
+            print(f"  budget reached: skip {cand[0]}", flush=True)
+            continue
+        try:
+            row = point_fn(cand)
+        except Exception as err:  # noqa: BLE001 - a configuration that does not fit or compile is reported
+            traceback.print_exc(limit=1)
+            row = {"model": cfg[0], "cand": cand[0], "error": f"{type(err).__name__}: {str(err)[:300]}"}
+        row.update(extra)
+        torch.cuda.empty_cache()
+        f.write(json.dumps(row, default=str) + "\n")
+        f.flush()
+        yield cand, row
+
+
+def time_local(s, kw: dict, trials: int, rounds: int) -> tuple:
+    """Both schedules with remote stores off: ({variant: median us}, the faster one's us)."""
+    from xstage.hw.common.timing import time_variants
+
+    fns = {"expert_wave_local": lambda: s.run("expert_wave", False, kw),
+           "interleaved_local": lambda: s.run("interleaved", False, kw)}
+    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=rounds)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    return med, min(med.values())
+
+
 def point(cfg, cand, sms, lib_us, trials) -> dict:
     import torch
 
     from moe_tune import check
-    from xstage.hw.common.timing import sync, time_variants
+    from xstage.hw.common.timing import sync
     from xstage.hw.moe.residency import _checked
     from xstage.sim.workloads.moe_layout import MoeProblem
 
@@ -93,12 +125,8 @@ def point(cfg, cand, sms, lib_us, trials) -> dict:
         row["resources"] = res[-1]
     if not all(c["ok"] for c in row["check"].values()):
         return row
-    fns = {"expert_wave_local": lambda: s.run("expert_wave", False, kw),
-           "interleaved_local": lambda: s.run("interleaved", False, kw)}
-    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=2)
-    med = {k: float(np.median(v)) for k, v in times.items()}
+    med, best = time_local(s, kw, trials, rounds=2)
     row.update({f"{k}_us": v for k, v in med.items()})
-    best = min(med.values())
     row["vs_library"] = lib_us / best
     log = torch.zeros((len(s.dev["expert_wave"].tiles_np), 8), dtype=torch.int64, device="cuda")
     s.run("expert_wave", False, kw, tile_log=log)
@@ -111,8 +139,6 @@ def main() -> int:
     from moe_tune import run_args
 
     args = run_args(__doc__, 10, 170.0)
-    import torch
-
     from moe_tune import library_fn
     from xstage.hw.common.timing import time_variants
     from xstage.hw.moe.setup import num_sms
@@ -135,20 +161,10 @@ def main() -> int:
             lib_us = float(np.median(times["lib"]))
             del s, lib
             print(f"{model} h{h}/i{i}/t{t}/{r}/e{experts}: {name} {lib_us:.0f} us", flush=True)
-            for cand in CANDS:
-                if time.time() - t0 > args.budget_s:
-                    print(f"  budget reached: skip {cand[0]}", flush=True)
-                    continue
-                try:
-                    row = point(cfg, cand, sms, lib_us, args.trials)
-                except Exception as err:  # noqa: BLE001 - a configuration that does not fit or compile is reported
-                    traceback.print_exc(limit=1)
-                    row = {"model": model, "cand": cand[0], "error": f"{type(err).__name__}: {str(err)[:300]}"}
-                row.update({"hidden": h, "intermediate": i, "tokens": t, "routing": r, "experts": experts,
-                            "library": name, "library_us": lib_us})
-                torch.cuda.empty_cache()
-                f.write(json.dumps(row, default=str) + "\n")
-                f.flush()
+            extra = {"hidden": h, "intermediate": i, "tokens": t, "routing": r, "experts": experts,
+                     "library": name, "library_us": lib_us}
+            for cand, row in candidate_rows(cfg, CANDS, lambda c: point(cfg, c, sms, lib_us, args.trials), extra, f,
+                                            t0, args.budget_s):
                 rows.append(row)
                 ok = "vs_library" in row
                 print(f"  {cand[0]}: " + (f"wave {row['expert_wave_local_us']:.0f} int {row['interleaved_local_us']:.0f}"

@@ -83,9 +83,9 @@ def libraries(s, trials):
 def point(cfg, cand, sms, lib, trials) -> dict:
     import torch
 
-    from moe_shortk_tune import l2_gaps, local_setup
+    from moe_shortk_tune import l2_gaps, local_setup, time_local
     from moe_tune import check
-    from xstage.hw.common.timing import sync, time_variants
+    from xstage.hw.common.timing import sync
     from xstage.sim.workloads.moe_layout import MoeProblem
 
     model, h, i, t, r, prec, world, experts = cfg
@@ -98,12 +98,8 @@ def point(cfg, cand, sms, lib, trials) -> dict:
     row["check"] = check(s, kw)
     if not all(c["ok"] for c in row["check"].values()):
         return row
-    fns = {"expert_wave_local": lambda: s.run("expert_wave", False, kw),
-           "interleaved_local": lambda: s.run("interleaved", False, kw)}
-    times, _ = time_variants(fns, trials=trials, warmup=2, rounds=3)
-    med = {k: float(np.median(v)) for k, v in times.items()}
+    med, best = time_local(s, kw, trials, rounds=3)
     row.update({f"{k}_us": v for k, v in med.items()})
-    best = min(med.values())
     row["best_us"] = best
     row.update({f"vs_{k}": v / best for k, v in lib.items()})
     log = torch.zeros((len(s.dev["expert_wave"].tiles_np), 8), dtype=torch.int64, device="cuda")
@@ -166,7 +162,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from moe_shortk_tune import local_setup
+    from moe_shortk_tune import candidate_rows, local_setup
     from xstage.hw.moe.setup import num_sms
     from xstage.provenance import provenance
     from xstage.sim.workloads.moe_layout import MoeProblem
@@ -188,20 +184,10 @@ def main() -> int:
             print(f"{model} h{h}/i{i}/t{t}/{r}/e{experts}: " + " ".join(f"{k} {v:.0f} us" for k, v in lib.items())
                   + f" {info}", flush=True)
             got = []
-            for cand in CANDS:
-                if time.time() - t0 > args.budget_s:
-                    print(f"  budget reached: skip {cand[0]}", flush=True)
-                    continue
-                try:
-                    row = point(cfg, cand, sms, lib, args.trials)
-                except Exception as err:  # noqa: BLE001 - a configuration that does not fit or compile is reported
-                    traceback.print_exc(limit=1)
-                    row = {"model": model, "cand": cand[0], "error": f"{type(err).__name__}: {str(err)[:300]}"}
-                row.update({"hidden": h, "intermediate": i, "tokens": t, "routing": r, "experts": experts,
-                            **{f"library_{k}_us": v for k, v in lib.items()}, **info})
-                torch.cuda.empty_cache()
-                f.write(json.dumps(row, default=str) + "\n")
-                f.flush()
+            extra = {"hidden": h, "intermediate": i, "tokens": t, "routing": r, "experts": experts,
+                     **{f"library_{k}_us": v for k, v in lib.items()}, **info}
+            for cand, row in candidate_rows(cfg, CANDS, lambda c: point(cfg, c, sms, lib, args.trials), extra, f, t0,
+                                            args.budget_s):
                 rows.append(row)
                 if "best_us" in row:
                     got.append((row["best_us"], cand))
