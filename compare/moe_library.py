@@ -17,6 +17,13 @@ import numpy as np
 import pandas as pd
 
 
+def geomean(x) -> float:
+    """Geometric mean of the finite, positive values (NaN when there are none)."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    return float(np.exp(np.log(x).mean())) if len(x) else math.nan
+
+
 def load_library_runs(folder: Path) -> pd.DataFrame:
     """Every ``quack-*/quack.json`` under ``folder``: one row per timed configuration (the newest run wins),
     with ``torch(us)``, ``quack(us)``, ``quack_over_torch`` and the run's date and commit."""
@@ -37,13 +44,15 @@ def load_library_runs(folder: Path) -> pd.DataFrame:
 
 
 def library_ratios(per_config: pd.DataFrame, library: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration with a library run: the faster library's name and ``gemm_vs_library``."""
+    """Per configuration with a library run: its precision, the faster library's name and ``gemm_vs_library``."""
     if "gemm_vs_grouped_mm" not in per_config or library.empty:
-        return pd.DataFrame(columns=["faster_library", "gemm_vs_library"])
+        return pd.DataFrame(columns=["precision", "faster_library", "gemm_vs_library"])
     by_config = per_config.set_index("config") if "config" in per_config else per_config
     both = by_config.join(library[["quack_over_torch"]], how="inner")
     scale = np.minimum(both["quack_over_torch"].astype(float), 1.0)
-    return pd.DataFrame({"faster_library": np.where(both["quack_over_torch"] < 1.0, "quack", "torch"),
+    precision = both["precision"] if "precision" in both else "bf16"
+    return pd.DataFrame({"precision": precision,
+                         "faster_library": np.where(both["quack_over_torch"] < 1.0, "quack", "torch"),
                          "gemm_vs_library": both["gemm_vs_grouped_mm"].astype(float) * scale}, index=both.index)
 
 
@@ -51,15 +60,13 @@ def library_summary(per_config: pd.DataFrame, folder: Path) -> dict:
     """``xstage results moe`` keys: the GEMM ratio against the faster library (bf16 configurations with a
     quack run), geomean and minimum, and how many configurations each library won."""
     lib = library_ratios(per_config, load_library_runs(folder))
-    if "precision" in per_config:
-        by_config = per_config.set_index("config") if "config" in per_config else per_config
-        lib = lib[lib.index.isin(by_config.index[by_config["precision"] == "bf16"])]
+    lib = lib[lib["precision"] == "bf16"]
     x = lib["gemm_vs_library"].astype(float)
     x = x[np.isfinite(x)]
     if not len(x):
         return {}
-    return {"gemm_tflops_vs_library": float(np.exp(np.log(x).mean())),
+    return {"gemm_tflops_vs_library": geomean(x),
             "gemm_tflops_vs_library_min": float(x.min()),
             "library_n_configs": int(len(x)),
-            "library_quack_faster": int((lib["faster_library"] == "quack").sum()),
-            "library_worst_config": str(x.idxmin()) if not math.isnan(x.min()) else None}
+            "library_quack_faster": int((lib.loc[x.index, "faster_library"] == "quack").sum()),
+            "library_worst_config": str(x.idxmin())}

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError
-from xstage.compare.moe_library import library_summary
+from xstage.compare.moe_library import geomean as _geomean, library_summary
 from xstage.records import load_records
 from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, measured, same_order, tile_timings
 
@@ -180,12 +180,6 @@ def load_kernel_records(folder: Path, platform: str | None = None) -> pd.DataFra
     if frame.empty:
         raise InputError("moe records", str(folder), f"hold no rows for platform {platform!r}")
     return frame
-
-
-def _geomean(x) -> float:
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x) & (x > 0)]
-    return float(np.exp(np.log(x).mean())) if len(x) else math.nan
 
 
 def collapse_ranks(kernel: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,8 @@ kernel's registers and shared memory, and raises ``InputError`` before a launch 
 torch and triton are imported inside the functions.
 """
 
+from functools import lru_cache
+
 from xstage.errors import InputError
 
 # SM90 (H100 / H200) per-SM limits, used where the device properties do not name them
@@ -29,6 +31,7 @@ def resident_per_sm(n_regs: int, shared_bytes: int, num_warps: int, limits: dict
     return int(min(by_regs, by_smem, by_threads, limits["ctas"]))
 
 
+@lru_cache(maxsize=None)
 def device_limits(device_index: int = 0) -> tuple:
     """(SM count, per-SM limits) of a CUDA device, SM90 values where torch does not name one."""
     import torch

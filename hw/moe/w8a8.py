@@ -24,6 +24,7 @@ import triton.language as tl
 from xstage.errors import InputError
 from xstage.hw.moe.buffers import SPIN_LIMIT, DeviceLayout, check_logs
 from xstage.hw.moe.kernel import interpreting
+from xstage.hw.moe.residency import check_resident
 from xstage.hw.moe.refs import (FP8_MAX, W8A8Weights, quantize_activations, quantize_rows,  # noqa: F401 - re-exported
                                 reference_w8a8)
 from xstage.hw.moe.tiles import (_act_fence, _combine_dst, _combine_rows, _count_writes, _log_tile, _mainloop_tma,
@@ -174,12 +175,14 @@ def launch_moe_w8a8(x_q, sx, weights: W8A8Weights, act_q, sact, dev: DeviceLayou
         w2 = TensorDescriptor(w2, [E * H, I], [I, 1], [bn, bn // 2])
         if act_tma:
             act_desc = TensorDescriptor(act_q, [rows, I], [I, 1], [bm, bn // 2])
+    args = (x, sx, w1, weights.sw1, w2, weights.sw2, act_q, act_desc, sact, dev.tiles, dev.offsets,
+            dev.l2_full, dev.error, dev.dest_rank, dev.dest_row, dev.weight, combine.table,
+            write_count if write_count is not None else dev.error, tile_log if tile_log is not None else dev.error,
+            H, I, p.combine_rows, spin_limit)
+    opts = dict(BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
+                COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, ACT_TMA=act_tma, WS=ws,
+                num_warps=num_warps, num_stages=num_stages)
+    if not interpreting():   # as the bf16 launcher: more programs than SMs only if all are resident
+        check_resident(_moe_ffn_w8a8_kernel, args, opts, dev.num_programs)
     dev.l2_full.zero_()
-    _moe_ffn_w8a8_kernel[(dev.num_programs,)](
-        x, sx, w1, weights.sw1, w2, weights.sw2, act_q, act_desc, sact, dev.tiles, dev.offsets,
-        dev.l2_full, dev.error, dev.dest_rank, dev.dest_row, dev.weight, combine.table,
-        write_count if write_count is not None else dev.error, tile_log if tile_log is not None else dev.error,
-        H, I, p.combine_rows, spin_limit,
-        BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
-        COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, ACT_TMA=act_tma, WS=ws,
-        num_warps=num_warps, num_stages=num_stages)
+    _moe_ffn_w8a8_kernel[(dev.num_programs,)](*args, **opts)

@@ -1,16 +1,30 @@
-"""Fixtures of the hw tests: skip a GPU test where the machine lacks what it needs."""
+"""Fixtures of the hw tests: a GPU test skips, saying so, where this machine has no CUDA GPU to run it on."""
 
 import pytest
 
 
+@pytest.fixture(scope="module")
+def gpu():
+    """CuPy on a CUDA device; else skip: the test needs a GPU (the reason says what is missing)."""
+    try:
+        import cupy
+    except ImportError:
+        pytest.skip("needs a CUDA GPU (no CuPy here, so no device to run on)")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("needs a CUDA GPU (none found)")
+    except Exception as err:  # noqa: BLE001 - CUDARuntimeError without a driver
+        pytest.skip(f"needs a CUDA GPU (none found: {type(err).__name__})")
+    return cupy
+
+
 @pytest.fixture
-def nvshmem_gpu():
-    """Skip unless cupy, torch with a CUDA device and nvshmem4py are all there."""
-    pytest.importorskip("cupy")
-    torch = pytest.importorskip("torch")
+def nvshmem_gpu(gpu):
+    """A CUDA GPU with torch and nvshmem4py, which the NVSHMEM GPU tests launch with."""
+    torch = pytest.importorskip("torch", reason="the NVSHMEM GPU tests need torch on the CUDA GPU")
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
+        pytest.skip("needs a CUDA GPU (torch sees none)")
     try:
         import nvshmem.core  # noqa: F401
     except ImportError:
-        pytest.skip("nvshmem4py not installed")
+        pytest.skip("needs a CUDA GPU with nvshmem4py (not installed here)")

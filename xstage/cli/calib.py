@@ -142,16 +142,14 @@ def build_config(args):
     number("--timeout-ms", args.timeout_ms, minimum=0, allow_equal=False)
     parse_size(args.ring, "--ring")
     fraction, seed = split_args(args, DEFAULT_HELDOUT_FRACTION)
-    backend = getattr(args, "backend", "torch")
-    if backend != "torch":
+    if args.backend != "torch":
         from xstage.hw.common.nvshmem import check_backend
-        check_backend(backend, args.target)
-    issue = getattr(args, "issue", "store")
-    if issue != "store":
+        check_backend(args.backend, args.target)
+    if args.issue != "store":
         from xstage.hw.microbench.puts import check_issue
-        check_issue(issue, backend, args.target)
+        check_issue(args.issue, args.backend, args.target)
         if args.sim:
-            raise InputError("--issue", issue, "needs the GPU (the simulator has no issue path; leave out --sim)")
+            raise InputError("--issue", args.issue, "needs the GPU (the simulator has no issue path; leave out --sim)")
     kw = dict(target=args.target, name=args.name, gap_fractions=_floats(args.gap_fractions, "--gap-fractions"),
               bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
@@ -192,11 +190,10 @@ def run(args) -> int:
         else:
             from xstage.hw.common.targets import apply_launch_env, check_target
             apply_launch_env()
-            if args.backend != "torch":
-                from xstage.hw.common.nvshmem import check_backend, core
-                check_backend(args.backend, args.target)
+            if args.backend != "torch":   # checked by build_config; nvshmem4py must also import
+                from xstage.hw.common.nvshmem import core
                 core()
-            if getattr(args, "issue", "store") != "store":
+            if args.issue != "store":
                 from xstage.hw.microbench.puts import device_bindings
                 device_bindings(args.issue)   # one line before any allocation when the Numba bindings are missing
             check_target(args.target, self_peer=args.self_peer)
@@ -204,7 +201,7 @@ def run(args) -> int:
             ring = parse_size(args.ring, "--ring")
             runner = GpuRunner(args.target, buffer_bytes(cfg, ring), self_peer=args.self_peer,
                                timeout_ms=args.timeout_ms, ring_bytes=ring, peer_pattern=cfg.peer_pattern,
-                               backend=args.backend, issue=getattr(args, "issue", "store"))
+                               backend=args.backend, issue=args.issue)
         rank = int(os.environ.get("RANK", "0"))
         try:
             if rank != 0:  # other ranks drive their own peer stores (the same sweep); rank 0 records

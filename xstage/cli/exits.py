@@ -13,6 +13,7 @@ SIGTERM is turned into an exception while ``fn`` runs, so ``with`` blocks and te
 (worker pools are stopped, half-written outputs removed) just as for Ctrl-C.
 """
 
+import logging
 import os
 import signal
 import sys
@@ -64,21 +65,20 @@ def require_libraries(*names: str) -> None:
             raise missing_library(name)
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is at each line (not as it was when the handler was made)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
 def show_hw_progress(quiet: bool = False) -> None:
     """Point the ``xstage.hw`` logger (the GPU runs' progress lines) at stderr; ``quiet`` keeps warnings only."""
-    import logging
-
-    class _Stderr(logging.StreamHandler):
-        """Writes to ``sys.stderr`` as it is at each line (not as it was when the handler was made)."""
-
-        @property
-        def stream(self):
-            return sys.stderr
-
-        @stream.setter
-        def stream(self, _value):
-            pass
-
     logger = logging.getLogger("xstage.hw")
     if not any(getattr(h, "_xstage", False) for h in logger.handlers):
         handler = _Stderr()
