@@ -141,7 +141,7 @@ BAD_FIELDS = {
     "capacity_points": [None, [], [[148]], [[0, 10]], [[148, -1]], [[1.5, 10]], "148:4MiB", [[148, None]],
                         [[148, 1], [148, 2]], {}],
     "target": [None, "", 3], "tensor_TFLOPs": [None, [], "fast", {"bf16": None}, {"bf16": -1}, {"fp8": "4500"}],
-    "description": [None, 3], "notes": [None, [], "x"], "schema_version": [None, 0, 2, "1"],
+    "description": [None, 3], "notes": [None, [], "x"], "schema_version": [None, 0, 3, "1"],   # 1 and 2 are read (2: the two-stage fields)
 }
 
 
