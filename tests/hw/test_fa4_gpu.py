@@ -9,10 +9,10 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def fa():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs a CUDA GPU with torch (torch is not installed here)")
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    pytest.importorskip("flash_attn.cute")
+        pytest.skip("needs a CUDA GPU (torch sees none)")
+    pytest.importorskip("flash_attn.cute", reason="needs a CUDA GPU with flash-attn-4 (not installed here)")
     from xstage.hw.attention import fa4
 
     return fa4.load()
