@@ -1,6 +1,6 @@
 """The per-M summary of the FA4 runs' kernel records (built by ``hw/attention/fa4_records.py``; pure numpy).
 
-Summary per M: fa_vs_sdpa = cuDNN / FA4 time; Serial-best = the faster of FA4 + CE and cuDNN + CE;
+Summary per M: fa_vs_sdpa = cuDNN / FA4 time; Serial-best = the fastest FA (FA4, cuDNN, PersistentSm90) + CE;
 the best unfused = the fastest of Serial-best and the pipelined variants; for each fused variant its
 paired residual E_res (fused − FA4, matched pairs), the paired hiding ratio
 H = 1 − E_res / (serial_fa4 − FA4)_paired (Eq. 21 with the transfer FA4's serial path adds), and its
@@ -12,6 +12,10 @@ speedups over Serial-best and over the best unfused variant. The bench writes ``
 import numpy as np
 
 EXPERIMENT = "attention-fa4"  # the experiment of the FA4 kernel records
+
+
+SERIAL = ("serial_fa4", "serial_cudnn", "serial_pfa4")  # Serial: the FA, then the copy engine
+PERS = "_pers"  # fused variants with PersistentSm90 (hw/attention/fa4_persistent.py)
 
 
 def _best(times: dict, names) -> tuple:
@@ -38,10 +42,13 @@ def summarise(rows: list) -> list:
             s["sdpa_tflops"] = flops / cd / 1e6
         if fa and cd:
             s["fa_vs_sdpa"] = cd / fa
-        s["serial_best_us"], s["serial_best_is"] = _best(t, ("serial_fa4", "serial_cudnn"))
+        s["serial_best_us"], s["serial_best_is"] = _best(t, SERIAL)
         s["pipelined_best_us"], s["pipelined_best_is"] = _best(t, [n for n in t if n.startswith("pipelined")])
-        s["best_unfused_us"], s["best_unfused_is"] = _best(
-            t, ("serial_fa4", "serial_cudnn") + tuple(n for n in t if n.startswith("pipelined")))
+        s["best_unfused_us"], s["best_unfused_is"] = _best(t, SERIAL + tuple(n for n in t if n.startswith("pipelined")))
+        pfa = t.get("pfa4")
+        if pfa:  # PersistentSm90 (fa4_persistent): its FA-only, matched against stock FA4
+            s.update(pfa4_us=pfa, pfa4_tflops=flops / pfa / 1e6, pfa4_vs_fa4=fa / pfa if fa else None,
+                     pfa4_vs_sdpa=cd / pfa if cd else None, pfa4_minus_fa4_paired_us=paired.get("pfa4"))
         transfer = paired.get("serial_fa4")
         s["serial_fa4_minus_fa_paired_us"] = transfer
         fused = {}
@@ -55,6 +62,11 @@ def summarise(rows: list) -> list:
                     d["e_res_paired_frac"] = paired[name] / fa
                 if transfer:
                     d["hiding_ratio_paired"] = 1.0 - paired[name] / transfer
+            if name.endswith(PERS) and pfa:  # residual against its own FA-only (paired: both against stock FA4)
+                d["vs_own_fa_only"] = pfa / t[name]
+                if name in paired and "pfa4" in paired:
+                    d["e_res_own_paired_us"] = paired[name] - paired["pfa4"]
+                    d["e_res_own_paired_frac"] = d["e_res_own_paired_us"] / pfa
             for key, base in (("speedup_vs_serial_best", s["serial_best_us"]),
                               ("speedup_vs_best_unfused", s["best_unfused_us"])):
                 if base == base:  # not NaN
@@ -68,6 +80,14 @@ def summarise(rows: list) -> list:
             for key in ("e_res_paired_us", "hiding_ratio_paired", "speedup_vs_serial_best", "speedup_vs_best_unfused"):
                 if key in real[best]:
                     s[f"best_fused_{key}"] = real[best][key]
+        pers = {n: d for n, d in real.items() if n.endswith(PERS)}
+        if pers:
+            best = min(pers, key=lambda n: pers[n]["us"])
+            s["best_pers_is"], s["best_pers_us"] = best, pers[best]["us"]
+            for key in ("e_res_own_paired_us", "e_res_own_paired_frac", "speedup_vs_serial_best",
+                        "speedup_vs_best_unfused"):
+                if key in pers[best]:
+                    s[f"best_pers_{key}"] = pers[best][key]
         out.append(s)
     return out
 

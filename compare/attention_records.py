@@ -161,12 +161,14 @@ FA4_TRITON = "triton"  # the Triton bench of the same lease (experiment "attenti
 # rep: the latest run, a repeat of run1's identical configuration in the same lease (later records win,
 # as for every other record kind); run1 is kept beside it as a row with headline False
 FA4_HEADLINE = "rep"
+FA4_RESULT_SCHEDULERS = ("single", "persistent-sepO")  # the latter: hw.attention.fa4.PERSISTENT_SCHEDULER
 
 
 def fa4_results(kernel: pd.DataFrame) -> pd.DataFrame:
-    """FA4 kernel rows that are results: FA4's own scheduler (``scheduler`` "single", where recorded)."""
+    """FA4 kernel rows that are results: FA4's own scheduler (``scheduler`` "single", where recorded) and
+    PersistentSm90's (``pfa4``, ``serial_pfa4``, ``fused_*_pers``); not the wrong-results patch ("persistent")."""
     kernel = kernel[kernel["experiment"] == FA4_EXPERIMENT]
-    return kernel[kernel["scheduler"] == "single"] if "scheduler" in kernel else kernel
+    return kernel[kernel["scheduler"].isin(FA4_RESULT_SCHEDULERS)] if "scheduler" in kernel else kernel
 
 
 def fa4_summary_rows(kernel: pd.DataFrame, triton: list = (), **labels) -> list:

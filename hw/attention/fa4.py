@@ -92,6 +92,17 @@ def load(persistent: bool = False) -> Fa4:
     return Fa4(_flash_attn_fwd, "persistent" if persistent else "single")
 
 
+PERSISTENT_SCHEDULER = "persistent-sepO"  # the scheduler label of PersistentSm90's records (fa4_persistent)
+
+
+def load_persistent() -> Fa4:
+    """``PersistentSm90`` (``xstage.hw.attention.fa4_persistent``): FA4's SM90 forward made persistent, sO apart
+    from sQ, each tile's O store drained behind the next tile's mainloop; the same ``Fa4`` interface."""
+    from xstage.hw.attention.fa4_persistent import forward_impl
+
+    return Fa4(forward_impl(load().impl), PERSISTENT_SCHEDULER)
+
+
 def sdpa_cudnn(q, k, v):
     """torch SDPA with the cuDNN backend on FA4-layout tensors; returns a ``(B, S, H, d)`` view."""
     import torch.nn.functional as F

@@ -1,0 +1,68 @@
+"""``PersistentSm90``: FA4's SM90 forward, persistent, with sO apart from sQ and each tile's O store drained
+behind the next tile's mainloop (why and how: ``xstage.hw.attention.fa4_persistent``, which imports this
+module lazily: importing it imports flash-attn-4 and the CuTe DSL, the ``[gpu]`` extra)."""
+
+import cutlass.cute as cute
+from flash_attn.cute import utils
+from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
+from flash_attn.cute.named_barrier import NamedBarrierFwd
+from quack import copy_utils
+
+EPI = int(NamedBarrierFwd.Epilogue)
+STORE_WARP = 4  # FA4's epilogue: the first consumer warp issues the TMA store of O
+
+
+class PersistentSm90(FlashAttentionForwardSm90):
+    """Only these three methods are ours; the rest (producer, mainloop, softmax, scheduler loop) is FA4's."""
+
+    def _get_shared_storage_cls(self):
+        """FA4's storage with the sQ range doubled: [sQ | sO] (Python, at trace time inside FA4's __call__)."""
+        if self.Q_in_regs or self.pack_gqa or not self.use_tma_O or self.varlen_q:
+            raise NotImplementedError("PersistentSm90: only dense TMA-O forwards (no Q_in_regs, pack_gqa, varlen)")
+        nq, no = cute.cosize(self.sQ_layout), cute.cosize(self.sO_layout)
+        if nq != no:
+            raise NotImplementedError(f"PersistentSm90: sQ and sO must be the same size ({nq} != {no})")
+        fields = dict(getattr(super()._get_shared_storage_cls(), "_annotations", {}))
+        if "sQ" not in fields:
+            raise NotImplementedError("PersistentSm90: FA4's shared storage has no sQ field")
+        # 1024-B aligned like FA4's buffers (the 128-B swizzle's period); sO starts nq elements in (32 KiB)
+        fields["sQ"] = cute.struct.Align[cute.struct.MemRange[self.dtype, nq + no], self.buffer_align_bytes]
+        return cute.struct(type("SharedStorageSeparateO", (), {"__annotations__": fields}))
+
+    @cute.jit
+    def mma(self, tiled_mma_qk, tiled_mma_pv, mO, mLSE, sQ, sK, sVt, sP, sO, learnable_sink, pipeline_k,
+            pipeline_v, pipeline_q, gmem_tiled_copy_O, tma_atom_O, tidx, softmax_scale_log2, softmax_scale,
+            block_info, SeqlenInfoCls, AttentionMaskCls, TileSchedulerCls, blocksparse_tensors,
+            aux_data=utils.AuxData(), fastdiv_mods=None):
+        # FA4 laid sO over sQ's start; ours is the second half of the doubled range
+        sO_own = cute.make_tensor(sO.iterator + cute.cosize(sO.layout), sO.layout)
+        FlashAttentionForwardSm90.mma(
+            self, tiled_mma_qk, tiled_mma_pv, mO, mLSE, sQ, sK, sVt, sP, sO_own, learnable_sink, pipeline_k,
+            pipeline_v, pipeline_q, gmem_tiled_copy_O, tma_atom_O, tidx, softmax_scale_log2, softmax_scale,
+            block_info, SeqlenInfoCls, AttentionMaskCls, TileSchedulerCls, blocksparse_tensors, aux_data,
+            fastdiv_mods)
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last tile's store has read sO before exit
+
+    @cute.jit
+    def epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O, tiled_mma, tidx,
+                 m_block, head_idx, batch_idx):
+        """acc → bf16 → sO → one TMA store, as FA4's TMA-O path, the read-wait moved to the next epilogue."""
+        rO = cute.make_fragment_like(acc_O, self.dtype)
+        rO.store(acc_O.load().to(self.dtype))
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == STORE_WARP:  # the previous tile's store (issued one mainloop ago) has read sO
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads)
+        atom = utils.get_smem_store_atom(self.arch.major * 10 + self.arch.minor, self.dtype)
+        thr = cute.make_tiled_copy_C(atom, tiled_mma).get_slice(tidx)
+        cute.copy(atom, thr.retile(rO), thr.partition_D(sO))
+        cute.arch.fence_view_async_shared()  # the smem writes visible to the TMA unit
+        cute.arch.barrier_arrive(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
+        mO_cur = seqlen.offset_batch_Q(mO, batch_idx, dim=3)[None, None, head_idx]
+        gO = cute.local_tile(mO_cur, (self.tile_m, self.tile_hdimv), (m_block, 0))
+        store_O, _, _ = copy_utils.tma_get_copy_fn(tma_atom_O, 0, cute.make_layout(1), sO, gO, single_stage=True)
+        if warp_idx == STORE_WARP:
+            cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
+            store_O()
+            cute.arch.cp_async_bulk_commit_group()  # no wait: the next epilogue (or the end of mma) waits
