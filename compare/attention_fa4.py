@@ -18,6 +18,11 @@ SERIAL = ("serial_fa4", "serial_cudnn", "serial_pfa4")  # Serial: the FA, then t
 PERS = "_pers"  # fused variants with PersistentSm90 (hw/attention/fa4_persistent.py)
 
 
+def own_fa(name: str):
+    """The FA-only variant of a fused PersistentSm90 variant: fused_vmm_pers -> pfa4, fused_vmm_pers_lsu -> pfa4_lsu."""
+    return "pfa4" + name.split(PERS, 1)[1] if PERS in name else None
+
+
 def _best(times: dict, names) -> tuple:
     have = [(times[n], n) for n in names if n in times]
     return min(have) if have else (float("nan"), None)
@@ -62,25 +67,26 @@ def summarise(rows: list) -> list:
                     d["e_res_paired_frac"] = paired[name] / fa
                 if transfer:
                     d["hiding_ratio_paired"] = 1.0 - paired[name] / transfer
-            if name.endswith(PERS) and pfa:  # residual against its own FA-only (paired: both against stock FA4)
-                d["vs_own_fa_only"] = pfa / t[name]
-                if name in paired and "pfa4" in paired:
-                    d["e_res_own_paired_us"] = paired[name] - paired["pfa4"]
-                    d["e_res_own_paired_frac"] = d["e_res_own_paired_us"] / pfa
+            own = own_fa(name)
+            if own in t:  # residual against its own FA-only (paired: both against stock FA4)
+                d["vs_own_fa_only"] = t[own] / t[name]
+                if name in paired and own in paired:
+                    d["e_res_own_paired_us"] = paired[name] - paired[own]
+                    d["e_res_own_paired_frac"] = d["e_res_own_paired_us"] / t[own]
             for key, base in (("speedup_vs_serial_best", s["serial_best_us"]),
                               ("speedup_vs_best_unfused", s["best_unfused_us"])):
                 if base == base:  # not NaN
                     d[key] = base / t[name]
             fused[name] = d
         s["fused"] = fused
-        real = {n: d for n, d in fused.items() if n != "fused_hbm"}  # fused_hbm sends nothing: a diagnostic
+        real = {n: d for n, d in fused.items() if not n.startswith("fused_hbm")}  # sends nothing: a diagnostic
         if real:
             best = min(real, key=lambda n: real[n]["us"])
             s["best_fused_is"], s["best_fused_us"] = best, real[best]["us"]
             for key in ("e_res_paired_us", "hiding_ratio_paired", "speedup_vs_serial_best", "speedup_vs_best_unfused"):
                 if key in real[best]:
                     s[f"best_fused_{key}"] = real[best][key]
-        pers = {n: d for n, d in real.items() if n.endswith(PERS)}
+        pers = {n: d for n, d in real.items() if n.endswith(PERS) and not n.startswith("fused_hbm")}
         if pers:
             best = min(pers, key=lambda n: pers[n]["us"])
             s["best_pers_is"], s["best_pers_us"] = best, pers[best]["us"]

@@ -95,12 +95,13 @@ def load(persistent: bool = False) -> Fa4:
 PERSISTENT_SCHEDULER = "persistent-sepO"  # the scheduler label of PersistentSm90's records (fa4_persistent)
 
 
-def load_persistent() -> Fa4:
+def load_persistent(kernel: str = "drain") -> Fa4:
     """``PersistentSm90`` (``xstage.hw.attention.fa4_persistent``): FA4's SM90 forward made persistent, sO apart
-    from sQ, each tile's O store drained behind the next tile's mainloop; the same ``Fa4`` interface."""
+    from sQ, each tile's O store drained behind the next tile's mainloop (``kernel`` "drain"; the diagnostics
+    "waitend", "lsu"); the same ``Fa4`` interface."""
     from xstage.hw.attention.fa4_persistent import forward_impl
 
-    return Fa4(forward_impl(load().impl), PERSISTENT_SCHEDULER)
+    return Fa4(forward_impl(load().impl, kernel=kernel), PERSISTENT_SCHEDULER)
 
 
 def sdpa_cudnn(q, k, v):

@@ -30,30 +30,35 @@ does not name the class. Stock FA4 calls in the same process are unaffected. Laz
 import contextlib
 
 SCHEDULERS = ("static",)  # FA4's StaticPersistentTileScheduler
+# "drain": PersistentSm90 (the kernel); the diagnostics, to tell why a drain does or does not hide the
+# stores: "waitend" (FA4's epilogue: the read-wait right after the store) and "lsu" (FA4's non-TMA epilogue)
+KERNELS = ("drain", "waitend", "lsu")
 
 
-def kernel_class():
+def kernel_class(kernel: str = "drain"):
     """The subclass of FA4's ``FlashAttentionForwardSm90`` (imports the CuTe DSL on first use)."""
-    from xstage.hw.attention.fa4_persistent_kernel import PersistentSm90
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel {kernel!r} is not one of {KERNELS}")
+    from xstage.hw.attention.fa4_persistent_kernel import KERNELS as classes
 
-    return PersistentSm90
+    return classes[kernel]
 
 
 _CACHE = {}
 
 
 @contextlib.contextmanager
-def installed(scheduler: str = "static"):
-    """FA4's interface builds ``PersistentSm90`` with the persistent scheduler, from our own compile cache."""
+def installed(scheduler: str = "static", kernel: str = "drain"):
+    """FA4's interface builds ``kernel_class(kernel)`` with the persistent scheduler, from our own compile cache."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler {scheduler!r} is not one of {SCHEDULERS}")
+    cls = kernel_class(kernel)
     import flash_attn.cute.flash_fwd_sm90 as m90
     import flash_attn.cute.interface as fi
     from flash_attn.cute.cache_utils import get_jit_cache
     from flash_attn.cute.tile_scheduler import StaticPersistentTileScheduler
 
-    cls = kernel_class()
-    cache = _CACHE.setdefault(scheduler, get_jit_cache(f"fwd-xstage-persistent-{scheduler}"))
+    cache = _CACHE.setdefault((scheduler, kernel), get_jit_cache(f"fwd-xstage-persistent-{scheduler}-{kernel}"))
     saved = fi.FlashAttentionForwardSm90, m90.SingleTileScheduler, fi._flash_attn_fwd.compile_cache
     fi.FlashAttentionForwardSm90, m90.SingleTileScheduler = cls, StaticPersistentTileScheduler
     fi._flash_attn_fwd.compile_cache = cache
@@ -63,12 +68,15 @@ def installed(scheduler: str = "static"):
         fi.FlashAttentionForwardSm90, m90.SingleTileScheduler, fi._flash_attn_fwd.compile_cache = saved
 
 
-def forward_impl(fwd, scheduler: str = "static"):
-    """``fwd`` (``_flash_attn_fwd``'s signature) run with ``PersistentSm90`` installed; refuses an LSE output."""
+def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain"):
+    """``fwd`` (``_flash_attn_fwd``'s signature) run with ``kernel_class(kernel)`` installed; refuses an LSE
+    output (our epilogue writes none)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel {kernel!r} is not one of {KERNELS}")
+
     def run(q, k, v, **kw):
         if kw.get("return_lse") or kw.get("lse") is not None:
             raise ValueError("PersistentSm90 writes no LSE (return_lse / lse are not supported)")
-        with installed(scheduler):
+        with installed(scheduler, kernel):
             return fwd(q, k, v, **kw)
-    run.scheduler = f"persistent-{scheduler}-sepO"
     return run

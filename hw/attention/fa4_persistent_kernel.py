@@ -17,8 +17,8 @@ class PersistentSm90(FlashAttentionForwardSm90):
 
     def _get_shared_storage_cls(self):
         """FA4's storage with the sQ range doubled: [sQ | sO] (Python, at trace time inside FA4's __call__)."""
-        if self.Q_in_regs or self.pack_gqa or not self.use_tma_O or self.varlen_q:
-            raise NotImplementedError("PersistentSm90: only dense TMA-O forwards (no Q_in_regs, pack_gqa, varlen)")
+        if self.Q_in_regs or self.pack_gqa or self.varlen_q:
+            raise NotImplementedError("PersistentSm90: only dense forwards (no Q_in_regs, pack_gqa, varlen)")
         nq, no = cute.cosize(self.sQ_layout), cute.cosize(self.sO_layout)
         if nq != no:
             raise NotImplementedError(f"PersistentSm90: sQ and sO must be the same size ({nq} != {no})")
@@ -66,3 +66,23 @@ class PersistentSm90(FlashAttentionForwardSm90):
             cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
             store_O()
             cute.arch.cp_async_bulk_commit_group()  # no wait: the next epilogue (or the end of mma) waits
+
+
+class PersistentSm90WaitEnd(PersistentSm90):
+    """Diagnostic: persistent, sO apart, but FA4's own epilogue (the read-wait right after the store)."""
+
+    epilogue = FlashAttentionForwardSm90.epilogue
+
+
+class PersistentSm90Lsu(PersistentSm90):
+    """Diagnostic: persistent, sO apart, O stored by FA4's own non-TMA epilogue (all 256 consumer threads
+    st.global from registers; the TMA unit then carries only the Q/K/V loads)."""
+
+    epilogue = FlashAttentionForwardSm90.epilogue
+
+    def _setup_attributes(self):
+        self.use_tma_O = False  # FA4's __call__ sets it just before; its epilogue has the non-TMA path
+        super()._setup_attributes()
+
+
+KERNELS = {"drain": PersistentSm90, "waitend": PersistentSm90WaitEnd, "lsu": PersistentSm90Lsu}
