@@ -30,9 +30,10 @@ does not name the class. Stock FA4 calls in the same process are unaffected. Laz
 import contextlib
 
 SCHEDULERS = ("static",)  # FA4's StaticPersistentTileScheduler
-# "drain": PersistentSm90 (the kernel); the diagnostics, to tell why a drain does or does not hide the
-# stores: "waitend" (FA4's epilogue: the read-wait right after the store) and "lsu" (FA4's non-TMA epilogue)
-KERNELS = ("drain", "waitend", "lsu")
+# "drain": PersistentSm90 (the kernel); "stagger": its send staggered across CTAs into the next mainloop;
+# the diagnostics, to tell why a drain does or does not hide the stores: "waitend" (FA4's epilogue: the
+# read-wait right after the store) and "lsu" (FA4's non-TMA epilogue)
+KERNELS = ("drain", "waitend", "lsu", "stagger")
 
 
 def kernel_class(kernel: str = "drain"):
