@@ -57,9 +57,11 @@ class PersistentSm90(FlashAttentionForwardSm90):
         # FA4 laid sO over sQ's start; ours is the second half of the doubled range
         sO_own = cute.make_tensor(sO.iterator + cute.cosize(sO.layout), sO.layout)
         if cutlass.const_expr(self.stagger_send):
-            slot = cute.make_tensor(cute.recast_ptr(pipeline_q.sync_object_full.get_barrier(0) + self.xslot_off,
-                                                    dtype=cutlass.Int32), cute.make_layout(4))
-            self.xsend = SimpleNamespace(mO=mO, sO=sO_own, tma_atom_O=tma_atom_O, slot=slot)  # trace-time only
+            # trace-time only; the slot as a pointer (a tensor written under staged control flow is threaded
+            # through it as a new value, so each use makes its own tensor from the pointer: ``slot()``)
+            self.xsend = SimpleNamespace(mO=mO, sO=sO_own, tma_atom_O=tma_atom_O, slot_ptr=cute.recast_ptr(
+                pipeline_q.sync_object_full.get_barrier(0) + self.xslot_off, dtype=cutlass.Int32))
+            slot = self.slot()
             if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
                 slot[0] = cutlass.Int32(0)  # no send pending
         FlashAttentionForwardSm90.mma(
@@ -72,16 +74,20 @@ class PersistentSm90(FlashAttentionForwardSm90):
                 self.send_pending()  # the last tile
             cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last tile's store has read sO before exit
 
+    def slot(self):
+        """The stagger kernel's pending-send slot (flag, m_block, head, batch) in shared memory, as a new tensor."""
+        return cute.make_tensor(self.xsend.slot_ptr, cute.make_layout(4))
+
     @cute.jit
     def send_pending(self):
         """The stagger kernel: issue the staged tile's TMA store if one is pending (store warp only)."""
-        x = self.xsend
-        gO = cute.local_tile(x.mO[None, None, x.slot[2], x.slot[3]], (self.tile_m, self.tile_hdimv), (x.slot[1], 0))
+        x, slot = self.xsend, self.slot()
+        gO = cute.local_tile(x.mO[None, None, slot[2], slot[3]], (self.tile_m, self.tile_hdimv), (slot[1], 0))
         store_O, _, _ = copy_utils.tma_get_copy_fn(x.tma_atom_O, 0, cute.make_layout(1), x.sO, gO, single_stage=True)
-        if x.slot[0] == 1:
+        if slot[0] == 1:
             store_O()
             cute.arch.cp_async_bulk_commit_group()
-            x.slot[0] = cutlass.Int32(0)
+            slot[0] = cutlass.Int32(0)
 
     @cute.jit
     def epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O, tiled_mma, tidx,
@@ -137,7 +143,7 @@ class PersistentSm90Stagger(PersistentSm90):
     @cute.jit
     def epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O, tiled_mma, tidx,
                  m_block, head_idx, batch_idx):
-        x = self.xsend
+        slot = self.slot()
         rO = cute.make_fragment_like(acc_O, self.dtype)
         rO.store(acc_O.load().to(self.dtype))
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -152,10 +158,10 @@ class PersistentSm90Stagger(PersistentSm90):
         cute.arch.barrier_arrive(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
         if warp_idx == STORE_WARP:
             cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
-            x.slot[1] = m_block
-            x.slot[2] = head_idx
-            x.slot[3] = batch_idx
-            x.slot[0] = cutlass.Int32(1)  # staged: sent at this CTA's due step of the next mainloop
+            slot[1] = m_block
+            slot[2] = head_idx
+            slot[3] = batch_idx
+            slot[0] = cutlass.Int32(1)  # staged: sent at this CTA's due step of the next mainloop
 
     @cute.jit
     def mma_one_n_block_intrawg_overlap(self, smem_pipe_read, n_block, mma_qk_fn, mma_pv_fn, pipeline_k,
