@@ -162,7 +162,7 @@ FA4_TRITON = "triton"  # the Triton bench of the same lease (experiment "attenti
 # as for every other record kind); run1 is kept beside it as a row with headline False
 FA4_HEADLINE = "rep"
 FA4_RESULT_SCHEDULERS = ("single", "persistent-sepO")  # the latter: hw.attention.fa4.PERSISTENT_SCHEDULER
-PERS_KEYS = ("pfa4_vs_", "pfa4_tflops", "pfa4_minus_", "best_pers_")  # summary keys of PersistentSm90's figures
+PERS_KEYS = ("pfa4", "best_pers_")  # summary keys of PersistentSm90's figures (pfa4*_us, _vs_sdpa, ...)
 
 
 def fa4_results(kernel: pd.DataFrame) -> pd.DataFrame:

@@ -101,6 +101,20 @@ def test_summary_residual_against_own_fa_only():
     assert "e_res_own_paired_us" not in f["fused_vmm"]
     assert s["best_fused_is"] == "fused_vmm_pers"  # fused_hbm_pers sends nothing: never the best fused
     assert s["best_pers_is"] == "fused_vmm_pers" and s["best_pers_e_res_own_paired_frac"] == pytest.approx(160 / 540)
+    assert s["pfa4_lsu_vs_sdpa"] == pytest.approx(600 / 545) and s["pfa4_lsu_minus_fa4_paired_us"] == -5.0
+    met = S.targets(s)
+    assert met["pers_within_3pct_of_own_fa"] is False and met["fused_within_3pct"] is False
+
+
+def test_own_fa_target_met_when_the_send_hides_behind_its_own_kernel():
+    times = {"fa4": 2000.0, "cudnn": 2200.0, "serial_fa4": 2500.0, "pfa4_stagger": 2050.0,
+             "fused_vmm_pers_stagger": 2080.0}
+    paired = {"serial_fa4": 500.0, "pfa4_stagger": 45.0, "fused_vmm_pers_stagger": 90.0}
+    s = S.summarise([dict(r, M=32768) for r in _rows(times, paired)])[0]
+    assert s["best_pers_is"] == "fused_vmm_pers_stagger" and s["best_pers_e_res_own_paired_us"] == pytest.approx(45.0)
+    assert S.targets(s)["pers_within_3pct_of_own_fa"] is True  # 45 / 2050 = 2.2 %
+    assert S.targets(s)["fused_within_3pct"] is False  # 90 / 2000 against stock FA4
+    assert "pers_within_3pct_of_own_fa" not in S.targets({"M": 32768})
 
 
 def test_cli_refuses_an_unknown_diagnostic_kernel(capsys):
