@@ -72,8 +72,9 @@ def patch_sm90_persistent() -> None:
     """EXPERIMENT: make FA4's SM90 forward use its (SM100-era) ``StaticPersistentTileScheduler`` instead of
     ``SingleTileScheduler``: grid = #SMs, each CTA loops tiles ``t, t + grid, …``. The SM90 producer and
     consumer loops already iterate ``while work_tile.is_valid_tile``; ``FlashAttentionForwardSm90.__call__``
-    reads the module global at trace time, so this must run before the first compile. Unverified upstream:
-    the next tile's Q load reuses sQ (= sO); run it in its own process under ``timeout``."""
+    reads the module global at trace time, so this must run before the first compile. Measured: WRONG results
+    (FA4 releases the Q pipeline before its epilogue and sO aliases sQ, so the next tile's Q load races the
+    O store); the correct persistent kernel is ``load_persistent`` (``fa4_persistent``)."""
     import flash_attn.cute.flash_fwd_sm90 as m90
     from flash_attn.cute.tile_scheduler import StaticPersistentTileScheduler
 

@@ -18,7 +18,12 @@ and the TMA store is reading.
   (a CTA must not exit while a bulk store still reads its shared memory);
 - ``epilogue``: FA4's TMA-O epilogue with the read-wait moved from after the store to just before the
   next epilogue writes sO — a tile's store drains during the next tile's whole mainloop.
-The tile scheduler is FA4's ``StaticPersistentTileScheduler`` (grid = #SMs, CTA b takes tiles b, b + grid, …).
+``PersistentSm90Stagger`` (kernel "stagger") adds the send shaping: the epilogue only stages the tile in sO and
+the store warp issues its TMA store at K/V step 1 + (b mod 16)·n/32 of the CTA's next mainloop (a hook on
+FA4's per-K/V-step method), so the CTAs' sends spread over half a Q-loop instead of landing together.
+Measured (docs/attention.md, data/attention-fa4/pers1-4): "drain" alone hides nothing more than stock FA4;
+"stagger" halves the residual at 16K/32K. The tile scheduler is FA4's ``StaticPersistentTileScheduler``
+(grid = #SMs, CTA b takes tiles b, b + grid, …).
 
 Installed by rebinding, only while one of our calls runs (``installed``): FA4's interface builds
 ``FlashAttentionForwardSm90`` and ``FlashAttentionForwardSm90.__call__`` reads the module global

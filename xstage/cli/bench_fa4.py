@@ -29,8 +29,9 @@ def add_flags(p) -> None:
                    help="EXPERIMENT: FA4's SM90 forward with StaticPersistentTileScheduler (own process, under timeout)")
     p.add_argument("--no-pers", action="store_true",
                    help="leave out PersistentSm90 (pfa4, serial_pfa4, fused_*_pers: hw/attention/fa4_persistent.py)")
-    p.add_argument("--pers-diag", default="",
-                   help="diagnostic kernels of hw/attention/fa4_persistent.py to time too (comma list: waitend, lsu)")
+    p.add_argument("--pers-diag", default="stagger",
+                   help="further kernels of hw/attention/fa4_persistent.py to time (pfa4_<k>, fused_vmm_pers_<k>; "
+                        "comma list of stagger, waitend, lsu; '' for none)")
     p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
