@@ -161,12 +161,15 @@ FA4_TRITON = "triton"  # the Triton bench of the same lease (experiment "attenti
 # rep: the latest run, a repeat of run1's identical configuration in the same lease (later records win,
 # as for every other record kind); run1 is kept beside it as a row with headline False
 FA4_HEADLINE = "rep"
+FA4_RESULT_SCHEDULERS = ("single", "persistent-sepO")  # the latter: hw.attention.fa4.PERSISTENT_SCHEDULER
+PERS_KEYS = ("pfa4", "best_pers_")  # summary keys of PersistentSm90's figures (pfa4*_us, _vs_sdpa, ...)
 
 
 def fa4_results(kernel: pd.DataFrame) -> pd.DataFrame:
-    """FA4 kernel rows that are results: FA4's own scheduler (``scheduler`` "single", where recorded)."""
+    """FA4 kernel rows that are results: FA4's own scheduler (``scheduler`` "single", where recorded) and
+    PersistentSm90's (``pfa4``, ``serial_pfa4``, ``fused_*_pers``); not the wrong-results patch ("persistent")."""
     kernel = kernel[kernel["experiment"] == FA4_EXPERIMENT]
-    return kernel[kernel["scheduler"] == "single"] if "scheduler" in kernel else kernel
+    return kernel[kernel["scheduler"].isin(FA4_RESULT_SCHEDULERS)] if "scheduler" in kernel else kernel
 
 
 def fa4_summary_rows(kernel: pd.DataFrame, triton: list = (), **labels) -> list:
@@ -198,12 +201,15 @@ def fa4_summary_rows(kernel: pd.DataFrame, triton: list = (), **labels) -> list:
                        speedup_vs_serial=serial / fused, speedup_vs_serial_best=row["serial_best_us"] / fused,
                        speedup_vs_best_unfused=row["best_unfused_us"] / fused)
         row["serial_fa4_minus_fa_paired_us"] = s["serial_fa4_minus_fa_paired_us"]
+        row.update({k: v for k, v in s.items() if k.startswith(PERS_KEYS)})  # PersistentSm90 (runs that have it)
         for variant, t in times.items():  # every measured variant, as the Triton rows name theirs
             row.setdefault(f"{variant}_us", float(t))
         for name, d in s["fused"].items():
             tag = name[len("fused_"):]
             row[f"e_res_paired_{tag}_us"] = d.get("e_res_paired_us")
             row[f"hiding_ratio_paired_{tag}"] = d.get("hiding_ratio_paired")
+            if "e_res_own_paired_us" in d:
+                row[f"e_res_own_paired_{tag}_us"] = d["e_res_own_paired_us"]
         row.update(_beside_triton(row, by_m.get(s["M"])))
         row.update({f"target_{k}": v for k, v in attention_fa4.targets(s).items() if k != "M"})
         rows.append(row)

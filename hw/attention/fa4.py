@@ -72,8 +72,9 @@ def patch_sm90_persistent() -> None:
     """EXPERIMENT: make FA4's SM90 forward use its (SM100-era) ``StaticPersistentTileScheduler`` instead of
     ``SingleTileScheduler``: grid = #SMs, each CTA loops tiles ``t, t + grid, …``. The SM90 producer and
     consumer loops already iterate ``while work_tile.is_valid_tile``; ``FlashAttentionForwardSm90.__call__``
-    reads the module global at trace time, so this must run before the first compile. Unverified upstream:
-    the next tile's Q load reuses sQ (= sO); run it in its own process under ``timeout``."""
+    reads the module global at trace time, so this must run before the first compile. Measured: WRONG results
+    (FA4 releases the Q pipeline before its epilogue and sO aliases sQ, so the next tile's Q load races the
+    O store); the correct persistent kernel is ``load_persistent`` (``fa4_persistent``)."""
     import flash_attn.cute.flash_fwd_sm90 as m90
     from flash_attn.cute.tile_scheduler import StaticPersistentTileScheduler
 
@@ -90,6 +91,18 @@ def load(persistent: bool = False) -> Fa4:
     if persistent:
         patch_sm90_persistent()
     return Fa4(_flash_attn_fwd, "persistent" if persistent else "single")
+
+
+PERSISTENT_SCHEDULER = "persistent-sepO"  # the scheduler label of PersistentSm90's records (fa4_persistent)
+
+
+def load_persistent(kernel: str = "drain") -> Fa4:
+    """``PersistentSm90`` (``xstage.hw.attention.fa4_persistent``): FA4's SM90 forward made persistent, sO apart
+    from sQ, each tile's O store drained behind the next tile's mainloop (``kernel`` "drain"; the diagnostics
+    "waitend", "lsu"); the same ``Fa4`` interface."""
+    from xstage.hw.attention.fa4_persistent import forward_impl
+
+    return Fa4(forward_impl(load().impl, kernel=kernel), PERSISTENT_SCHEDULER)
 
 
 def sdpa_cudnn(q, k, v):

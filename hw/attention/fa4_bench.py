@@ -55,6 +55,18 @@ def check_case(case, fns, log) -> list:
         fns[name]()
         torch.cuda.synchronize()
         outs[name] = case.fa_out.clone()
+    for pname in [n for n in fns if n.startswith("pfa4")]:
+        try:
+            outs[pname] = check_pfa4(case, fns, pname, outs["fa4"], rows, cfg, log)
+        except Exception as err:  # noqa: BLE001 - the persistent kernel failing: record it, keep the others
+            rows.append({"config": cfg, "variant": pname, "ok": False, "error": f"{type(err).__name__}: {err}"[:800],
+                         "trace": traceback.format_exc(limit=8)[-3000:]})
+            log(f"  {pname}: FAILED to run: {type(err).__name__}: {str(err)[:600]}")
+            tag = pname[len("pfa4"):]
+            for name in [n for n in fns if n.startswith(pname) or (is_pers(n) and n.endswith("_pers" + tag))
+                         or (not tag and n == "serial_pfa4")]:
+                fns.pop(name)
+            torch.cuda.synchronize()
     for r0, r1 in row_slices(lay.seq_len, 128):
         ref = fa4.reference_rows(case.q, case.k, case.v, r0, r1)
         for name, o in outs.items():
@@ -70,13 +82,13 @@ def check_case(case, fns, log) -> list:
             try:
                 res = case.check(name, fns[name], expected.get(name, outs["fa4"][0]))
             except Exception as err:  # noqa: BLE001 - chunk-major: retry once with K/V materialised
-                if not name.endswith("_cm") or case.kv_mode != "broadcast":
+                if "_cm" not in name or case.kv_mode != "broadcast":
                     raise
                 log(f"  {name}: stride-0 K/V refused ({type(err).__name__}: {str(err)[:200]}); materialising")
                 torch.cuda.synchronize()
                 case.materialise_kv()
                 res = case.check(name, fns[name], expected.get(name, outs["fa4"][0]))
-            if name.endswith("_cm"):
+            if "_cm" in name:
                 res["kv"] = case.kv_mode
         except Exception as err:  # noqa: BLE001 - e.g. FA4 refusing a layout: record it, time the others
             rows.append({"config": cfg, "variant": name, "ok": False, "error": f"{type(err).__name__}: {err}"[:600],
@@ -91,6 +103,41 @@ def check_case(case, fns, log) -> list:
     fns["fa4"]()  # the serial/ce variants' source, FA4's default tiles
     torch.cuda.synchronize()
     return rows
+
+
+def is_pers(name: str) -> bool:
+    """A variant run by PersistentSm90 or a diagnostic kernel (fa4_persistent): pfa4*, serial_pfa4, fused_*_pers*."""
+    return name.startswith("pfa4") or name == "serial_pfa4" or "_pers" in name
+
+
+def pers_kernel(name: str) -> str:
+    """Which fa4_persistent kernel a variant runs ("fa4" for stock FA4's and cuDNN's)."""
+    if not is_pers(name):
+        return "fa4"
+    tail = name[len("pfa4"):] if name.startswith("pfa4") else name.split("_pers", 1)[1] if "_pers" in name else ""
+    return tail.lstrip("_") or "drain"
+
+
+def check_pfa4(case, fns, name, want, rows, cfg, log):
+    """PersistentSm90 FA-only into a NaN-poisoned HBM output: every element written, compared with stock FA4's
+    output ``want``; returns its output (checked against float32 on row slices by the caller)."""
+    import torch
+
+    case.fa_out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    t0 = time.monotonic()
+    fns[name]()
+    torch.cuda.synchronize()
+    got = case.fa_out.clone()
+    unwritten = int(torch.isnan(got).sum())
+    diff = float(torch.nan_to_num((got.float() - want.float()).abs(), nan=float("inf")).max())
+    res = {"config": cfg, "variant": f"{name}_vs_fa4", "first_call_s": time.monotonic() - t0, "unwritten": unwritten,
+           "max_abs_diff": diff, "bitwise_equal": bool(torch.equal(got, want)),
+           "ok": unwritten == 0 and diff <= 1e-3 + 1e-2 * float(want.float().abs().max())}
+    rows.append(res)
+    if not res["ok"]:
+        log(f"  {name}: check FAILED {res}")
+    return got
 
 
 def time_case(fns: dict, trials: int, pairs: int) -> tuple:
@@ -110,7 +157,7 @@ def time_case(fns: dict, trials: int, pairs: int) -> tuple:
     return times, paired, modes
 
 
-def measure_m(lay, fa, args, log) -> tuple:
+def measure_m(lay, fa, args, log, pfa=None, pdiag=None) -> tuple:
     import numpy as np
     import torch
 
@@ -121,7 +168,7 @@ def measure_m(lay, fa, args, log) -> tuple:
     clock = getattr(props, "clock_rate", 0) or 1_980_000
     st = [tile_us(lay, props.multi_processor_count) * f for f in STAGGER_FRACTIONS]
     case = Fa4Case(lay, fa, seed=args.seed + lay.seq_len, vmm_alloc=None if args.no_vmm else MixedRange,
-                   tile_mns=args.tile_mn, stagger_us=st, clock_khz=clock)
+                   tile_mns=args.tile_mn, stagger_us=st, clock_khz=clock, pfa=pfa, pdiag=pdiag)
     extra_rows = []
     if case.vmm_error:
         log(f"  VMM mixed range unavailable: {case.vmm_error}")
@@ -145,7 +192,9 @@ def measure_m(lay, fa, args, log) -> tuple:
         for name, t in times.items():
             pair = {"paired_minus_fa(us)": float(np.median(paired[name])), "pairs": len(paired[name])} \
                 if name in paired else {}
-            rows.append(R.kernel_row(lay, name, t, timing=modes[name], scheduler=fa.scheduler,
+            pers = pfa is not None and is_pers(name)
+            rows.append(R.kernel_row(lay, name, t, timing=modes[name], scheduler=pfa.scheduler if pers else fa.scheduler,
+                                     kernel=pers_kernel(name),
                                      tile_mn="x".join(map(str, next((tm for tm in args.tile_mn
                                                                     if name.endswith(f"t{tm[0]}x{tm[1]}")), (128, 128)))),
                                      **{"stagger(us)": next((u for u in st if name.endswith(f"st{int(round(u))}")), 0.0)},
@@ -192,9 +241,12 @@ def run(args, summarise=None) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = False  # exact float32 reference
     torch.backends.cudnn.allow_tf32 = False
     fa = fa4.load(persistent=args.persistent)
+    pfa = None if args.no_pers or args.persistent else fa4.load_persistent()
+    pdiag = {} if pfa is None else {d: fa4.load_persistent(d) for d in args.pers_diag}
     prov = provenance(with_gpu=True)
     prov["libraries"].update({k: v for k, v in fa4.versions().items() if v})
-    meta = {"args": vars(args), "provenance": prov, "scheduler": fa.scheduler, "experiment": R.EXPERIMENT}
+    meta = {"args": vars(args), "provenance": prov, "scheduler": fa.scheduler, "experiment": R.EXPERIMENT,
+            "persistent_kernel": None if pfa is None else pfa.scheduler}
     log(f"FA4 stack: {fa4.versions()}; scheduler {fa.scheduler}; GPU {prov.get('gpu')}")
     rows, checks, summary, paths = [], [], None, []
     for M in args.seq_lens:
@@ -204,7 +256,7 @@ def run(args, summarise=None) -> dict:
             break
         lay = ReceiveLayout(M, args.heads, args.head_dim, args.world_size, args.rank)
         try:
-            r, c = measure_m(lay, fa, args, log)
+            r, c = measure_m(lay, fa, args, log, pfa, pdiag)
         except Exception as err:  # noqa: BLE001 - keep the other M's results
             traceback.print_exc()
             checks.append({"config": lay.label(), "variant": "measure", "ok": False, "error": f"{type(err).__name__}: {err}"})

@@ -19,6 +19,9 @@ rank's own receive buffer in HBM; optionally a ``MixedRange`` (own chunk HBM, ot
 | ``fused_vmm`` / ``fused_vmm_cm`` | one call into the mixed VMM range: the exact layout in one launch |
 | ``fused_hbm`` | diagnostic: one call into an HBM ``[M, W·H, d]`` (the strided epilogue without PCIe) |
 | ``fa4_t<m>x<n>`` / ``fused_allhost_t<m>x<n>`` | FA-only / fused_allhost with FA4's ``tile_mn`` |
+| ``pfa4``, ``serial_pfa4`` | FA-only / Serial with ``PersistentSm90`` (``fa4_persistent``: persistent, sO apart, stores drained behind the next tile) |
+| ``fused_<v>_pers`` | fused variant ``<v>`` (allhost, cm, vmm, vmm_cm, hbm) with ``PersistentSm90`` |
+| ``pfa4_<d>``, ``fused_vmm_pers_<d>`` | the same with a diagnostic kernel ``<d>`` of ``fa4_persistent.KERNELS`` (waitend, lsu) |
 """
 
 from xstage.hw.attention import fa4_layout as L
@@ -36,15 +39,17 @@ class Fa4Case:
 
     ``fa``: an ``fa4.Fa4``; ``host_alloc(nbytes, dtype)`` / ``vmm_alloc(chunk_bytes, W, rank, dtype)`` make
     the host-mapped buffer and the mixed range (objects with ``.tensor`` and ``.free()``; ``vmm_alloc``
-    None: no VMM variants)."""
+    None: no VMM variants); ``pfa``: a second ``fa4.Fa4`` (the persistent kernel) for the ``*pers`` variants;
+    ``pdiag``: {name: ``fa4.Fa4``} of diagnostic kernels (``pfa4_<name>``, ``fused_vmm_pers_<name>``)."""
 
     def __init__(self, lay: L.ReceiveLayout, fa, *, device="cuda", seed=0, host_alloc=None, vmm_alloc=None,
-                 tile_mns=(), stagger_us=(), groups=(2, 4), clock_khz=1_980_000):
+                 tile_mns=(), stagger_us=(), groups=(2, 4), clock_khz=1_980_000, pfa=None, pdiag=None):
         import torch
 
         from xstage.hw.common.vmm import HostMapped
 
-        self.lay, self.fa, self.torch, self.device = lay, fa, torch, torch.device(device)
+        self.lay, self.fa, self.pfa, self.torch, self.device = lay, fa, pfa, torch, torch.device(device)
+        self.pdiag = dict(pdiag or {})
         self.tile_mns, self.stagger_us, self.groups, self.clock_khz = tuple(tile_mns), tuple(stagger_us), groups, clock_khz
         M, H, D, W = lay.seq_len, lay.heads, lay.head_dim, lay.world_size
         gen = torch.Generator(device=self.device).manual_seed(seed)
@@ -190,6 +195,24 @@ class Fa4Case:
         if self.vmm_t is not None:
             fns["fused_vmm"] = lambda: fa(q, k, v, mine(self.vmm_t, lay))
             fns["fused_vmm_cm"] = lambda: fa(qb, *self.kv_cm, L.chunk_major_out(self.vmm_t, lay))
+        if self.pfa is not None:
+            pf = self.pfa
+            fns.update({
+                "pfa4": lambda: pf(q, k, v, self.fa_out),
+                "serial_pfa4": lambda: self.ce(pf(q, k, v, self.fa_out)),
+                "fused_allhost_pers": lambda: pf(q, k, v, mine(self.host_t, lay)),
+                "fused_cm_pers": lambda: pf(qb, *self.kv_cm, L.chunk_major_out(self.host_t, lay)),
+                "fused_hbm_pers": lambda: pf(q, k, v, mine(self.hbm_t, lay)),
+            })
+            if self.vmm_t is not None:
+                fns["fused_vmm_pers"] = lambda: pf(q, k, v, mine(self.vmm_t, lay))
+                fns["fused_vmm_cm_pers"] = lambda: pf(qb, *self.kv_cm, L.chunk_major_out(self.vmm_t, lay))
+        for tag, pd in self.pdiag.items():
+            fns[f"pfa4_{tag}"] = lambda pd=pd: pd(q, k, v, self.fa_out)
+            if self.vmm_t is not None:
+                fns[f"fused_vmm_pers_{tag}"] = lambda pd=pd: pd(q, k, v, mine(self.vmm_t, lay))
+            else:
+                fns[f"fused_allhost_pers_{tag}"] = lambda pd=pd: pd(q, k, v, mine(self.host_t, lay))
         for tm in self.tile_mns:
             tag = f"t{tm[0]}x{tm[1]}"
             fns[f"fa4_{tag}"] = lambda tm=tm: fa(q, k, v, self.fa_out, tm)
@@ -200,13 +223,13 @@ class Fa4Case:
         """(buffer, first global row) of every receive buffer ``name`` must write; None for FA/SDPA-only."""
         W = self.lay.world_size
         exact = [(self.exact(j), j * self.lay.chunk_rows) for j in range(W)]
-        if name in ("ce", "serial_fa4", "serial_cudnn") or name.startswith(("pipelined", "fused_perchunk")):
+        if name in ("ce", "serial_fa4", "serial_cudnn", "serial_pfa4") or name.startswith(("pipelined", "fused_perchunk")):
             return exact
         if name.startswith(("fused_allhost", "fused_cm")):
             return [(self.host_t, 0)]
         if name.startswith("fused_vmm"):
             return [(self.vmm_t, 0)]
-        if name == "fused_hbm":
+        if name.startswith("fused_hbm"):
             return [(self.hbm_t, 0)]
         return None
 

@@ -41,3 +41,35 @@ def test_every_fa4_variant_writes_exactly_its_slice(fa, rank):
             res = case.check(name, fn, cudnn if name == "serial_cudnn" else want)
             assert res["ok"], (name, res)
     case.free()
+
+
+def test_persistent_kernel_is_stock_fa4_bitwise_and_writes_every_element(fa):
+    """PersistentSm90 (and its diagnostics) into NaN-poisoned outputs: every element written, bitwise equal to
+    stock FA4 (same mainloop), M not a multiple of the grid's tile count; and into the mixed VMM range."""
+    import torch
+
+    from xstage.hw.attention import fa4
+    from xstage.hw.attention.fa4_layout import ReceiveLayout
+    from xstage.hw.attention.fa4_persistent import KERNELS
+    from xstage.hw.attention.fa4_variants import Fa4Case
+    from xstage.hw.common.vmm import MixedRange
+
+    for M in (4096, 12288):
+        gen = torch.Generator(device="cuda").manual_seed(M)
+        q, k, v = (torch.randn((1, M, 3, 128), device="cuda", generator=gen).to(torch.bfloat16) for _ in range(3))
+        want = torch.empty_like(q)
+        fa(q, k, v, want)
+        for kern in KERNELS:
+            got = torch.full_like(q, float("nan"))
+            fa4.load_persistent(kern)(q, k, v, got)
+            torch.cuda.synchronize()
+            assert int(torch.isnan(got).sum()) == 0 and torch.equal(got, want), (M, kern)
+    case = Fa4Case(ReceiveLayout(4096, 3, 128, 8, 2), fa, seed=2, vmm_alloc=MixedRange, pfa=fa4.load_persistent())
+    fns = case.variants()
+    fns["fa4"]()
+    torch.cuda.synchronize()
+    want = case.fa_out[0].clone()
+    for name in ("fused_vmm_pers", "fused_allhost_pers", "serial_pfa4"):
+        res = case.check(name, fns[name], want)
+        assert res["ok"] and res["bitwise_equal"], (name, res)
+    case.free()

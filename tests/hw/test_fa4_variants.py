@@ -104,3 +104,21 @@ def test_bench_checks_and_timing_on_cpu(monkeypatch):
     s = summarise(krows)[0]
     assert s["M"] == 256 and "fused_perchunk" in s["fused"]
 
+
+
+def test_persistent_variants_write_exactly_their_slice_and_a_faulty_kernel_is_caught(monkeypatch):
+    fakes.fake_cuda(monkeypatch)
+    lay = L.ReceiveLayout(1024, 2, 64, 8, 3)
+    bad = functools.partial(fakes.sdpa_impl, skip_last_row=True)
+    case = Fa4Case(lay, Fa4(fakes.sdpa_impl), device="cpu", seed=3, host_alloc=fakes.Buffer,
+                   vmm_alloc=fakes.MixedBuffer, pfa=Fa4(fakes.sdpa_impl), pdiag={"lsu": Fa4(bad)})
+    fns = case.variants()
+    pers = {"pfa4", "serial_pfa4", "fused_allhost_pers", "fused_cm_pers", "fused_hbm_pers", "fused_vmm_pers",
+            "fused_vmm_cm_pers", "pfa4_lsu", "fused_vmm_pers_lsu"}
+    assert pers <= set(fns)
+    case.fa(case.q, case.k, case.v, case.fa_out)
+    want = case.fa_out[0].clone()
+    for name in sorted(pers - {"pfa4", "pfa4_lsu"}):
+        res = case.check(name, fns[name], want)
+        assert res["ok"] == (name != "fused_vmm_pers_lsu"), (name, res)
+    case.free()

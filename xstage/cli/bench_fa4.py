@@ -27,6 +27,11 @@ def add_flags(p) -> None:
     p.add_argument("--no-vmm", action="store_true")
     p.add_argument("--persistent", action="store_true",
                    help="EXPERIMENT: FA4's SM90 forward with StaticPersistentTileScheduler (own process, under timeout)")
+    p.add_argument("--no-pers", action="store_true",
+                   help="leave out PersistentSm90 (pfa4, serial_pfa4, fused_*_pers: hw/attention/fa4_persistent.py)")
+    p.add_argument("--pers-diag", default="stagger",
+                   help="further kernels of hw/attention/fa4_persistent.py to time (pfa4_<k>, fused_vmm_pers_<k>; "
+                        "comma list of stagger, waitend, lsu; '' for none)")
     p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
@@ -49,6 +54,12 @@ def check(args):
         raise InputError("--tile-mn", args.tile_mn, "must be MxN integers, comma-separated") from None
     if any(len(t) != 2 for t in args.tile_mn):
         raise InputError("--tile-mn", args.tile_mn, "must be MxN integers, comma-separated")
+    from xstage.hw.attention.fa4_persistent import KERNELS
+
+    args.pers_diag = [d.strip() for d in args.pers_diag.split(",") if d.strip()]
+    bad = [d for d in args.pers_diag if d not in KERNELS[1:]]
+    if bad:
+        raise InputError("--pers-diag", ",".join(bad), f"must name kernels of {KERNELS[1:]}")
     require_int("--trials", args.trials, minimum=10)
     require_int("--pairs", args.pairs, minimum=10)
     require_positive("--budget-s", args.budget_s)

@@ -1,0 +1,182 @@
+"""``PersistentSm90``: FA4's SM90 forward, persistent, with sO apart from sQ and each tile's O store drained
+behind the next tile's mainloop (why and how: ``xstage.hw.attention.fa4_persistent``, which imports this
+module lazily: importing it imports flash-attn-4 and the CuTe DSL, the ``[gpu]`` extra)."""
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from flash_attn.cute import utils
+from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
+from flash_attn.cute.named_barrier import NamedBarrierFwd
+from quack import copy_utils
+
+EPI = int(NamedBarrierFwd.Epilogue)
+STORE_WARP = 4  # FA4's epilogue: the first consumer warp issues the TMA store of O
+STAGGER_GROUPS, STAGGER_SPAN = 16, 2  # stagger: CTA b sends at K/V step 1 + (b mod 16)·n / (16·2) (as the Triton kernel)
+
+
+class PersistentSm90(FlashAttentionForwardSm90):
+    """Only these methods are ours; the rest (producer, mainloop, softmax, scheduler loop) is FA4's."""
+
+    stagger_send = False  # PersistentSm90Stagger: the send is issued inside the next mainloop
+
+    def _get_shared_storage_cls(self):
+        """FA4's storage with the sQ range doubled: [sQ | sO] (Python, at trace time inside FA4's __call__)."""
+        if self.Q_in_regs or self.pack_gqa or self.varlen_q:
+            raise NotImplementedError("PersistentSm90: only dense forwards (no Q_in_regs, pack_gqa, varlen)")
+        nq, no = cute.cosize(self.sQ_layout), cute.cosize(self.sO_layout)
+        if nq != no:
+            raise NotImplementedError(f"PersistentSm90: sQ and sO must be the same size ({nq} != {no})")
+        fields = dict(getattr(super()._get_shared_storage_cls(), "_annotations", {}))
+        if "sQ" not in fields:
+            raise NotImplementedError("PersistentSm90: FA4's shared storage has no sQ field")
+        # 1024-B aligned like FA4's buffers (the 128-B swizzle's period); sO starts nq elements in (32 KiB)
+        fields["sQ"] = cute.struct.Align[cute.struct.MemRange[self.dtype, nq + no], self.buffer_align_bytes]
+        if not self.stagger_send:
+            return cute.struct(type("SharedStorageSeparateO", (), {"__annotations__": fields}))
+        # the stagger kernel's pending-send slot (flag, m_block, head, batch), in the padding before sV; reached
+        # from the Q mbarrier pointer (the one smem pointer mma gets that is not swizzled)
+        order = list(fields)
+        at = order.index("mbar_ptr_V") + 1
+        fields = dict([*[(k, fields[k]) for k in order[:at]], ("xslot", cute.struct.MemRange[cutlass.Int32, 4]),
+                       *[(k, fields[k]) for k in order[at:]]])
+        storage = cute.struct(type("SharedStorageSeparateO", (), {"__annotations__": fields}))
+        offsets = getattr(storage, "_offsets", {})
+        off = offsets.get("xslot", -1) - offsets.get("mbar_ptr_Q", 0)
+        if off < 0 or off % 8:
+            raise NotImplementedError(f"PersistentSm90: the send slot is not at a whole Int64 after the Q barriers ({off})")
+        self.xslot_off = off // 8
+        return storage
+
+    @cute.jit
+    def mma(self, tiled_mma_qk, tiled_mma_pv, mO, mLSE, sQ, sK, sVt, sP, sO, learnable_sink, pipeline_k,
+            pipeline_v, pipeline_q, gmem_tiled_copy_O, tma_atom_O, tidx, softmax_scale_log2, softmax_scale,
+            block_info, SeqlenInfoCls, AttentionMaskCls, TileSchedulerCls, blocksparse_tensors,
+            aux_data=utils.AuxData(), fastdiv_mods=None):
+        # FA4 laid sO over sQ's start; ours is the second half of the doubled range
+        sO_own = cute.make_tensor(sO.iterator + cute.cosize(sO.layout), sO.layout)
+        if cutlass.const_expr(self.stagger_send):
+            # trace-time only; the slot as a pointer (a tensor written under staged control flow is threaded
+            # through it as a new value, so each use makes its own tensor from the pointer: ``slot()``)
+            self.xsend = SimpleNamespace(mO=mO, sO=sO_own, tma_atom_O=tma_atom_O, slot_ptr=cute.recast_ptr(
+                pipeline_q.sync_object_full.get_barrier(0) + self.xslot_off, dtype=cutlass.Int32))
+            slot = self.slot()
+            if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
+                slot[0] = cutlass.Int32(0)  # no send pending
+        FlashAttentionForwardSm90.mma(
+            self, tiled_mma_qk, tiled_mma_pv, mO, mLSE, sQ, sK, sVt, sP, sO_own, learnable_sink, pipeline_k,
+            pipeline_v, pipeline_q, gmem_tiled_copy_O, tma_atom_O, tidx, softmax_scale_log2, softmax_scale,
+            block_info, SeqlenInfoCls, AttentionMaskCls, TileSchedulerCls, blocksparse_tensors, aux_data,
+            fastdiv_mods)
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
+            if cutlass.const_expr(self.stagger_send):
+                self.send_pending()  # the last tile
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last tile's store has read sO before exit
+
+    def slot(self):
+        """The stagger kernel's pending-send slot (flag, m_block, head, batch) in shared memory, as a new tensor."""
+        return cute.make_tensor(self.xsend.slot_ptr, cute.make_layout(4))
+
+    @cute.jit
+    def send_pending(self):
+        """The stagger kernel: issue the staged tile's TMA store if one is pending (store warp only)."""
+        x, slot = self.xsend, self.slot()
+        gO = cute.local_tile(x.mO[None, None, slot[2], slot[3]], (self.tile_m, self.tile_hdimv), (slot[1], 0))
+        store_O, _, _ = copy_utils.tma_get_copy_fn(x.tma_atom_O, 0, cute.make_layout(1), x.sO, gO, single_stage=True)
+        if slot[0] == 1:
+            store_O()
+            cute.arch.cp_async_bulk_commit_group()
+            slot[0] = cutlass.Int32(0)
+
+    @cute.jit
+    def epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O, tiled_mma, tidx,
+                 m_block, head_idx, batch_idx):
+        """acc → bf16 → sO → one TMA store, as FA4's TMA-O path, the read-wait moved to the next epilogue."""
+        rO = cute.make_fragment_like(acc_O, self.dtype)
+        rO.store(acc_O.load().to(self.dtype))
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == STORE_WARP:  # the previous tile's store (issued one mainloop ago) has read sO
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads)
+        atom = utils.get_smem_store_atom(self.arch.major * 10 + self.arch.minor, self.dtype)
+        thr = cute.make_tiled_copy_C(atom, tiled_mma).get_slice(tidx)
+        cute.copy(atom, thr.retile(rO), thr.partition_D(sO))
+        cute.arch.fence_view_async_shared()  # the smem writes visible to the TMA unit
+        cute.arch.barrier_arrive(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
+        mO_cur = seqlen.offset_batch_Q(mO, batch_idx, dim=3)[None, None, head_idx]
+        gO = cute.local_tile(mO_cur, (self.tile_m, self.tile_hdimv), (m_block, 0))
+        store_O, _, _ = copy_utils.tma_get_copy_fn(tma_atom_O, 0, cute.make_layout(1), sO, gO, single_stage=True)
+        if warp_idx == STORE_WARP:
+            cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
+            store_O()
+            cute.arch.cp_async_bulk_commit_group()  # no wait: the next epilogue (or the end of mma) waits
+
+
+class PersistentSm90WaitEnd(PersistentSm90):
+    """Diagnostic: persistent, sO apart, but FA4's own epilogue (the read-wait right after the store)."""
+
+    epilogue = FlashAttentionForwardSm90.epilogue
+
+
+class PersistentSm90Lsu(PersistentSm90):
+    """Diagnostic: persistent, sO apart, O stored by FA4's own non-TMA epilogue (all 256 consumer threads
+    st.global from registers; the TMA unit then carries only the Q/K/V loads)."""
+
+    epilogue = FlashAttentionForwardSm90.epilogue
+
+    def _setup_attributes(self):
+        self.use_tma_O = False  # FA4's __call__ sets it just before; its epilogue has the non-TMA path
+        super()._setup_attributes()
+
+
+
+
+class PersistentSm90Stagger(PersistentSm90):
+    """PersistentSm90 with the send staggered across CTAs (the Triton kernel's ``stagger``): the epilogue only
+    stages the tile in sO; the store warp issues its TMA store at K/V step 1 + (b mod 16)·n/32 of the CTA's
+    next mainloop (n = K/V steps of a Q-loop), so the 132 CTAs' sends spread over half a Q-loop instead of
+    landing together; a send not yet issued when the next epilogue comes goes first, the last at the end."""
+
+    stagger_send = True
+
+    @cute.jit
+    def epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O, tiled_mma, tidx,
+                 m_block, head_idx, batch_idx):
+        slot = self.slot()
+        rO = cute.make_fragment_like(acc_O, self.dtype)
+        rO.store(acc_O.load().to(self.dtype))
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == STORE_WARP:
+            self.send_pending()  # a send still pending (its due step never came) goes before sO is reused
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads)
+        atom = utils.get_smem_store_atom(self.arch.major * 10 + self.arch.minor, self.dtype)
+        thr = cute.make_tiled_copy_C(atom, tiled_mma).get_slice(tidx)
+        cute.copy(atom, thr.retile(rO), thr.partition_D(sO))
+        cute.arch.fence_view_async_shared()
+        cute.arch.barrier_arrive(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
+        if warp_idx == STORE_WARP:
+            cute.arch.barrier(barrier_id=EPI, number_of_threads=self.num_epilogue_threads + cute.arch.WARP_SIZE)
+            slot[1] = m_block
+            slot[2] = head_idx
+            slot[3] = batch_idx
+            slot[0] = cutlass.Int32(1)  # staged: sent at this CTA's due step of the next mainloop
+
+    @cute.jit
+    def mma_one_n_block_intrawg_overlap(self, smem_pipe_read, n_block, mma_qk_fn, mma_pv_fn, pipeline_k,
+                                        pipeline_v, acc_O, tOrP, smem_copy_params, softmax, seqlen,
+                                        scores_scale=None, score_mod_fn=None, mask_fn=None,
+                                        check_inf: cutlass.Constexpr = True):
+        n = (seqlen.seqlen_k + self.tile_n - 1) // self.tile_n
+        due = 1 + (cute.arch.block_idx()[0] % STAGGER_GROUPS) * n // (STAGGER_GROUPS * STAGGER_SPAN)
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
+            if n - 1 - n_block == due:
+                self.send_pending()
+        return FlashAttentionForwardSm90.mma_one_n_block_intrawg_overlap(
+            self, smem_pipe_read, n_block, mma_qk_fn, mma_pv_fn, pipeline_k, pipeline_v, acc_O, tOrP,
+            smem_copy_params, softmax, seqlen, scores_scale, score_mod_fn, mask_fn, check_inf)
+
+
+KERNELS = {"drain": PersistentSm90, "waitend": PersistentSm90WaitEnd, "lsu": PersistentSm90Lsu,
+           "stagger": PersistentSm90Stagger}

@@ -1,0 +1,125 @@
+"""PersistentSm90's CPU-side parts (hw/attention/fa4_persistent.py, the bench's naming, the summary's own-FA
+residuals); the kernel itself runs in tests/hw/test_fa4_gpu.py (marker gpu)."""
+
+import sys
+import types
+
+import pytest
+
+from xstage.compare import attention_fa4 as S
+from xstage.hw.attention import fa4_persistent as P
+
+
+def fake_flash_attn(monkeypatch):
+    """flash_attn.cute's modules that ``installed`` rebinds, as plain namespaces (no CuTe DSL here)."""
+    mods = {}
+    for name in ("flash_attn", "flash_attn.cute", "flash_attn.cute.flash_fwd_sm90", "flash_attn.cute.interface",
+                 "flash_attn.cute.cache_utils", "flash_attn.cute.tile_scheduler"):
+        mods[name] = types.ModuleType(name)
+        monkeypatch.setitem(sys.modules, name, mods[name])
+    mods["flash_attn"].cute = mods["flash_attn.cute"]
+    for short in ("flash_fwd_sm90", "interface", "cache_utils", "tile_scheduler"):
+        setattr(mods["flash_attn.cute"], short, mods[f"flash_attn.cute.{short}"])
+    m90, fi = mods["flash_attn.cute.flash_fwd_sm90"], mods["flash_attn.cute.interface"]
+    m90.SingleTileScheduler = "single"
+    fi.FlashAttentionForwardSm90 = "stock"
+
+    def fwd(q, k, v, **kw):
+        return (fi.FlashAttentionForwardSm90, m90.SingleTileScheduler, fwd.compile_cache)
+    fwd.compile_cache = "stock-cache"
+    fi._flash_attn_fwd = fwd
+    mods["flash_attn.cute.cache_utils"].get_jit_cache = lambda name: f"cache:{name}"
+    mods["flash_attn.cute.tile_scheduler"].StaticPersistentTileScheduler = "persistent"
+    kern = types.ModuleType("xstage.hw.attention.fa4_persistent_kernel")
+    kern.KERNELS = {k: f"class-{k}" for k in P.KERNELS}
+    monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_persistent_kernel", kern)
+    monkeypatch.setattr(P, "_CACHE", {})
+    return fi, m90
+
+
+def test_installed_rebinds_only_while_a_call_runs(monkeypatch):
+    fi, m90 = fake_flash_attn(monkeypatch)
+    run = P.forward_impl(fi._flash_attn_fwd, kernel="lsu")
+    assert run(1, 2, 3, causal=False) == ("class-lsu", "persistent", "cache:fwd-xstage-persistent-static-lsu")
+    assert (fi.FlashAttentionForwardSm90, m90.SingleTileScheduler, fi._flash_attn_fwd.compile_cache) == \
+        ("stock", "single", "stock-cache")  # stock FA4 compiles and caches as before
+    assert fi._flash_attn_fwd(1, 2, 3) == ("stock", "single", "stock-cache")
+
+
+def test_installed_restores_after_an_error(monkeypatch):
+    fi, m90 = fake_flash_attn(monkeypatch)
+    with pytest.raises(RuntimeError):
+        with P.installed():
+            assert fi.FlashAttentionForwardSm90 == "class-drain"
+            raise RuntimeError("compile failed")
+    assert (fi.FlashAttentionForwardSm90, m90.SingleTileScheduler) == ("stock", "single")
+
+
+def test_each_kernel_has_its_own_compile_cache(monkeypatch):
+    fi, _ = fake_flash_attn(monkeypatch)
+    caches = {P.forward_impl(fi._flash_attn_fwd, kernel=k)(0, 0, 0)[2] for k in P.KERNELS}
+    assert len(caches) == len(P.KERNELS)
+
+
+def test_lse_and_unknown_kernels_are_refused():
+    run = P.forward_impl(lambda *a, **k: pytest.fail("must not run"))
+    with pytest.raises(ValueError, match="LSE"):
+        run(0, 0, 0, return_lse=True)
+    with pytest.raises(ValueError, match="kernel"):
+        P.forward_impl(lambda *a, **k: None, kernel="fast")
+    with pytest.raises(ValueError, match="scheduler"):
+        with P.installed(scheduler="dynamic"):
+            pass
+
+
+def test_bench_names_the_kernel_of_each_variant():
+    from xstage.hw.attention.fa4_bench import is_pers, pers_kernel
+
+    assert [pers_kernel(n) for n in ("fa4", "fused_vmm", "serial_fa4", "pfa4", "serial_pfa4", "fused_vmm_pers",
+                                     "pfa4_lsu", "fused_vmm_pers_waitend")] == \
+        ["fa4", "fa4", "fa4", "drain", "drain", "drain", "lsu", "waitend"]
+    assert not is_pers("fused_perchunk") and is_pers("fused_hbm_pers")
+
+
+def _rows(times, paired):
+    return [{"M": 16384, "variant": n, "time(us)": t, "flops": 4e12, "paired_minus_fa(us)": paired.get(n)}
+            for n, t in times.items()]
+
+
+def test_summary_residual_against_own_fa_only():
+    times = {"fa4": 550.0, "cudnn": 600.0, "ce": 230.0, "serial_fa4": 860.0, "serial_cudnn": 900.0,
+             "serial_pfa4": 850.0, "pfa4": 540.0, "fused_vmm": 740.0, "fused_vmm_pers": 700.0,
+             "fused_hbm_pers": 541.0, "pfa4_lsu": 545.0, "fused_vmm_pers_lsu": 720.0}
+    paired = {"serial_fa4": 310.0, "pfa4": -10.0, "fused_vmm": 190.0, "fused_vmm_pers": 150.0,
+              "fused_hbm_pers": -9.0, "pfa4_lsu": -5.0, "fused_vmm_pers_lsu": 170.0, "serial_pfa4": 300.0}
+    s = S.summarise(_rows(times, paired))[0]
+    assert s["serial_best_is"] == "serial_pfa4" and s["serial_best_us"] == 850.0  # the fastest FA + CE
+    assert s["pfa4_vs_sdpa"] == pytest.approx(600 / 540) and s["pfa4_minus_fa4_paired_us"] == -10.0
+    f = s["fused"]
+    assert f["fused_vmm_pers"]["e_res_own_paired_us"] == pytest.approx(160.0)
+    assert f["fused_vmm_pers_lsu"]["e_res_own_paired_us"] == pytest.approx(175.0)
+    assert "e_res_own_paired_us" not in f["fused_vmm"]
+    assert s["best_fused_is"] == "fused_vmm_pers"  # fused_hbm_pers sends nothing: never the best fused
+    assert s["best_pers_is"] == "fused_vmm_pers" and s["best_pers_e_res_own_paired_frac"] == pytest.approx(160 / 540)
+    assert s["pfa4_lsu_vs_sdpa"] == pytest.approx(600 / 545) and s["pfa4_lsu_minus_fa4_paired_us"] == -5.0
+    met = S.targets(s)
+    assert met["pers_within_3pct_of_own_fa"] is False and met["fused_within_3pct"] is False
+
+
+def test_own_fa_target_met_when_the_send_hides_behind_its_own_kernel():
+    times = {"fa4": 2000.0, "cudnn": 2200.0, "serial_fa4": 2500.0, "pfa4_stagger": 2050.0,
+             "fused_vmm_pers_stagger": 2080.0}
+    paired = {"serial_fa4": 500.0, "pfa4_stagger": 45.0, "fused_vmm_pers_stagger": 90.0}
+    s = S.summarise([dict(r, M=32768) for r in _rows(times, paired)])[0]
+    assert s["best_pers_is"] == "fused_vmm_pers_stagger" and s["best_pers_e_res_own_paired_us"] == pytest.approx(45.0)
+    assert S.targets(s)["pers_within_3pct_of_own_fa"] is True  # 45 / 2050 = 2.2 %
+    assert S.targets(s)["fused_within_3pct"] is False  # 90 / 2000 against stock FA4
+    assert "pers_within_3pct_of_own_fa" not in S.targets({"M": 32768})
+
+
+def test_cli_refuses_an_unknown_diagnostic_kernel(capsys):
+    from xstage.cli.bench_fa4 import main
+
+    assert main(["--out", "/nonexistent/x", "--pers-diag", "waitend,turbo"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--pers-diag" in err[0] and "turbo" in err[0]
