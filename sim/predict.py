@@ -30,7 +30,9 @@ project's Triton kernel walks them), ``tail_parts`` / ``fa_tail_parts`` (the fus
 split tail: each tile of the last, partial wave as that many K/V parts, only the last part storing; the
 Q-loop is fa_us over the FA-only kernel's makespan in Q-loops) and ``program_spread`` /
 ``fa_program_spread`` (persistent programs that run at different speeds, evenly spread over that range, so
-that they drift apart wave after wave: the per-wave growth of a tile log's end-time range over its Q-loop).
+that they drift apart wave after wave: the per-wave growth of a tile log's end-time range over its Q-loop),
+``mainloop_factor`` (the fused kernel's own Q-loop over the FA-only kernel's, before any remote store: its code,
+not the X-Stage; a tile log's first wave or a run into local memory measures it).
 
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
@@ -78,6 +80,7 @@ class FaKernel:
     program_spread: float = 0.0            # full range of the programs' Q-loop speeds (share; 0: all equal)
     fa_program_spread: float | None = None  # the same for the FA-only kernel (None: program_spread)
     spread_seed: int = 0                   # which program gets which speed (a seeded permutation)
+    mainloop_factor: float = 1.0           # the fused kernel's Q-loop over the FA-only kernel's (its own code)
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -112,6 +115,7 @@ class FaKernel:
             if v is not None and not (isinstance(v, (int, float)) and 0.0 <= float(v) < 1.0):
                 raise InputError(name, v, "must be in [0, 1)")
         require_int("spread_seed", self.spread_seed, minimum=0)
+        require_positive("mainloop_factor", self.mainloop_factor)
         for name in ("tail_parts", "fa_tail_parts"):
             v = require_int(name, getattr(self, name))
             if v > self.kv_steps:
@@ -192,7 +196,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         else platform
     cfg = replace(cfg, cover_us=0.0 if k.exit_waits_for_drain else qloop / k.kv_steps)
     only = replay(fa_sched, fa_share * qloop, np.zeros(len(fa_share)), platform, cfg)
-    ml = share * qloop
+    ml = share * qloop * float(k.mainloop_factor)
     if k.send == "stagger":
         ml = staggered_mainloops(schedule, ml, k.kv_steps)
     fused = replay(schedule, ml, nbytes, stage, cfg)
@@ -205,7 +209,8 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         "world_size": k.world_size, "send": k.send, "tiles": T, "programs": programs,
         "waves": math.ceil(T / programs), "qloop_us": qloop, "order": k.order, "tail_parts": k.tail_parts,
         "fa_tail_parts": k.fa_tail_parts, "program_spread": k.program_spread,
-        "fa_program_spread": k.program_spread if k.fa_program_spread is None else k.fa_program_spread, "tile_bytes": k.tile_bytes,
+        "fa_program_spread": k.program_spread if k.fa_program_spread is None else k.fa_program_spread,
+        "mainloop_factor": k.mainloop_factor, "tile_bytes": k.tile_bytes,
         "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
         "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
         "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),

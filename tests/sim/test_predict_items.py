@@ -78,3 +78,14 @@ def test_desynchronised_programs_hide_more_of_the_drain():
 def test_bad_structure_names_the_field(field, kw):
     with pytest.raises(InputError, match=field):
         FaKernel(seq_len=8192, **kw)
+
+
+def test_mainloop_factor_slows_only_the_fused_kernel():
+    p = load_platform("h200-pcie-host")
+    local = dict(seq_len=16384, fa_us=800.0, remote_fraction=0.0)
+    a = predict_fa(FaKernel(**local), p)
+    b = predict_fa(FaKernel(**local, mainloop_factor=1.05), p)
+    assert b["fa_us"] == pytest.approx(a["fa_us"]) and b["qloop_us"] == pytest.approx(a["qloop_us"])
+    # nothing stored: the residual is the fused kernel's own slower code, 5 % of its makespan
+    assert a["E_res_us"] == pytest.approx(0.0, abs=1e-9)
+    assert b["E_res_us"] == pytest.approx(0.05 * 800.0)
