@@ -32,7 +32,8 @@ Q-loop is fa_us over the FA-only kernel's makespan in Q-loops) and ``program_spr
 ``fa_program_spread`` (persistent programs that run at different speeds, evenly spread over that range, so
 that they drift apart wave after wave: the per-wave growth of a tile log's end-time range over its Q-loop),
 ``mainloop_factor`` (the fused kernel's own Q-loop over the FA-only kernel's, before any remote store: its code,
-not the X-Stage; a tile log's first wave or a run into local memory measures it).
+not the X-Stage; a tile log's first wave or a run into local memory measures it) and ``sm_pool_GBps`` (the
+SMs' stores share one rate, so an SM storing alone gets more of it than one of 132: ``ReplayConfig``).
 
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
@@ -81,6 +82,7 @@ class FaKernel:
     fa_program_spread: float | None = None  # the same for the FA-only kernel (None: program_spread)
     spread_seed: int = 0                   # which program gets which speed (a seeded permutation)
     mainloop_factor: float = 1.0           # the fused kernel's Q-loop over the FA-only kernel's (its own code)
+    sm_pool_GBps: float | None = None      # the SMs' stores share this rate (ReplayConfig.sm_pool_GBps); None: off
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -116,6 +118,8 @@ class FaKernel:
                 raise InputError(name, v, "must be in [0, 1)")
         require_int("spread_seed", self.spread_seed, minimum=0)
         require_positive("mainloop_factor", self.mainloop_factor)
+        if self.sm_pool_GBps is not None:
+            require_positive("sm_pool_GBps", self.sm_pool_GBps)
         for name in ("tail_parts", "fa_tail_parts"):
             v = require_int(name, getattr(self, name))
             if v > self.kv_steps:
@@ -199,7 +203,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     ml = share * qloop * float(k.mainloop_factor)
     if k.send == "stagger":
         ml = staggered_mainloops(schedule, ml, k.kv_steps)
-    fused = replay(schedule, ml, nbytes, stage, cfg)
+    fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps))
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)
     a2a_us = float(nbytes.sum()) / platform.drain_rate_Bpus
@@ -210,7 +214,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         "waves": math.ceil(T / programs), "qloop_us": qloop, "order": k.order, "tail_parts": k.tail_parts,
         "fa_tail_parts": k.fa_tail_parts, "program_spread": k.program_spread,
         "fa_program_spread": k.program_spread if k.fa_program_spread is None else k.fa_program_spread,
-        "mainloop_factor": k.mainloop_factor, "tile_bytes": k.tile_bytes,
+        "mainloop_factor": k.mainloop_factor, "sm_pool_GBps": k.sm_pool_GBps, "tile_bytes": k.tile_bytes,
         "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
         "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
         "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),

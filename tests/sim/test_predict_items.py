@@ -74,6 +74,8 @@ def test_desynchronised_programs_hide_more_of_the_drain():
     ("program_spread", {"program_spread": 1.0}),
     ("fa_program_spread", {"fa_program_spread": -0.1}),
     ("spread_seed", {"spread_seed": -1}),
+    ("mainloop_factor", {"mainloop_factor": 0.0}),
+    ("sm_pool_GBps", {"sm_pool_GBps": -5.0}),
 ])
 def test_bad_structure_names_the_field(field, kw):
     with pytest.raises(InputError, match=field):

@@ -89,6 +89,8 @@ def register(sub):
                     "default 0)")
     pr.add_argument("--fa-program-spread", default=None, help="the same for the FA-only kernel (default: "
                     "--program-spread)")
+    pr.add_argument("--sm-pool-GBps", default=None, help="a rate the SMs' stores share: an issue that starts "
+                    "while n others issue gets at most this / (n + 1) (default: none)")
     pr.add_argument("--mainloop-factor", default=None, help="the fused kernel's Q-loop over the FA-only kernel's, "
                     "before any remote store (its own code; default 1)")
     add_json(rf)
@@ -284,7 +286,7 @@ def run_replay_moe(args) -> int:
 
 PREDICT_FLAGS = ("head_dim", "block_m", "block_n", "world_size", "rank", "remote_fraction", "fa_us", "send",
                  "sm_store_GBps", "shared_buffer_MiB", "order", "tail_parts", "fa_tail_parts", "program_spread",
-                 "fa_program_spread", "mainloop_factor")
+                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps")
 
 
 def _fa_kernel(args):
@@ -319,7 +321,8 @@ def _fa_kernel(args):
         exit_waits_for_drain=args.exit_waits_for_drain, order=args.order or "head_major",
         tail_parts=integer("--tail-parts", args.tail_parts, default=1),
         fa_tail_parts=integer("--fa-tail-parts", args.fa_tail_parts, default=1),
-        mainloop_factor=number("--mainloop-factor", args.mainloop_factor, minimum=0, allow_equal=False, default=1.0))
+        mainloop_factor=number("--mainloop-factor", args.mainloop_factor, minimum=0, allow_equal=False, default=1.0),
+        sm_pool_GBps=number("--sm-pool-GBps", args.sm_pool_GBps, minimum=0, allow_equal=False))
     for flag, field, text in (("--program-spread", "program_spread", args.program_spread),
                               ("--fa-program-spread", "fa_program_spread", args.fa_program_spread)):
         if text is not None:
