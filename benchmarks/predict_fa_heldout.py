@@ -8,7 +8,8 @@ variants without a split tail run their Q-loop slower than their split-tail twin
 split-tail variants count as the FA-only pace). Each variant's per-program speed spread (the per-wave growth of
 its tile log's end-time range over the Q-loop) is measured and recorded, and the predictor can use it
 (``program_spread``), but the ``fitted_spread`` column that does scores lower on the held-out rows, so the
-reported model leaves it out. FA4 (one CTA per tile, no tile logs) keeps today's head-major order, no split.
+reported model leaves it out. FA4 (no tile logs; 132 persistent CTAs over head-major tiles, its static persistent scheduler) keeps today's
+head-major order, no split.
 
 The stage law -- the SM-side stage (``exit_waits_for_drain``: the SM's next tile waits until its bytes have left
 it) with a per-SM rate r_sm and a shared buffer Q_eff in front of the link's R (a large r_sm is "a share of R
