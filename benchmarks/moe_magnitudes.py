@@ -156,14 +156,14 @@ def mainloops(sched, timings, *, delta=None, factor=1.0, remote=None) -> np.ndar
 
 
 def makespan(s, sched_name, platform, *, epi_fixed=None, factor=1.0, delta=None, coupled=False, local=False,
-             ml=None) -> float:
+             ml=None, pool_GBps=None) -> float:
     lay, sched, tm = s["layout"], s["schedules"][sched_name], s["timings"]
     nbytes = lay.tile_remote_bytes(sched.tiles) * (0.0 if local else 1.0)
     if ml is None:
         ml = mainloops(sched, tm, delta=delta, factor=factor, remote=nbytes)
     cfg = ReplayConfig(staging_slots=1, local_epilogue_us=tm["l1_epilogue_us"], coupled=coupled,
                        remote_epilogue_us=tm["l2_epilogue_us"] if epi_fixed is None else epi_fixed,
-                       record_occupancy=False)
+                       record_occupancy=False, sm_pool_GBps=pool_GBps)
     return replay(sched, ml, nbytes, platform, cfg).makespan_us
 
 

@@ -25,6 +25,16 @@ measured time and replays the fused kernel on a platform's X-Stage:
                one L2 tile's 32.8 KB per its 30.8 us mainloop slow-down, Q_eff = 0.78 MiB), fitted on no
                FlashAttention kernel, so every FA record judges them held out.
 
+Kernel structure (defaults: today's model): ``order`` (``local_last``: the own chunk's tiles last, as the
+project's Triton kernel walks them), ``tail_parts`` / ``fa_tail_parts`` (the fused and the FA-only kernel's
+split tail: each tile of the last, partial wave as that many K/V parts, only the last part storing; the
+Q-loop is fa_us over the FA-only kernel's makespan in Q-loops) and ``program_spread`` /
+``fa_program_spread`` (persistent programs that run at different speeds, evenly spread over that range, so
+that they drift apart wave after wave: the per-wave growth of a tile log's end-time range over its Q-loop),
+``mainloop_factor`` (the fused kernel's own Q-loop over the FA-only kernel's, before any remote store: its code,
+not the X-Stage; a tile log's first wave or a run into local memory measures it) and ``sm_pool_GBps`` (the
+SMs' stores share one rate, so an SM storing alone gets more of it than one of 132: ``ReplayConfig``).
+
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
 1 - E_res / (remote bytes / R), the share of a serial transfer at the drain rate that the fusion hides.
@@ -38,7 +48,7 @@ import numpy as np
 from xstage.errors import InputError, require_int, require_positive
 from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
-from xstage.sim.schedule_fa import fa_qloop, staggered_mainloops
+from xstage.sim.schedule_fa import ORDERS, fa_work_items, staggered_mainloops
 from xstage.sim.schedules import TILE_COLUMNS
 
 SENDS = ("tile_end", "stagger")
@@ -65,6 +75,14 @@ class FaKernel:
     exit_waits_for_drain: bool = False     # the SM-side stage (module docstring); False: today's model
     sm_store_GBps: float = MOE_SM_STORE_GBPS        # r_sm, used only with exit_waits_for_drain
     shared_buffer_MiB: float = MOE_SHARED_BUFFER_MIB  # Q_eff, used only with exit_waits_for_drain
+    order: str = "head_major"              # tile order: head_major (fa_qloop) | local_last (own chunk last)
+    tail_parts: int = 1                    # the fused kernel's split tail: K/V parts per last-wave tile (1: none)
+    fa_tail_parts: int = 1                 # the same for the FA-only kernel whose time fa_us is
+    program_spread: float = 0.0            # full range of the programs' Q-loop speeds (share; 0: all equal)
+    fa_program_spread: float | None = None  # the same for the FA-only kernel (None: program_spread)
+    spread_seed: int = 0                   # which program gets which speed (a seeded permutation)
+    mainloop_factor: float = 1.0           # the fused kernel's Q-loop over the FA-only kernel's (its own code)
+    sm_pool_GBps: float | None = None      # the SMs' stores share this rate (ReplayConfig.sm_pool_GBps); None: off
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -92,6 +110,20 @@ class FaKernel:
             raise InputError("exit_waits_for_drain", self.exit_waits_for_drain, "must be true or false")
         require_positive("sm_store_GBps", self.sm_store_GBps)
         require_positive("shared_buffer_MiB", self.shared_buffer_MiB)
+        if self.order not in ORDERS:
+            raise InputError("order", self.order, f"must be one of {', '.join(ORDERS)}")
+        for name in ("program_spread", "fa_program_spread"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and 0.0 <= float(v) < 1.0):
+                raise InputError(name, v, "must be in [0, 1)")
+        require_int("spread_seed", self.spread_seed, minimum=0)
+        require_positive("mainloop_factor", self.mainloop_factor)
+        if self.sm_pool_GBps is not None:
+            require_positive("sm_pool_GBps", self.sm_pool_GBps)
+        for name in ("tail_parts", "fa_tail_parts"):
+            v = require_int(name, getattr(self, name))
+            if v > self.kv_steps:
+                raise InputError(name, v, f"must be <= the {self.kv_steps} K/V steps (one per part)")
 
     @property
     def tile_bytes(self) -> int:
@@ -102,19 +134,40 @@ class FaKernel:
         return self.seq_len // self.block_n
 
 
-def _tile_remote_bytes(k: FaKernel, schedule) -> np.ndarray:
-    """Remote bytes per tile, in schedule order."""
+def _tile_remote_bytes(k: FaKernel, schedule, owner=None) -> np.ndarray:
+    """Remote bytes per item, in schedule order (only a split tile's owning part stores)."""
     T = len(schedule.tiles)
+    own = np.ones(T, dtype=bool) if owner is None else np.asarray(owner, dtype=bool)
     if k.remote_fraction is not None:
-        return np.full(T, k.tile_bytes * float(k.remote_fraction))
+        return np.where(own, k.tile_bytes * float(k.remote_fraction), 0.0)
     m_block = schedule.tiles[:, TILE_COLUMNS.index("m_block")].astype(np.int64)
     chunk = m_block * k.block_m // (k.seq_len // k.world_size)
-    return np.where(chunk == k.rank, 0.0, float(k.tile_bytes))
+    return np.where((chunk == k.rank) | ~own, 0.0, float(k.tile_bytes))
 
 
-def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int) -> float:
+def _items(k: FaKernel, programs: int, parts: int):
+    return fa_work_items(k.heads, k.seq_len, programs, block_m=k.block_m, order=k.order,
+                         world_size=k.world_size, rank=k.rank, tail_parts=parts)
+
+
+def program_factors(k: FaKernel, programs: int, spread: float | None = None) -> np.ndarray:
+    """Each program's Q-loop relative to the slowest program's: evenly spaced over [1 - spread, 1], dealt to
+    the programs by a seeded permutation (persistent programs keep their SM, so fast ones stay fast and the
+    programs drift apart wave after wave, as the tile logs show). The slowest program runs at the reference
+    Q-loop, so a kernel whose programs run in lockstep (spread 0) runs all of them at the FA-only kernel's
+    slowest pace: its makespan's."""
+    spread = k.program_spread if spread is None else spread
+    if not spread or programs == 1:
+        return np.ones(programs)
+    u = np.random.default_rng(k.spread_seed).permutation(programs) / (programs - 1)
+    return 1.0 - float(spread) * u
+
+
+def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int, fa_waves: float) -> float:
+    """One whole tile's Q-loop: the measured FA-only time over its makespan in Q-loops (``fa_waves``:
+    ceil(tiles / programs) without a split tail), else the platform's tensor rate."""
     if k.fa_us is not None:
-        return float(k.fa_us) / math.ceil(tiles / programs)
+        return float(k.fa_us) / fa_waves
     rate = platform.tensor_rate_per_sm_TFLOPs("bf16") * 1e6 * k.efficiency   # FLOP per us
     return k.qloop_fixed_us + k.kv_steps * 4.0 * k.block_m * k.block_n * k.head_dim / rate
 
@@ -130,20 +183,27 @@ def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_Mi
 def predict_fa(k: FaKernel, platform: Platform) -> dict:
     """FA-only and fused replays of ``k`` on ``platform``: times, residual exposure and hiding ratio."""
     programs = k.num_sms or platform.sm_count
-    schedule = fa_qloop(k.heads, k.seq_len, programs, block_m=k.block_m)
-    T = len(schedule.tiles)
-    qloop = _qloop_us(k, platform, T, programs)
-    nbytes = _tile_remote_bytes(k, schedule)
-    K = min(programs, T)
+    fa_sched, fa_share, _ = _items(k, programs, k.fa_tail_parts)
+    schedule, share, owner = _items(k, programs, k.tail_parts)
+    T = int(owner.sum())
+    nbytes = _tile_remote_bytes(k, schedule, owner)
+    K = min(programs, len(share))
+    cfg = ReplayConfig(staging_slots=0, cover_us=0.0, remote_epilogue_us=0.0, local_epilogue_us=0.0,
+                       record_occupancy=False, producers=K)
+    # the FA-only makespan in Q-loops (every item a share of one Q-loop, nothing stored: linear in the Q-loop)
+    sm = TILE_COLUMNS.index("sm")
+    fa_share = fa_share * program_factors(k, programs, k.fa_program_spread)[fa_sched.tiles[:, sm]]
+    share = share * program_factors(k, programs)[schedule.tiles[:, sm]]
+    fa_waves = replay(fa_sched, fa_share, np.zeros(len(fa_share)), platform, cfg).makespan_us
+    qloop = _qloop_us(k, platform, T, programs, fa_waves)
     stage = sm_stage_platform(platform, k.sm_store_GBps, k.shared_buffer_MiB) if k.exit_waits_for_drain \
         else platform
-    cfg = ReplayConfig(staging_slots=0, cover_us=0.0 if k.exit_waits_for_drain else qloop / k.kv_steps,
-                       remote_epilogue_us=0.0, local_epilogue_us=0.0, record_occupancy=False, producers=K)
-    ml = np.full(T, qloop)
-    only = replay(schedule, ml, np.zeros(T), platform, cfg)
+    cfg = replace(cfg, cover_us=0.0 if k.exit_waits_for_drain else qloop / k.kv_steps)
+    only = replay(fa_sched, fa_share * qloop, np.zeros(len(fa_share)), platform, cfg)
+    ml = share * qloop * float(k.mainloop_factor)
     if k.send == "stagger":
-        ml = staggered_mainloops(schedule, qloop, k.kv_steps)
-    fused = replay(schedule, ml, nbytes, stage, cfg)
+        ml = staggered_mainloops(schedule, ml, k.kv_steps)
+    fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps))
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)
     a2a_us = float(nbytes.sum()) / platform.drain_rate_Bpus
@@ -151,7 +211,10 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     return {
         "M": k.seq_len, "heads": k.heads, "head_dim": k.head_dim, "block_m": k.block_m, "block_n": k.block_n,
         "world_size": k.world_size, "send": k.send, "tiles": T, "programs": programs,
-        "waves": math.ceil(T / programs), "qloop_us": qloop, "tile_bytes": k.tile_bytes,
+        "waves": math.ceil(T / programs), "qloop_us": qloop, "order": k.order, "tail_parts": k.tail_parts,
+        "fa_tail_parts": k.fa_tail_parts, "program_spread": k.program_spread,
+        "fa_program_spread": k.program_spread if k.fa_program_spread is None else k.fa_program_spread,
+        "mainloop_factor": k.mainloop_factor, "sm_pool_GBps": k.sm_pool_GBps, "tile_bytes": k.tile_bytes,
         "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
         "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
         "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),

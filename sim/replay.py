@@ -14,7 +14,11 @@ Each program (SM) has two roles walking its tile order:
                    ``FluidXStage`` at the backpressure-free rate B / T_iss0(K, B); the epilogue ends
                    when the sender sees the issue end (``coupled``: when the bytes drained, plus
                    ``completion_latency_us`` -- the completion-coupled counterfactual). A tile without
-                   remote bytes (L1) writes locally in ``local_epilogue_us``.
+                   remote bytes (L1) writes locally in ``local_epilogue_us``. With ``sm_pool_GBps`` the
+                   SMs' stores share one aggregate rate: an issue that starts while n others are issuing
+                   gets at most pool / (n + 1) for its whole issue (the per-SM rate depends on how many SMs
+                   store at once; the count is taken at the issue's start, so the two engines may order
+                   same-instant starts differently).
 Per tile it records mainloop start/end, epilogue (remote-store span) start/end, the MMA's wait for
 a staging slot (``mma_stall``) and for the l2_full counter (``dep_wait``).
 
@@ -45,6 +49,8 @@ class ReplayConfig:
     producers: int | None = None       # K in T_iss0(K, B); default: the schedule's programs
     engine: str = "fast"               # fast | simpy
     record_occupancy: bool = True
+    sm_pool_GBps: float | None = None  # the SMs' stores share this rate: an issue that starts while n others
+                                       # issue gets at most pool / (n + 1) (None: each its own rate)
 
     def __post_init__(self):
         object.__setattr__(self, "staging_slots", require_int("staging_slots", self.staging_slots, minimum=0))
@@ -52,6 +58,8 @@ class ReplayConfig:
             require_positive(name, getattr(self, name), allow_zero=True)
         if self.producers is not None:
             object.__setattr__(self, "producers", require_int("producers", self.producers))
+        if self.sm_pool_GBps is not None:
+            require_positive("sm_pool_GBps", self.sm_pool_GBps)
         if self.engine not in ("fast", "simpy"):
             raise InputError("engine", self.engine, "must be fast or simpy")
 

@@ -49,6 +49,8 @@ def run_simpy(schedule, ml, nbytes, platform, cfg, K):
     queue = FluidXStage(env, platform.drain_rate_Bpus, platform.capacity_bytes(K), coupled=cfg.coupled,
                         record=cfg.record_occupancy, **platform.queue_options(K))
     rate = _rate_table(platform, K)
+    pool = cfg.sm_pool_GBps * 1e3 if cfg.sm_pool_GBps is not None else None
+    issuing = [0]
     S = max(cfg.staging_slots, 1)
     out = _empty(T)
     rows = int(tiles[:, 6].max()) + 1 if T else 1
@@ -94,7 +96,10 @@ def run_simpy(schedule, ml, nbytes, platform, cfg, K):
             if nbytes[g] > 0:
                 if cfg.remote_epilogue_us > 0:
                     yield env.timeout(cfg.remote_epilogue_us)
-                yield queue.issue(nbytes[g], rate(nbytes[g]))
+                r = rate(nbytes[g]) if pool is None else min(rate(nbytes[g]), pool / (issuing[0] + 1))
+                issuing[0] += 1
+                yield queue.issue(nbytes[g], r)
+                issuing[0] -= 1
                 if cfg.coupled and cfg.completion_latency_us > 0:
                     yield env.timeout(cfg.completion_latency_us)
             else:
@@ -140,6 +145,8 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
     q = FluidQueue(platform.drain_rate_Bpus, platform.capacity_bytes(K), coupled=cfg.coupled,
                    record=cfg.record_occupancy, **platform.queue_options(K))
     qstate = [False, 0]      # queue: settle already pending at this instant, version of its pending event
+    pool = cfg.sm_pool_GBps * 1e3 if cfg.sm_pool_GBps is not None else None
+    issuing = [0]            # producers issuing now (sm_pool_GBps)
     nan = math.nan
     ml_start, ml_end, epi_start, epi_end = [nan] * T, [nan] * T, [nan] * T, [nan] * T
     stall, dep_wait = [nan] * T, [nan] * T
@@ -187,7 +194,9 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
 
     def start_issue(s, t):
         g = je[s]
-        q.add(t, nbytes[g], rate[g], s)
+        r = rate[g] if pool is None else min(rate[g], pool / (issuing[0] + 1))
+        issuing[0] += 1
+        q.add(t, nbytes[g], r, s)
         if not qstate[0]:
             qstate[0] = True
             qstate[1] += 1
@@ -265,6 +274,7 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
                 qstate[1] += 1
                 push(heap, (t + horizon, nxt(), _QUEUE, qstate[1]))
             if finished:
+                issuing[0] -= len(finished)
                 for s in finished:
                     if lat > 0:
                         push(heap, (t + lat, nxt(), _EPI_END, s))

@@ -13,8 +13,8 @@ import math
 import numpy as np
 
 from xstage.errors import InputError, require_int
-from xstage.sim.schedules import (KIND_FA, TILE_EXPERT, TILE_FIELDS, TILE_KIND, TILE_M_BLOCK, TILE_ROW, TILE_SEQ,
-                                  TILE_SM, Schedule)
+from xstage.sim.schedules import (KIND_FA, TILE_EXPERT, TILE_FIELDS, TILE_KIND, TILE_M_BLOCK, TILE_N_BLOCK, TILE_ROW,
+                                  TILE_SEQ, TILE_SM, Schedule)
 
 
 def fa_qloop(heads: int, seq_len: int, num_sms: int, *, block_m: int = 128) -> Schedule:
@@ -89,3 +89,75 @@ def staggered_mainloops(schedule: Schedule, qloop_us, n_steps: int, slots: int =
     out = q - np.where(first, 0.0, delta)
     out[:-1] += np.where(last[:-1], 0.0, delta[1:])
     return out
+
+
+ORDERS = ("head_major", "local_last")
+
+
+def local_last_order(heads: int, m_blocks: int, local_blocks: int, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """(head, m_block) of each position when the tiles of the sender's own chunk come last: remote tiles
+    head-major with m-blocks ascending (the own chunk skipped), then the own chunk's, head-major. The Triton
+    kernel's ``local_last`` order (``hw/attention/tiles.py``, ``_local_last``; its tile logs show it)."""
+    pos = np.arange(heads * m_blocks)
+    per_head = m_blocks - local_blocks
+    n_remote = heads * per_head
+    r = pos % max(per_head, 1)
+    mb_remote = r + np.where(r >= rank * local_blocks, local_blocks, 0)
+    l_idx = np.maximum(pos - n_remote, 0)
+    is_local = pos >= n_remote
+    head = np.where(is_local, l_idx // max(local_blocks, 1), pos // max(per_head, 1))
+    m_block = np.where(is_local, rank * local_blocks + l_idx % max(local_blocks, 1), mb_remote)
+    return head, m_block
+
+
+def fa_work_items(heads: int, seq_len: int, num_sms: int, *, block_m: int = 128, order: str = "head_major",
+                  world_size: int = 1, rank: int = 0, tail_parts: int = 1) -> tuple[Schedule, np.ndarray, np.ndarray]:
+    """The persistent FA kernel's work items: (schedule, share of a Q-loop per item, owner flag per item).
+
+    Positions walk the tiles in ``order`` (``head_major``: tile = head * m_blocks + m_block, as ``fa_qloop``;
+    ``local_last``: ``local_last_order`` with the chunks of ``world_size`` ranks). With ``tail_parts`` P > 1
+    each tile of the last, partial wave (tiles mod programs, when not 0) runs as P items of 1/P of a Q-loop
+    on consecutive item numbers (the kernel's ``split_tail``); only the last part owns the epilogue (its
+    bytes), which the kernel gives to the part that arrives last. Item i runs on program i mod num_sms, in
+    increasing i. With P = 1 and ``head_major`` this is ``fa_qloop`` (same tiles, same order)."""
+    for name, v in (("heads", heads), ("seq_len", seq_len), ("num_sms", num_sms), ("block_m", block_m),
+                    ("world_size", world_size), ("tail_parts", tail_parts)):
+        require_int(name, v)
+    if seq_len % block_m:
+        raise InputError("block_m", block_m, f"must divide seq_len={seq_len}")
+    if order not in ORDERS:
+        raise InputError("order", order, f"must be one of {', '.join(ORDERS)}")
+    m_blocks = seq_len // block_m
+    if order == "local_last":
+        if m_blocks % world_size:
+            raise InputError("world_size", world_size, f"must divide the {m_blocks} m-blocks")
+        head, m_block = local_last_order(heads, m_blocks, m_blocks // world_size, rank)
+    else:
+        pos = np.arange(heads * m_blocks)
+        head, m_block = pos // m_blocks, pos % m_blocks
+    total = heads * m_blocks
+    tail = total % num_sms
+    parts = tail_parts if tail and tail_parts > 1 else 1
+    n_full = total - tail if parts > 1 else total
+    rep = np.concatenate([np.ones(n_full, dtype=np.int64), np.full(total - n_full, parts, dtype=np.int64)])
+    head, m_block = np.repeat(head, rep), np.repeat(m_block, rep)
+    share = np.repeat(1.0 / rep, rep)
+    part = np.arange(len(share)) - np.repeat(np.cumsum(rep) - rep, rep)
+    owner = part == np.repeat(rep, rep) - 1
+    n = len(share)
+    item = np.arange(n)
+    sm = item % num_sms
+    idx = np.lexsort((item, sm))
+    counts = np.bincount(sm, minlength=num_sms)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    tiles = np.zeros((n, len(TILE_FIELDS)), dtype=np.int32)
+    tiles[:, TILE_KIND] = KIND_FA
+    tiles[:, TILE_EXPERT] = head[idx]
+    tiles[:, TILE_M_BLOCK] = m_block[idx]
+    tiles[:, TILE_N_BLOCK] = part[idx]     # the K/V part of a split tail tile, else 0
+    tiles[:, TILE_SM] = sm[idx]
+    tiles[:, TILE_SEQ] = np.arange(n) - np.repeat(offsets[:-1], counts)
+    tiles[:, TILE_ROW] = item[idx]
+    sched = Schedule("fa_items", tiles, offsets, {"heads": heads, "seq_len": seq_len, "block_m": block_m,
+                                                  "num_sms": num_sms, "order": order, "tail_parts": parts})
+    return sched, share[idx], owner[idx]

@@ -82,9 +82,30 @@ def test_table_output(capsys):
     (["--sm-store-GBps", "2"], "--sm-store-GBps(='2')"),
     (["--exit-waits-for-drain", "--shared-buffer-MiB", "0"], "--shared-buffer-MiB(='0')"),
     (["--fa-us", "100", "--shape", "fa9"], "--shape(='fa9')"),
+    (["--order", "zigzag"], "--order(='zigzag')"),
+    (["--tail-parts", "0"], "--tail-parts(='0')"),
+    (["--fa-tail-parts", "x"], "--fa-tail-parts(='x')"),
+    (["--tail-parts", "1000"], "--tail-parts(=1000)"),
+    (["--program-spread", "1"], "--program-spread(='1')"),
+    (["--fa-program-spread", "-0.5"], "--fa-program-spread(='-0.5')"),
+    (["--mainloop-factor", "0"], "--mainloop-factor(='0')"),
+    (["--sm-pool-GBps", "nan"], "--sm-pool-GBps(='nan')"),
 ])
 def test_bad_values_one_line_exit_2(capsys, extra, needle):
     code, out, err = run(capsys, *HOST, *extra)
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], err
+
+
+def test_kernel_structure_flags_reach_the_kernel(capsys):
+    # the Triton kernel at 8K: own chunk last, FA-only split tail; its Q-loop is fa_us over 1.5 Q-loops
+    code, out, _ = run(capsys, "replay", "fa", "-M", "8192", "--heads", "3", "-p", "h200-pcie-host", "--fa-us", "206",
+                       "--order", "local_last", "--fa-tail-parts", "2", "--mainloop-factor", "1.03",
+                       "--program-spread", "0.01", "--fa-program-spread", "0.02", "--sm-pool-GBps", "60", "--json")
+    d = json.loads(out)
+    assert code == 0
+    assert (d["order"], d["tail_parts"], d["fa_tail_parts"]) == ("local_last", 1, 2)
+    assert (d["mainloop_factor"], d["program_spread"], d["fa_program_spread"], d["sm_pool_GBps"]) == (1.03, 0.01, 0.02, 60.0)
+    assert d["fa_us"] == pytest.approx(206.0)
+    assert 206.0 / 1.5 / 1.02 < d["qloop_us"] <= 206.0 / 1.5 + 1e-9

@@ -78,6 +78,21 @@ def register(sub):
                     "the SM's next tile waits for them (defaults from the MoE tile logs)")
     pr.add_argument("--sm-store-GBps", default=None, help="r_sm with --exit-waits-for-drain (default 1.065)")
     pr.add_argument("--shared-buffer-MiB", default=None, help="Q_eff with --exit-waits-for-drain (default 0.78)")
+    pr.add_argument("--order", default=None, help="tile order: head_major (default) | local_last (the own chunk's "
+                    "tiles last, as the project's Triton kernel)")
+    pr.add_argument("--tail-parts", default=None, help="the fused kernel's split tail: K/V parts per tile of the "
+                    "last, partial wave (default 1: no split)")
+    pr.add_argument("--fa-tail-parts", default=None, help="the same for the FA-only kernel that --fa-us timed "
+                    "(default 1)")
+    pr.add_argument("--program-spread", default=None, help="full range of the fused kernel's per-program Q-loop "
+                    "speeds, as a share (a tile log's per-wave growth of the end-time range over the Q-loop; "
+                    "default 0)")
+    pr.add_argument("--fa-program-spread", default=None, help="the same for the FA-only kernel (default: "
+                    "--program-spread)")
+    pr.add_argument("--sm-pool-GBps", default=None, help="a rate the SMs' stores share: an issue that starts "
+                    "while n others issue gets at most this / (n + 1) (default: none)")
+    pr.add_argument("--mainloop-factor", default=None, help="the fused kernel's Q-loop over the FA-only kernel's, "
+                    "before any remote store (its own code; default 1)")
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
@@ -270,12 +285,14 @@ def run_replay_moe(args) -> int:
 
 
 PREDICT_FLAGS = ("head_dim", "block_m", "block_n", "world_size", "rank", "remote_fraction", "fa_us", "send",
-                 "sm_store_GBps", "shared_buffer_MiB")
+                 "sm_store_GBps", "shared_buffer_MiB", "order", "tail_parts", "fa_tail_parts", "program_spread",
+                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps")
 
 
 def _fa_kernel(args):
     """The FaKernel that ``replay fa``'s predictor flags describe (tile sizes default to --shape's)."""
     from xstage.sim.predict import SENDS, FaKernel
+    from xstage.sim.schedule_fa import ORDERS
     from xstage.sim.workloads.catalog import fa_catalog
     shapes = fa_catalog()["shapes"]
     if args.shape not in shapes:
@@ -283,6 +300,8 @@ def _fa_kernel(args):
     s = shapes[args.shape]
     if args.send is not None and args.send not in SENDS:
         raise InputError("--send", args.send, f"must be one of {', '.join(SENDS)}")
+    if args.order is not None and args.order not in ORDERS:
+        raise InputError("--order", args.order, f"must be one of {', '.join(ORDERS)}")
     if not args.exit_waits_for_drain:
         for flag, value in (("--sm-store-GBps", args.sm_store_GBps), ("--shared-buffer-MiB", args.shared_buffer_MiB)):
             if value is not None:
@@ -299,7 +318,17 @@ def _fa_kernel(args):
         remote_fraction=number("--remote-fraction", args.remote_fraction, minimum=0),
         fa_us=number("--fa-us", args.fa_us, minimum=0, allow_equal=False),
         send=args.send or "tile_end", efficiency=s["efficiency"], qloop_fixed_us=s["qloop_fixed_us"],
-        exit_waits_for_drain=args.exit_waits_for_drain)
+        exit_waits_for_drain=args.exit_waits_for_drain, order=args.order or "head_major",
+        tail_parts=integer("--tail-parts", args.tail_parts, default=1),
+        fa_tail_parts=integer("--fa-tail-parts", args.fa_tail_parts, default=1),
+        mainloop_factor=number("--mainloop-factor", args.mainloop_factor, minimum=0, allow_equal=False, default=1.0),
+        sm_pool_GBps=number("--sm-pool-GBps", args.sm_pool_GBps, minimum=0, allow_equal=False))
+    for flag, field, text in (("--program-spread", "program_spread", args.program_spread),
+                              ("--fa-program-spread", "fa_program_spread", args.fa_program_spread)):
+        if text is not None:
+            kw[field] = number(flag, text, minimum=0)
+            if kw[field] >= 1:
+                raise InputError(flag, text, "must be in [0, 1)")
     if kw["remote_fraction"] is not None and kw["remote_fraction"] > 1:
         raise InputError("--remote-fraction", args.remote_fraction, "must be in [0, 1]")
     for flag, field, text in (("--sm-store-GBps", "sm_store_GBps", args.sm_store_GBps),
