@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from xstage.hw.common.timing import device, sync, time_variants
-from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn, scaled_grouped_mm_fns
+from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn, quack_grouped_fn, scaled_grouped_mm_fns
 from xstage.hw.moe.checks import check_deadlock_bails, check_problem
 from xstage.hw.moe.setup import Setup, num_sms, tune_lead
 from xstage.errors import InputError
@@ -95,28 +95,31 @@ DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
 
-def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool) -> tuple:
+def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool, short_k: dict | None = None) -> tuple:
     """(problem blocks, programs per SM, kernel options) the run uses for one configuration: the dry run's
-    tiny tiles, W8A8's options, the tuned bf16 options for long K and ``BF16_SHORT_K`` for short K."""
+    tiny tiles, W8A8's options, the tuned bf16 options for long K and ``BF16_SHORT_K``'s (updated by
+    ``short_k``, the run's ``--short-k-kernel``) for short K."""
     if dry:
         return dict(DRY), 1, kw8 if prec == "w8a8" else kw
     if prec == "w8a8":
         return {"block_n": BLOCK_N}, 1, kw8
     if intermediate <= SHORT_K_MAX:
-        return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], dict(BF16_SHORT_K["kernel"])
+        return ({"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"],
+                {**BF16_SHORT_K["kernel"], **(short_k or {})})
     return {"block_n": BLOCK_N}, 1, kw
 
 
 def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, group_rows: int = 1,
-            **columns) -> tuple:
+            quack: bool = False, **columns) -> tuple:
     """(kernel rows, tile frames, checks) of one configuration: the lead D tuned, what is timed checked,
     every variant timed, one instrumented launch per schedule (GPU only) for the tiles and the measured
-    medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them)."""
+    medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them).
+    ``quack`` (bf16): quack's grouped GEMM timed beside ``torch._grouped_mm`` (``quack_grouped_mm``), checked first."""
     s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows)
     lead_us = tune_lead(s, kw, dry)
     alt = "tma" in kw and fits(s, alt_kw(kw))
-    fns, gname = variant_fns(s, kw, alt_loads=alt)
     checks = []
+    fns, gname = variant_fns(s, kw, alt_loads=alt, quack=quack, checks=checks)
     ref = s.reference()
     kws = {"": kw, **({f"_{alt_tag(kw)}": alt_kw(kw)} if alt else {})}
     for tag, k in kws.items():  # what is timed is correct (poisoned Combine, fresh routing)
@@ -157,7 +160,7 @@ def alt_tag(kw: dict) -> str:
     return "ptr" if kw["tma"] else "tma"
 
 
-def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
+def variant_fns(s: Setup, kw: dict, alt_loads: bool = True, quack: bool = False, checks: list | None = None) -> tuple:
     """({variant: fn} of one configuration, the grouped-GEMM baseline's name or None): both schedules with
     remote stores (``s.combine[True]``) and local, the other load path too (``alt_loads``, when ``kw`` names
     one), the grouped-GEMM baseline (bf16) and the separate Combine copy to the remote destinations."""
@@ -190,6 +193,12 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
         act_fixed = (gemm(s.xp, s.w1)[:, :I] * 1).contiguous()
         fns["grouped_mm"] = lambda: (gemm(s.xp, s.w1), gemm(act_fixed, s.w2))
         fns["baseline_ffn"] = lambda: baseline_ffn(s, gemm)
+        if quack:  # the other grouped-GEMM library on the same inputs, in the same rotation
+            qfn, qcheck = quack_grouped_fn(s, gemm, act_fixed)
+            if checks is not None:
+                checks.append(qcheck)
+            if qfn is not None:
+                fns["quack_grouped_mm"] = qfn
     fns["combine_copy"] = lambda: M.launch_combine_copy(a_fixed, s.packed_rank, s.packed_row, s.combine[True],
                                                           block_n=problem.block_n)
     return fns, gname
@@ -280,6 +289,8 @@ def run(args) -> dict:
     group_rows = 2 if dry else GROUP_ROWS
     kw = dict(DRY_KW_TMA) if dry else dict(BF16_FAST)
     kw8 = dict(DRY_KW) if dry else dict(W8A8_FAST)
+    short_k = json.loads(Path(args.short_k_kernel).read_text()) if getattr(args, "short_k_kernel", None) else None
+    quack = bool(getattr(args, "quack", False))
     if device() == "cuda":
         from xstage.hw.common.hostmap import check_mapping
 
@@ -290,7 +301,7 @@ def run(args) -> dict:
             for h, i, t, r, prec, *_ in ([c[1:] for c in DRY_SWEEP] if dry else CHECKS):
                 if args.precision not in (None, prec):
                     continue
-                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry)
+                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k)
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **cb), sms * cpps,
                                         ckw, seed=t, group_rows=group_rows)
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
@@ -319,11 +330,11 @@ def run(args) -> dict:
         if time.time() - t_start > args.budget_s:
             hw_log(f"  budget reached: skipping {model} {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
-        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry)
+        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k)
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
                                             **cb), sms * pps, ckw, args.trials, dry, group_rows=group_rows,
-                                 model=model, programs_per_sm=pps)
+                                 quack=quack and prec == "bf16", model=model, programs_per_sm=pps)
             checks += kc
             failed += [c for c in kc if not c.get("ok")]
         except Exception as err:  # noqa: BLE001 - keep the other configurations
@@ -336,12 +347,14 @@ def run(args) -> dict:
         tiles += tr
         by = {x["variant"]: x for x in kr}
         gm = by["grouped_mm"]["time(us)"] if "grouped_mm" in by else math.nan
+        qm = f" quack {by['quack_grouped_mm']['time(us)']:.0f}" if "quack_grouped_mm" in by else ""
         hw_log(f"  {kr[0]['config']}: wave {by['expert_wave']['time(us)']:.0f} int {by['interleaved']['time(us)']:.0f}"
               f" local {by['expert_wave_local']['time(us)']:.0f}/{by['interleaved_local']['time(us)']:.0f}"
-              f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
+              f" grouped_mm {gm:.0f}{qm} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
     tune_us = {str(k): v for k, v in tune_med.items()}
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "num_sms": sms, "tune_us": tune_us,
-                       "short_k": {"max_intermediate": SHORT_K_MAX, **BF16_SHORT_K},
+                       "short_k": {"max_intermediate": SHORT_K_MAX, **BF16_SHORT_K, "run_kernel": config_tiles(
+                           "bf16", SHORT_K_MAX, kw, kw8, dry, short_k)[2]}, "quack": quack,
                        "block_n": blocks.get("block_n"), "group_rows": group_rows,
                        "sweep": sweep},
             "provenance": provenance(with_gpu=device() == "cuda")}
