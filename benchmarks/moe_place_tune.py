@@ -7,19 +7,24 @@ committed tile logs say where the time goes: programs hold 3 to 5 tiles (Algorit
 pairs, so the first pairs take one more Linear-1 and one more Linear-2 tile), the hardware pairs programs on an
 SM at random, so SMs hold 7 to 9 tiles (mean 7.6) and the makespan follows the fullest; and every tile pays
 ~3 us between mainloops, of which reading the next tile's fields and a Linear-2 tile's row destinations are
-dependent global loads. Candidates (all keep the simulator's tile arrays and each program's order):
+dependent global loads. Candidates (all keep the simulator's tile arrays and each program's order), short K
+(the seven, two programs per SM):
 
-    now       BF16_SHORT_K as committed
-    early-pf  + a Linear-2 tile's destinations loaded before its mainloop, the next tile's fields prefetched
-    place     + each SM runs a heavy and a light program (``hw/moe/placement.py``, by %smid and slot)
-    all       early-pf + place
-    all-g16   all, 16 rows walked side by side (group_rows; information only, not in the pick)
+    now           BF16_SHORT_K as committed
+    pf            + the next tile's fields loaded before this tile's mainloop (``prefetch``)
+    early-pf      + a Linear-2 tile's destinations loaded before its mainloop (``early_rows``)
+    early-pf-g16, pf-g16   the same with 16 rows walked side by side (``group_rows``)
+    place-pf      pf + each SM runs a heavy and a light program (``hw/moe/placement.py``; for the record: in the
+                  first call (data/moe/place-tune-724376d) placement lost 8-13 %, so it is never picked)
+
+and long K (three configurations at 0.90-0.91x, one program per SM, BLOCK_N 256): ``bn256x1`` (bench.BF16_FAST),
+``bn256x1-pf``, ``bn256x1-early-pf``.
 
 Every point is checked first (both schedules into the poisoned local Combine, float32 reference, error flag),
 ``torch._grouped_mm`` and quack (untuned; ``--quack-tuned``: also autotuned) timed in the same process on the
-same packed rows. Writes ``tune.jsonl`` (provenance first) and ``pick.json``: the kernel options of the
-candidate (not all-g16) with the best geomean ratio over the configurations every candidate ran, for
-``python -m xstage.hw.moe.bench --short-k-kernel pick.json``.
+same packed rows. Writes ``tune.jsonl`` (provenance first) and ``short.json`` / ``long.json``: the options of
+each family's candidate with the best geomean ratio over the configurations every candidate ran, for
+``python -m xstage.hw.moe.bench --short-k-kernel short.json --long-k-kernel long.json``.
 
     python3 benchmarks/moe_place_tune.py --out $OUT/place-tune [--budget-s 100] [--quack-tuned]
 """
@@ -32,21 +37,50 @@ from pathlib import Path
 import numpy as np
 
 R128 = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True, "maxnreg": 128}
+BASE = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}   # bench.BF16_FAST
 EPF = {"early_rows": True, "prefetch": True}
-CANDS = [("now", 128, 128, 2, R128, 8), ("early-pf", 128, 128, 2, {**R128, **EPF}, 8),
-         ("place", 128, 128, 2, {**R128, "place": True}, 8), ("all", 128, 128, 2, {**R128, **EPF, "place": True}, 8),
-         ("all-g16", 128, 128, 2, {**R128, **EPF, "place": True}, 16)]
-PICKABLE = ("now", "early-pf", "place", "all")
-WANT = [(1536, 1536, 6976, "balanced", 2), (1536, 1536, 6976, "skewed", 2), (1536, 1536, 3488, "balanced", 2),
-        (1536, 1536, 3488, "skewed", 2), (7168, 512, 8192, "skewed", 8), (7168, 512, 8192, "balanced", 8),
-        (4096, 1024, 17440, "skewed", 64)]
+# (label, block_m, block_n, programs per SM, kernel options, group_rows) per family; the first is what runs now
+CANDS = {"short": [("now", 128, 128, 2, R128, 8), ("pf", 128, 128, 2, {**R128, "prefetch": True}, 8),
+                   ("early-pf", 128, 128, 2, {**R128, **EPF}, 8), ("early-pf-g16", 128, 128, 2, {**R128, **EPF}, 16),
+                   ("pf-g16", 128, 128, 2, {**R128, "prefetch": True}, 16),
+                   ("place-pf", 128, 128, 2, {**R128, "prefetch": True, "place": True}, 8)],
+         "long": [("bn256x1", 128, 256, 1, BASE, 8), ("bn256x1-pf", 128, 256, 1, {**BASE, "prefetch": True}, 8),
+                  ("bn256x1-early-pf", 128, 256, 1, {**BASE, **EPF}, 8)]}
+NOT_PICKED = ("place-pf",)   # measured for the record (placement lost in the first call), not a candidate rule
+WANT = [("short", (1536, 1536, 6976, "balanced", 2)), ("short", (1536, 1536, 6976, "skewed", 2)),
+        ("short", (1536, 1536, 3488, "balanced", 2)), ("short", (1536, 1536, 3488, "skewed", 2)),
+        ("short", (7168, 512, 8192, "skewed", 8)), ("short", (7168, 512, 8192, "balanced", 8)),
+        ("short", (4096, 1024, 17440, "skewed", 64)),
+        ("long", (4096, 2048, 20928, "balanced", 32)), ("long", (2048, 4096, 8192, "balanced", 8)),
+        ("long", (4096, 2048, 13952, "balanced", 32))]
 
 
 def configs():
+    """(family, the sweep's tuple) of the configurations tuned."""
     from xstage.hw.moe.bench import SWEEP
 
     pick = {(c[1], c[2], c[3], c[4], c[7]): c for c in SWEEP if c[5] == "bf16" and c[6] == 8}
-    return [pick[w] for w in WANT]
+    return [(fam, pick[w]) for fam, w in WANT]
+
+
+def choose(rows: list, family: str) -> tuple:
+    """(label, {label: geomean ratio to the faster library}) of the best candidate of ``family`` over the
+    configurations every candidate ran (the first candidate when none ran)."""
+    labels = [c[0] for c in CANDS[family] if c[0] not in NOT_PICKED]
+    got = {}
+    for row in rows:
+        if "best_us" in row and row["cand"] in labels:
+            got.setdefault(row["cand"], {})[row["config"]] = row["vs_best_library"]
+    common = set.intersection(*(set(v) for v in got.values())) if got else set()
+    score = {k: float(np.exp(np.mean(np.log([v[c] for c in common])))) for k, v in got.items()} if common else {}
+    return (max(score, key=score.get) if score else labels[0]), score
+
+
+def options(family: str, label: str) -> dict:
+    """The ``--short-k-kernel`` / ``--long-k-kernel`` options of a candidate (what differs from the bench's)."""
+    _, _, _, _, kw, gr = next(c for c in CANDS[family] if c[0] == label)
+    out = {k: kw[k] for k in ("place", "early_rows", "prefetch") if k in kw}
+    return {**out, **({"group_rows": gr} if gr != 8 else {})}
 
 
 def libraries(s, trials: int, tuned: bool) -> tuple:
@@ -93,17 +127,17 @@ def main() -> int:
     rows = []
     with open(out / "tune.jsonl", "w") as f:
         f.write(json.dumps({"provenance": provenance(with_gpu=True), "cands": CANDS}, default=str) + "\n")
-        for cfg in configs():
+        for fam, cfg in configs():
             model, h, i, t, r, prec, world, experts = cfg
             s = local_setup(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
-                                       block_n=128), sms, seed=7)
+                                       block_n=128 if fam == "short" else 256), sms, seed=7)
             lib, info = libraries(s, args.trials, args.quack_tuned)
             del s
             torch.cuda.empty_cache()
             best_lib = min(lib.values())
             print(f"{model} h{h}/i{i}/t{t}/{r}/e{experts}: " + " ".join(f"{k} {v:.0f} us" for k, v in lib.items()),
                   flush=True)
-            extra = {"hidden": h, "intermediate": i, "tokens": t, "routing": r, "experts": experts,
+            extra = {"family": fam, "hidden": h, "intermediate": i, "tokens": t, "routing": r, "experts": experts,
                      **{f"library_{k}_us": v for k, v in lib.items()}, **info}
 
             def run_point(c):
@@ -112,24 +146,19 @@ def main() -> int:
                     row["vs_best_library"] = best_lib / row["best_us"]
                 return row
 
-            for cand, row in candidate_rows(cfg, CANDS, run_point, extra, f, t0, args.budget_s):
+            for cand, row in candidate_rows(cfg, CANDS[fam], run_point, extra, f, t0, args.budget_s):
                 rows.append(row)
                 print(f"  {cand[0]}: " + (f"wave {row['expert_wave_local_us']:.0f} int {row['interleaved_local_us']:.0f}"
                       f" us x{row['vs_best_library']:.3f} best library; L2 ml {row['l2_mainloop_us']:.2f} gap "
                       f"{row['l2_gap_us']} L1 ml {row['l1_mainloop_us']:.1f}" if "best_us" in row
                       else f"FAILED {row.get('error') or row.get('check')}") + f" [{time.time() - t0:.0f}s]", flush=True)
-    got = {}
-    for row in rows:
-        if "best_us" in row:
-            got.setdefault(row["cand"], {})[row["config"]] = row["vs_best_library"]
-    common = set.intersection(*(set(v) for k, v in got.items() if k in PICKABLE)) if got else set()
-    score = {k: float(np.exp(np.mean(np.log([v[c] for c in common])))) for k, v in got.items() if common}
-    pickable = {k: v for k, v in score.items() if k in PICKABLE}
-    pick = max(pickable, key=pickable.get) if pickable else "now"
-    kw = dict(next(c for c in CANDS if c[0] == pick)[4])
-    opts = {k: kw[k] for k in ("place", "early_rows", "prefetch") if k in kw}
-    (out / "pick.json").write_text(json.dumps(opts) + "\n")
-    print(json.dumps({"geomean_vs_best_library": score, "over": sorted(common), "pick": pick, "options": opts}))
+    summary = {}
+    for fam in CANDS:
+        label, score = choose([r for r in rows if r.get("family") == fam], fam)
+        opts = options(fam, label)
+        (out / f"{fam}.json").write_text(json.dumps(opts) + "\n")
+        summary[fam] = {"pick": label, "options": opts, "geomean_vs_best_library": score}
+    print(json.dumps(summary))
     return 0
 
 

@@ -95,18 +95,30 @@ DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
 
-def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool, short_k: dict | None = None) -> tuple:
+def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool, short_k: dict | None = None,
+                 long_k: dict | None = None) -> tuple:
     """(problem blocks, programs per SM, kernel options) the run uses for one configuration: the dry run's
-    tiny tiles, W8A8's options, the tuned bf16 options for long K and ``BF16_SHORT_K``'s (updated by
-    ``short_k``, the run's ``--short-k-kernel``) for short K."""
+    tiny tiles, W8A8's options, the tuned bf16 options for long K (updated by ``long_k``: the run's
+    ``--long-k-kernel``) and ``BF16_SHORT_K``'s (updated by ``short_k``: ``--short-k-kernel``) for short K.
+    A ``group_rows`` entry of ``short_k`` / ``long_k`` is not a kernel option: ``config_group_rows``."""
     if dry:
         return dict(DRY), 1, kw8 if prec == "w8a8" else kw
     if prec == "w8a8":
         return {"block_n": BLOCK_N}, 1, kw8
     if intermediate <= SHORT_K_MAX:
-        return ({"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"],
-                {**BF16_SHORT_K["kernel"], **(short_k or {})})
-    return {"block_n": BLOCK_N}, 1, kw
+        extra = {k: v for k, v in (short_k or {}).items() if k != "group_rows"}
+        return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], {**BF16_SHORT_K["kernel"], **extra}
+    return {"block_n": BLOCK_N}, 1, {**kw, **{k: v for k, v in (long_k or {}).items() if k != "group_rows"}}
+
+
+def config_group_rows(prec: str, intermediate: int, group_rows: int, short_k: dict | None = None,
+                      long_k: dict | None = None) -> int:
+    """Rows walked side by side for one bf16 configuration: ``group_rows`` unless the run's short-K / long-K
+    options name their own."""
+    if prec != "bf16":
+        return group_rows
+    opts = short_k if intermediate <= SHORT_K_MAX else long_k
+    return int((opts or {}).get("group_rows", group_rows))
 
 
 def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, group_rows: int = 1,
@@ -290,6 +302,7 @@ def run(args) -> dict:
     kw = dict(DRY_KW_TMA) if dry else dict(BF16_FAST)
     kw8 = dict(DRY_KW) if dry else dict(W8A8_FAST)
     short_k = json.loads(Path(args.short_k_kernel).read_text()) if getattr(args, "short_k_kernel", None) else None
+    long_k = json.loads(Path(args.long_k_kernel).read_text()) if getattr(args, "long_k_kernel", None) else None
     quack = bool(getattr(args, "quack", False))
     if device() == "cuda":
         from xstage.hw.common.hostmap import check_mapping
@@ -301,9 +314,9 @@ def run(args) -> dict:
             for h, i, t, r, prec, *_ in ([c[1:] for c in DRY_SWEEP] if dry else CHECKS):
                 if args.precision not in (None, prec):
                     continue
-                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k)
+                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **cb), sms * cpps,
-                                        ckw, seed=t, group_rows=group_rows)
+                                        ckw, seed=t, group_rows=config_group_rows(prec, i, group_rows, short_k, long_k))
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
                       for c in checks if c["config"] == checks[-1]["config"]))
             if not dry and args.precision != "w8a8":
@@ -330,10 +343,11 @@ def run(args) -> dict:
         if time.time() - t_start > args.budget_s:
             hw_log(f"  budget reached: skipping {model} {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
-        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k)
+        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
-                                            **cb), sms * pps, ckw, args.trials, dry, group_rows=group_rows,
+                                            **cb), sms * pps, ckw, args.trials, dry,
+                                 group_rows=config_group_rows(prec, i, group_rows, short_k, long_k),
                                  quack=quack and prec == "bf16", model=model, programs_per_sm=pps)
             checks += kc
             failed += [c for c in kc if not c.get("ok")]
@@ -353,8 +367,8 @@ def run(args) -> dict:
               f" grouped_mm {gm:.0f}{qm} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
     tune_us = {str(k): v for k, v in tune_med.items()}
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "num_sms": sms, "tune_us": tune_us,
-                       "short_k": {"max_intermediate": SHORT_K_MAX, **BF16_SHORT_K, "run_kernel": config_tiles(
-                           "bf16", SHORT_K_MAX, kw, kw8, dry, short_k)[2]}, "quack": quack,
+                       "short_k": {"max_intermediate": SHORT_K_MAX, **BF16_SHORT_K, "run_options": short_k},
+                       "long_k_options": long_k, "quack": quack,
                        "block_n": blocks.get("block_n"), "group_rows": group_rows,
                        "sweep": sweep},
             "provenance": provenance(with_gpu=device() == "cuda")}
