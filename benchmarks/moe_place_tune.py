@@ -10,14 +10,14 @@ SM at random, so SMs hold 7 to 9 tiles (mean 7.6) and the makespan follows the f
 dependent global loads. Candidates (all keep the simulator's tile arrays and each program's order), short K
 (the seven, two programs per SM):
 
-    now           BF16_SHORT_K as committed
+    now           BF16_SHORT_K as it was (before place-tune-7c8dfb2)
     pf            + the next tile's fields loaded before this tile's mainloop (``prefetch``)
     early-pf      + a Linear-2 tile's destinations loaded before its mainloop (``early_rows``)
     early-pf-g16, pf-g16   the same with 16 rows walked side by side (``group_rows``)
     place-pf      pf + each SM runs a heavy and a light program (``hw/moe/placement.py``; for the record: in the
                   first call (data/moe/place-tune-724376d) placement lost 8-13 %, so it is never picked)
 
-and long K (three configurations at 0.90-0.91x, one program per SM, BLOCK_N 256): ``bn256x1`` (bench.BF16_FAST),
+and long K (three configurations at 0.90-0.91x, one program per SM, BLOCK_N 256): ``bn256x1`` (bench.BF16_FAST as it was),
 ``bn256x1-pf``, ``bn256x1-early-pf``.
 
 Every point is checked first (both schedules into the poisoned local Combine, float32 reference, error flag),
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 R128 = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True, "maxnreg": 128}
-BASE = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}   # bench.BF16_FAST
+BASE = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}   # BF16_FAST before 7c8dfb2
 EPF = {"early_rows": True, "prefetch": True}
 # (label, block_m, block_n, programs per SM, kernel options, group_rows) per family; the first is what runs now
 CANDS = {"short": [("now", 128, 128, 2, R128, 8), ("pf", 128, 128, 2, {**R128, "prefetch": True}, 8),

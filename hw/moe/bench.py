@@ -81,7 +81,11 @@ TUNE_W8A8 = [(128, 3, 8, True, True), (128, 4, 8, True, True)]
 TUNE_KEYS_W8A8 = TUNE_KEYS
 W8A8_KW = {"block_k": 128, "num_stages": 3, "num_warps": 8}   # the W-rank path's (dist.py, BLOCK_N 128)
 W8A8_FAST = {"block_k": 128, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
-BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
+# early_rows + prefetch (benchmarks/moe_place_tune.py, data/moe/place-tune-7c8dfb2): a Linear-2 tile's row
+# destinations and the next tile's fields loaded before the mainloop; the Linear-2 gap 5.6-6.5 -> 2.9-3.3 us,
+# 0.900-0.907 -> 0.918-0.924x the faster library on three long-K configurations (prefetch alone: 0.880-0.899)
+BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True, "early_rows": True,
+             "prefetch": True}
 # Short Linear-2 (K = I <= SHORT_K_MAX, bf16): two programs per SM on a schedule built for 2 x SMs programs,
 # BLOCK_N 128 and at most 128 registers per thread so both fit (98 KB shared, 128 registers: 2 per SM), so
 # one program's epilogue overlaps the other's mainloop (benchmarks/moe_shortk_tune.py, data/moe/shortk-tune-
@@ -89,8 +93,10 @@ BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_t
 # 0.65-0.89x; I = 2048 / 4096 controls 0.947 / 0.946 -> 0.937 / 0.952, so long K keeps BF16_FAST).
 # Extended to I = 1536 (DiT-MoE, two local experts) by benchmarks/moe_small_tune.py (data/moe/small-tune-3a1632c):
 # 0.99 / 0.93 / 0.92 / 0.89x -> 1.16 / 1.10 / 1.03 / 0.97x torch._grouped_mm, 0.71-0.76x -> 0.79-0.86x quack.
+# Then early_rows + prefetch and 16 rows side by side (place-tune-7c8dfb2: 0.835 -> 0.854 geomean x the faster
+# library on the seven short-K configurations under 0.9; SM placement by %smid lost 8-13 %: not used).
 SHORT_K_MAX = 1536
-BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "kernel": {**BF16_FAST, "maxnreg": 128}}
+BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "group_rows": 16, "kernel": {**BF16_FAST, "maxnreg": 128}}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
@@ -117,8 +123,9 @@ def config_group_rows(prec: str, intermediate: int, group_rows: int, short_k: di
     options name their own."""
     if prec != "bf16":
         return group_rows
-    opts = short_k if intermediate <= SHORT_K_MAX else long_k
-    return int((opts or {}).get("group_rows", group_rows))
+    if intermediate <= SHORT_K_MAX:
+        return int((short_k or {}).get("group_rows", BF16_SHORT_K.get("group_rows", group_rows)))
+    return int((long_k or {}).get("group_rows", group_rows))
 
 
 def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, group_rows: int = 1,
@@ -332,7 +339,7 @@ def run(args) -> dict:
         if args.precision in (None, prec):
             try:
                 best, med = tune(sms, precision=prec)
-                kw, kw8 = (best, kw8) if prec == "bf16" else (kw, best)
+                kw, kw8 = ({**kw, **best}, kw8) if prec == "bf16" else (kw, {**kw8, **best})
                 tune_med.update({(prec, *c): t for c, t in med.items()})
             except Exception:  # noqa: BLE001 - keep the defaults
                 traceback.print_exc()

@@ -56,7 +56,7 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, act_desc, tiles_ptr, offsets
     (blocks [BM, BK], [BN, BK], [BN, BK]); ACT_TMA: act_desc one over act [rows*BM, I] (blocks [BM, BK]),
     read after ``_act_fence``; else act (written during the launch) is read by pointer (.cg).
     PLACE: programs per SM placed by ``place_ptr`` (``_placed_span``), 0: program id = schedule program.
-    EARLY_ROWS: a Linear-2 tile reads its rows' destinations before its mainloop (their latency hidden);
+    EARLY_ROWS: a Linear-2 tile issues the loads of its rows' destinations before its mainloop;
     PREFETCH: the next tile's fields are loaded before this tile's mainloop."""
     HALF: tl.constexpr = BLOCK_N // 2
     pid, t_first, t_last = _placed_span(offsets_ptr, place_ptr, slots_ptr, n_sm, error_ptr, PLACE)
