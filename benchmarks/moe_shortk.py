@@ -55,7 +55,8 @@ def main() -> int:
             continue
         blocks, pps, kw = B.config_tiles(prec, i, dict(B.BF16_FAST), dict(B.W8A8_FAST), False)
         p = MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world, **blocks)
-        kr, tr, kc = B.measure(p, sms * pps, kw, args.trials, False, group_rows=B.GROUP_ROWS, model=model,
+        kr, tr, kc = B.measure(p, sms * pps, kw, args.trials, False,
+                               group_rows=B.config_group_rows(prec, i, B.GROUP_ROWS), model=model,
                                programs_per_sm=pps)
         old = MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
                          block_n=B.BLOCK_N)

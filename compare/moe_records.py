@@ -368,7 +368,8 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
             out[f"sign_agreement_with_sim{tag}_all"] = float(agree[have].mean())
         if tag == "" and have.any() and "sim_platform" in c:
             out["sim_platform"] = str(c.loc[have, "sim_platform"].iloc[0])
-    if "baseline" in k:
-        b = k["baseline"].dropna()
+    if "baseline" in k:  # the bf16 library's name where there are bf16 rows (the W8A8 one is named by its key)
+        b = k.loc[k["precision"] == "bf16", "baseline"].dropna() if "precision" in k else k["baseline"].dropna()
+        b = b if len(b) else k["baseline"].dropna()
         out["grouped_gemm_baseline"] = str(b.iloc[0]) if len(b) else None
     return out

@@ -87,3 +87,34 @@ def baseline_ffn(s: Setup, gemm):
     h = gemm(s.xp, s.w1)
     a = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
     return (gemm(a, s.w2).float() * s.packed_weight[:, None]).to(s.x.dtype)
+
+
+def quack_grouped_fn(s: Setup, gemm, act, tuned: bool = False):
+    """(quack's two grouped GEMMs on the inputs of the ``grouped_mm`` variant, or None; a check record).
+
+    quack-kernels' ``quack.gemm_interface.gemm`` (variable-length M per expert through ``cu_seqlens_m``, B as
+    (E, K, N)); ``tuned``: its autotuner. Checked against ``gemm`` (torch._grouped_mm) on both GEMMs first
+    (relative Frobenius error < 1e-2); where quack is missing nothing is timed and the record says why."""
+    import torch
+
+    rec = {"config": s.problem.label(), "variant": "quack_vs_grouped_mm", "tuned": bool(tuned)}
+    try:
+        from quack.gemm_interface import gemm as quack_gemm
+    except ImportError as err:
+        return None, {**rec, "ok": True, "skipped": f"quack not importable ({err})"}
+    try:
+        cu = torch.cat([torch.zeros(1, dtype=torch.int32, device=s.offs.device), s.offs.to(torch.int32)])
+        w1t, w2t = s.w1.transpose(-2, -1), s.w2.transpose(-2, -1)
+
+        def fn():
+            return (quack_gemm(s.xp, w1t, cu_seqlens_m=cu, tuned=tuned),
+                    quack_gemm(act, w2t, cu_seqlens_m=cu, tuned=tuned))
+
+        a, b = fn()
+        errs = [float((m.float() - r.float()).norm() / r.float().norm()) for m, r in ((a, gemm(s.xp, s.w1)),
+                                                                                     (b, gemm(act, s.w2)))]
+        sync()
+    except Exception as err:  # noqa: BLE001 - quack failing here: no quack variant, and say so
+        return None, {**rec, "ok": False, "error": f"{type(err).__name__}: {str(err)[:200]}"}
+    ok = max(errs) < 1e-2
+    return (fn if ok else None), {**rec, "ok": ok, "rel_err": max(errs)}

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from xstage.hw.common.timing import device, sync, time_variants
-from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn, scaled_grouped_mm_fns
+from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn, quack_grouped_fn, scaled_grouped_mm_fns
 from xstage.hw.moe.checks import check_deadlock_bails, check_problem
 from xstage.hw.moe.setup import Setup, num_sms, tune_lead
 from xstage.errors import InputError
@@ -81,7 +81,11 @@ TUNE_W8A8 = [(128, 3, 8, True, True), (128, 4, 8, True, True)]
 TUNE_KEYS_W8A8 = TUNE_KEYS
 W8A8_KW = {"block_k": 128, "num_stages": 3, "num_warps": 8}   # the W-rank path's (dist.py, BLOCK_N 128)
 W8A8_FAST = {"block_k": 128, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
-BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True}
+# early_rows + prefetch (benchmarks/moe_place_tune.py, data/moe/place-tune-7c8dfb2): a Linear-2 tile's row
+# destinations and the next tile's fields loaded before the mainloop; the Linear-2 gap 5.6-6.5 -> 2.9-3.3 us,
+# 0.900-0.907 -> 0.918-0.924x the faster library on three long-K configurations (prefetch alone: 0.880-0.899)
+BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_tma": True, "early_rows": True,
+             "prefetch": True}
 # Short Linear-2 (K = I <= SHORT_K_MAX, bf16): two programs per SM on a schedule built for 2 x SMs programs,
 # BLOCK_N 128 and at most 128 registers per thread so both fit (98 KB shared, 128 registers: 2 per SM), so
 # one program's epilogue overlaps the other's mainloop (benchmarks/moe_shortk_tune.py, data/moe/shortk-tune-
@@ -89,34 +93,52 @@ BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_t
 # 0.65-0.89x; I = 2048 / 4096 controls 0.947 / 0.946 -> 0.937 / 0.952, so long K keeps BF16_FAST).
 # Extended to I = 1536 (DiT-MoE, two local experts) by benchmarks/moe_small_tune.py (data/moe/small-tune-3a1632c):
 # 0.99 / 0.93 / 0.92 / 0.89x -> 1.16 / 1.10 / 1.03 / 0.97x torch._grouped_mm, 0.71-0.76x -> 0.79-0.86x quack.
+# Then early_rows + prefetch and 16 rows side by side (place-tune-7c8dfb2: 0.835 -> 0.854 geomean x the faster
+# library on the seven short-K configurations under 0.9; SM placement by %smid lost 8-13 %: not used).
 SHORT_K_MAX = 1536
-BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "kernel": {**BF16_FAST, "maxnreg": 128}}
+BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "group_rows": 16, "kernel": {**BF16_FAST, "maxnreg": 128}}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
 
-def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool) -> tuple:
+def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool, short_k: dict | None = None,
+                 long_k: dict | None = None) -> tuple:
     """(problem blocks, programs per SM, kernel options) the run uses for one configuration: the dry run's
-    tiny tiles, W8A8's options, the tuned bf16 options for long K and ``BF16_SHORT_K`` for short K."""
+    tiny tiles, W8A8's options, the tuned bf16 options for long K (updated by ``long_k``: the run's
+    ``--long-k-kernel``) and ``BF16_SHORT_K``'s (updated by ``short_k``: ``--short-k-kernel``) for short K.
+    A ``group_rows`` entry of ``short_k`` / ``long_k`` is not a kernel option: ``config_group_rows``."""
     if dry:
         return dict(DRY), 1, kw8 if prec == "w8a8" else kw
     if prec == "w8a8":
         return {"block_n": BLOCK_N}, 1, kw8
     if intermediate <= SHORT_K_MAX:
-        return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], dict(BF16_SHORT_K["kernel"])
-    return {"block_n": BLOCK_N}, 1, kw
+        extra = {k: v for k, v in (short_k or {}).items() if k != "group_rows"}
+        return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], {**BF16_SHORT_K["kernel"], **extra}
+    return {"block_n": BLOCK_N}, 1, {**kw, **{k: v for k, v in (long_k or {}).items() if k != "group_rows"}}
+
+
+def config_group_rows(prec: str, intermediate: int, group_rows: int, short_k: dict | None = None,
+                      long_k: dict | None = None) -> int:
+    """Rows walked side by side for one bf16 configuration: ``group_rows`` unless the run's short-K / long-K
+    options name their own."""
+    if prec != "bf16":
+        return group_rows
+    if intermediate <= SHORT_K_MAX:
+        return int((short_k or {}).get("group_rows", BF16_SHORT_K.get("group_rows", group_rows)))
+    return int((long_k or {}).get("group_rows", group_rows))
 
 
 def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, group_rows: int = 1,
-            **columns) -> tuple:
+            quack: bool = False, **columns) -> tuple:
     """(kernel rows, tile frames, checks) of one configuration: the lead D tuned, what is timed checked,
     every variant timed, one instrumented launch per schedule (GPU only) for the tiles and the measured
-    medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them)."""
+    medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them).
+    ``quack`` (bf16): quack's grouped GEMM timed beside ``torch._grouped_mm`` (``quack_grouped_mm``), checked first."""
     s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows)
     lead_us = tune_lead(s, kw, dry)
     alt = "tma" in kw and fits(s, alt_kw(kw))
-    fns, gname = variant_fns(s, kw, alt_loads=alt)
     checks = []
+    fns, gname = variant_fns(s, kw, alt_loads=alt, quack=quack, checks=checks)
     ref = s.reference()
     kws = {"": kw, **({f"_{alt_tag(kw)}": alt_kw(kw)} if alt else {})}
     for tag, k in kws.items():  # what is timed is correct (poisoned Combine, fresh routing)
@@ -157,7 +179,7 @@ def alt_tag(kw: dict) -> str:
     return "ptr" if kw["tma"] else "tma"
 
 
-def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
+def variant_fns(s: Setup, kw: dict, alt_loads: bool = True, quack: bool = False, checks: list | None = None) -> tuple:
     """({variant: fn} of one configuration, the grouped-GEMM baseline's name or None): both schedules with
     remote stores (``s.combine[True]``) and local, the other load path too (``alt_loads``, when ``kw`` names
     one), the grouped-GEMM baseline (bf16) and the separate Combine copy to the remote destinations."""
@@ -190,6 +212,12 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True) -> tuple:
         act_fixed = (gemm(s.xp, s.w1)[:, :I] * 1).contiguous()
         fns["grouped_mm"] = lambda: (gemm(s.xp, s.w1), gemm(act_fixed, s.w2))
         fns["baseline_ffn"] = lambda: baseline_ffn(s, gemm)
+        if quack:  # the other grouped-GEMM library on the same inputs, in the same rotation
+            qfn, qcheck = quack_grouped_fn(s, gemm, act_fixed)
+            if checks is not None:
+                checks.append(qcheck)
+            if qfn is not None:
+                fns["quack_grouped_mm"] = qfn
     fns["combine_copy"] = lambda: M.launch_combine_copy(a_fixed, s.packed_rank, s.packed_row, s.combine[True],
                                                           block_n=problem.block_n)
     return fns, gname
@@ -280,6 +308,9 @@ def run(args) -> dict:
     group_rows = 2 if dry else GROUP_ROWS
     kw = dict(DRY_KW_TMA) if dry else dict(BF16_FAST)
     kw8 = dict(DRY_KW) if dry else dict(W8A8_FAST)
+    short_k = json.loads(Path(args.short_k_kernel).read_text()) if getattr(args, "short_k_kernel", None) else None
+    long_k = json.loads(Path(args.long_k_kernel).read_text()) if getattr(args, "long_k_kernel", None) else None
+    quack = bool(getattr(args, "quack", False))
     if device() == "cuda":
         from xstage.hw.common.hostmap import check_mapping
 
@@ -290,9 +321,9 @@ def run(args) -> dict:
             for h, i, t, r, prec, *_ in ([c[1:] for c in DRY_SWEEP] if dry else CHECKS):
                 if args.precision not in (None, prec):
                     continue
-                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry)
+                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **cb), sms * cpps,
-                                        ckw, seed=t, group_rows=group_rows)
+                                        ckw, seed=t, group_rows=config_group_rows(prec, i, group_rows, short_k, long_k))
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
                       for c in checks if c["config"] == checks[-1]["config"]))
             if not dry and args.precision != "w8a8":
@@ -308,7 +339,7 @@ def run(args) -> dict:
         if args.precision in (None, prec):
             try:
                 best, med = tune(sms, precision=prec)
-                kw, kw8 = (best, kw8) if prec == "bf16" else (kw, best)
+                kw, kw8 = ({**kw, **best}, kw8) if prec == "bf16" else (kw, {**kw8, **best})
                 tune_med.update({(prec, *c): t for c, t in med.items()})
             except Exception:  # noqa: BLE001 - keep the defaults
                 traceback.print_exc()
@@ -319,11 +350,12 @@ def run(args) -> dict:
         if time.time() - t_start > args.budget_s:
             hw_log(f"  budget reached: skipping {model} {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
-        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry)
+        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
-                                            **cb), sms * pps, ckw, args.trials, dry, group_rows=group_rows,
-                                 model=model, programs_per_sm=pps)
+                                            **cb), sms * pps, ckw, args.trials, dry,
+                                 group_rows=config_group_rows(prec, i, group_rows, short_k, long_k),
+                                 quack=quack and prec == "bf16", model=model, programs_per_sm=pps)
             checks += kc
             failed += [c for c in kc if not c.get("ok")]
         except Exception as err:  # noqa: BLE001 - keep the other configurations
@@ -336,12 +368,14 @@ def run(args) -> dict:
         tiles += tr
         by = {x["variant"]: x for x in kr}
         gm = by["grouped_mm"]["time(us)"] if "grouped_mm" in by else math.nan
+        qm = f" quack {by['quack_grouped_mm']['time(us)']:.0f}" if "quack_grouped_mm" in by else ""
         hw_log(f"  {kr[0]['config']}: wave {by['expert_wave']['time(us)']:.0f} int {by['interleaved']['time(us)']:.0f}"
               f" local {by['expert_wave_local']['time(us)']:.0f}/{by['interleaved_local']['time(us)']:.0f}"
-              f" grouped_mm {gm:.0f} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
+              f" grouped_mm {gm:.0f}{qm} copy {by['combine_copy']['time(us)']:.0f} us ({time.time() - t_start:.0f}s)")
     tune_us = {str(k): v for k, v in tune_med.items()}
     meta = {"config": {"args": vars(args), "kernel": kw, "kernel_w8a8": kw8, "num_sms": sms, "tune_us": tune_us,
-                       "short_k": {"max_intermediate": SHORT_K_MAX, **BF16_SHORT_K},
+                       "short_k": {"max_intermediate": SHORT_K_MAX, **BF16_SHORT_K, "run_options": short_k},
+                       "long_k_options": long_k, "quack": quack,
                        "block_n": blocks.get("block_n"), "group_rows": group_rows,
                        "sweep": sweep},
             "provenance": provenance(with_gpu=device() == "cuda")}

@@ -97,6 +97,23 @@ class DeviceLayout:
         self.num_programs = len(offsets) - 1
         self.l2_full = torch.zeros(max(layout.grid.rows, 1), dtype=torch.int32, device=device)
         self.error = torch.zeros(1, dtype=torch.int32, device=device)
+        self._placed = {}
+
+    def placement(self, n_sm: int, per_sm: int) -> tuple:
+        """(program of each SM slot, int32 [n_sm * per_sm]; per-SM slot counters, int32 [n_sm]) on the device:
+        ``placement.balanced_placement`` of this schedule's programs (cached; the launcher zeroes the counters)."""
+        import torch
+
+        from xstage.hw.moe.placement import balanced_placement, program_work
+
+        key = (int(n_sm), int(per_sm))
+        if key not in self._placed:
+            p = self.layout.problem
+            work = program_work(self.tiles_np, self.offsets.cpu().numpy(), p.hidden, p.intermediate)
+            place = balanced_placement(work, *key)
+            self._placed[key] = (torch.as_tensor(place, device=self.tiles.device),
+                                 torch.zeros(int(n_sm), dtype=torch.int32, device=self.tiles.device))
+        return self._placed[key]
 
 
 def check_logs(dev: DeviceLayout, tile_log, write_count, spin_limit: int, interpreted: bool) -> int:

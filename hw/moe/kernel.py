@@ -38,31 +38,43 @@ import triton.language as tl
 
 from xstage.errors import InputError
 from xstage.hw.moe.buffers import SPIN_LIMIT, TILE_LOG_FIELDS, Combine, DeviceLayout, check_logs  # noqa: F401
-from xstage.hw.moe.residency import check_resident
+from xstage.hw.moe.residency import check_resident, device_limits
 from xstage.hw.moe.refs import compare, dispatch, pack_w1, random_weights, reference_moe  # noqa: F401 - re-exported
 from xstage.hw.moe.tiles import (_act_fence, _combine_dst, _combine_rows, _count_writes, _log_tile, _mainloop_tma,
-                                 _no_stamps, _program_span, _release_row, _stamp, _tile_fields, _tile_wait)
+                                 _no_stamps, _placed_span, _release_row, _stamp, _tile_raw, _tile_wait)
 
 
 @triton.jit(do_not_specialize=["combine_rows", "spin_limit"])
 def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, act_desc, tiles_ptr, offsets_ptr, l2_full_ptr, error_ptr,
-                    dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, count_ptr, log_ptr,
-                    hidden, inter, combine_rows, spin_limit,
+                    dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, count_ptr, log_ptr, place_ptr, slots_ptr,
+                    hidden, inter, combine_rows, spin_limit, n_sm,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     INSTRUMENT: tl.constexpr, COUNT_WRITES: tl.constexpr, DOT_F32: tl.constexpr,
-                    TMA: tl.constexpr, ACT_TMA: tl.constexpr, WS: tl.constexpr):
+                    TMA: tl.constexpr, ACT_TMA: tl.constexpr, WS: tl.constexpr, PLACE: tl.constexpr,
+                    EARLY_ROWS: tl.constexpr, PREFETCH: tl.constexpr):
     """TMA: x_ptr, w1_ptr, w2_ptr are host tensor descriptors over [rows*BM, H], [E*2I, H], [E*H, I]
     (blocks [BM, BK], [BN, BK], [BN, BK]); ACT_TMA: act_desc one over act [rows*BM, I] (blocks [BM, BK]),
-    read after ``_act_fence``; else act (written during the launch) is read by pointer (.cg)."""
+    read after ``_act_fence``; else act (written during the launch) is read by pointer (.cg).
+    PLACE: programs per SM placed by ``place_ptr`` (``_placed_span``), 0: program id = schedule program.
+    EARLY_ROWS: a Linear-2 tile issues the loads of its rows' destinations before its mainloop;
+    PREFETCH: the next tile's fields are loaded before this tile's mainloop."""
     HALF: tl.constexpr = BLOCK_N // 2
-    pid, t_first, t_last = _program_span(offsets_ptr)
+    pid, t_first, t_last = _placed_span(offsets_ptr, place_ptr, slots_ptr, n_sm, error_ptr, PLACE)
     offs_k = tl.arange(0, BLOCK_K)
     offs_h = tl.arange(0, HALF)
     offs_n = tl.arange(0, BLOCK_N)
     l2_tiles = hidden // BLOCK_N
     out_ty = act_ptr.dtype.element_ty
+    if PREFETCH:
+        nk, ne, nn, nr, nd = _tile_raw(tiles_ptr, t_first, t_first < t_last)
     for i in range(t_first, t_last):
-        kind, expert32, expert, n_block, row, need, offs_m = _tile_fields(tiles_ptr, i, BLOCK_M)
+        if PREFETCH:
+            kind, expert32, n_block, row, need = nk, ne, nn, nr, nd
+            nk, ne, nn, nr, nd = _tile_raw(tiles_ptr, i + 1, i + 1 < t_last)
+        else:
+            kind, expert32, n_block, row, need = _tile_raw(tiles_ptr, i, i < t_last)
+        expert = expert32.to(tl.int64)
+        offs_m = row.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         run, t_wait, t_ml0 = _tile_wait(kind, l2_full_ptr, row, need, spin_limit, error_ptr, INSTRUMENT)
         t_ml1, t_is0, t_is1 = _no_stamps()
         if (run == 1) & (kind == 0):
@@ -90,6 +102,9 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, act_desc, tiles_ptr, offsets
             _release_row(l2_full_ptr, row)
             t_is1 = _stamp(INSTRUMENT)
         if (run == 1) & (kind == 1):
+            if EARLY_ROWS:
+                d_rank, d_row, wt, valid, base = _combine_rows(dest_rank_ptr, dest_row_ptr, weight_ptr,
+                                                               dest_table_ptr, offs_m, out_ty)
             if ACT_TMA:
                 _act_fence(ACT_TMA, DOT_F32)
                 acc = _mainloop_tma(act_desc, w2_ptr, row * BLOCK_M, expert32 * hidden + n_block * BLOCK_N, inter,
@@ -117,8 +132,9 @@ def _moe_ffn_kernel(x_ptr, w1_ptr, w2_ptr, act_ptr, act_desc, tiles_ptr, offsets
                         a_ptrs += BLOCK_K
                         w_ptrs += BLOCK_K
             t_ml1 = _stamp(INSTRUMENT)
-            d_rank, d_row, wt, valid, base = _combine_rows(dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
-                                                           offs_m, out_ty)
+            if not EARLY_ROWS:
+                d_rank, d_row, wt, valid, base = _combine_rows(dest_rank_ptr, dest_row_ptr, weight_ptr,
+                                                               dest_table_ptr, offs_m, out_ty)
             cols = n_block * BLOCK_N + offs_n
             out = (acc * wt[:, None]).to(out_ty)
             t_is0 = _stamp(INSTRUMENT)
@@ -137,7 +153,8 @@ def interpreting() -> bool:
 
 def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, block_k: int = 64,
                num_warps: int = 8, num_stages: int = 3, tma: bool = False, act_tma: bool = False, ws: bool = False,
-               maxnreg: int | None = None, tile_log=None, write_count=None, spin_limit: int = SPIN_LIMIT) -> None:
+               maxnreg: int | None = None, place: bool = False, early_rows: bool = False, prefetch: bool = False,
+               tile_log=None, write_count=None, spin_limit: int = SPIN_LIMIT) -> None:
     """Reset l2_full and run the persistent kernel over ``dev``'s schedule.
 
     ``x_recv`` [rows*BM, H] bf16 (receive layout), ``w1`` [E, 2I, H] packed by ``pack_w1``, ``w2`` [E, H, I], ``act``
@@ -147,6 +164,10 @@ def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, bloc
     [W, combine_rows, H/BN] incremented once per stored (row, N tile). A schedule of more programs than SMs
     (e.g. 2 x 132) runs only if every program is resident at once (``residency.check_resident``: the
     Linear-2 tiles spin on other programs' Linear-1 tiles); otherwise InputError before the launch.
+    ``place`` (GPU, a schedule of k x SMs programs, k >= 2): each SM runs a heavy and a light program
+    (``placement.balanced_placement``, read by SM id and slot); ``early_rows``: a Linear-2 tile loads its
+    rows' destinations before its mainloop; ``prefetch``: the next tile's fields load before this mainloop.
+    None of the three changes the tiles or their order per program.
     """
     p = dev.layout.problem
     H, I, E, rows = p.hidden, p.intermediate, p.local_experts, dev.layout.recv_rows
@@ -173,16 +194,27 @@ def launch_moe(x_recv, w1, w2, act, dev: DeviceLayout, combine: Combine, *, bloc
         w2 = TensorDescriptor(w2, [E * H, I], [I, 1], [bn, block_k])
         if act_tma:
             act_desc = TensorDescriptor(act, [rows, I], [I, 1], [bm, block_k])
+    per_sm, place_map, slots, n_sm = 0, dev.error, dev.error, 1
+    if place:
+        if interpreting():
+            raise InputError("place", place, "needs a GPU (the kernel reads %smid)")
+        n_sm = device_limits()[0]
+        if dev.num_programs >= 2 * n_sm:
+            per_sm = dev.num_programs // n_sm
+            place_map, slots = dev.placement(n_sm, per_sm)
     args = (x_recv, w1, w2, act, act_desc, dev.tiles, dev.offsets, dev.l2_full, dev.error,
             dev.dest_rank, dev.dest_row, dev.weight, combine.table,
             write_count if write_count is not None else dev.error, tile_log if tile_log is not None else dev.error,
-            H, I, p.combine_rows, spin_limit)
+            place_map, slots, H, I, p.combine_rows, spin_limit, n_sm)
     opts = dict(BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=block_k, INSTRUMENT=tile_log is not None,
                 COUNT_WRITES=write_count is not None, DOT_F32=interpreting(), TMA=tma, ACT_TMA=act_tma, WS=ws,
+                PLACE=per_sm, EARLY_ROWS=bool(early_rows), PREFETCH=bool(prefetch),
                 num_warps=num_warps, num_stages=num_stages, **({"maxnreg": maxnreg} if maxnreg else {}))
     if not interpreting():
         check_resident(_moe_ffn_kernel, args, opts, dev.num_programs)
     dev.l2_full.zero_()
+    if per_sm:
+        slots.zero_()
     _moe_ffn_kernel[(dev.num_programs,)](*args, **opts)
 
 

@@ -38,6 +38,39 @@ def _program_span(offsets_ptr):
 
 
 @triton.jit
+def _placed_span(offsets_ptr, place_ptr, slots_ptr, n_sm, error_ptr, PLACE: tl.constexpr):
+    """(schedule program, first tile, one past its last tile) of this CTA. PLACE = 0: the program id. PLACE = P > 0
+    (P programs per SM, all resident): the CTA takes the next slot of its SM (``slots[smid]`` += 1) and runs
+    program ``place[smid * P + slot]`` (``placement.balanced_placement``: a heavy and a light program per SM).
+    An SM id or slot outside the map sets the error flag and runs nothing (the others' waits then time out)."""
+    pid = tl.program_id(0)
+    if PLACE > 0:
+        sm = _smid()
+        inside = sm < n_sm
+        slot = tl.atomic_add(slots_ptr + tl.where(inside, sm, 0), 1, mask=inside)
+        ok = inside & (slot < PLACE)
+        key = tl.where(ok, sm * PLACE + slot, 0)
+        pid = tl.load(place_ptr + key)
+        if not ok:
+            tl.store(error_ptr, 1)
+    t_first = tl.load(offsets_ptr + pid)
+    t_last = tl.load(offsets_ptr + pid + 1)
+    if PLACE > 0:
+        if not ok:
+            t_last = t_first
+    return pid, t_first, t_last
+
+
+@triton.jit
+def _tile_raw(tiles_ptr, i, valid):
+    """(kind, expert, n_block, row, need) of tile ``i`` (int32; zeros where not ``valid``)."""
+    tile = tiles_ptr + i * 8
+    return (tl.load(tile + 0, mask=valid, other=0), tl.load(tile + 1, mask=valid, other=0),
+            tl.load(tile + 3, mask=valid, other=0), tl.load(tile + 6, mask=valid, other=0),
+            tl.load(tile + 7, mask=valid, other=0))
+
+
+@triton.jit
 def _tile_fields(tiles_ptr, i, BLOCK_M: tl.constexpr):
     """(kind, expert (int32 and int64), n_block, row, need, offs_m) of tile ``i``: columns 0, 1, 3, 6, 7 of
     the schedule's [T, 8] tile array, and the BLOCK_M token rows of its row block."""

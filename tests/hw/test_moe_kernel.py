@@ -56,6 +56,14 @@ run("grouped_act_tma", sequential_schedule(make_moe_schedule("interleaved", lay.
     tma=True, act_tma=True)
 run("maxnreg", sequential_schedule(make_moe_schedule("interleaved", lay.grid, 4, lead_rows=1, group_rows=2)),
     tma=True, act_tma=True, maxnreg=128)   # the register cap two programs per SM use (ignored by the interpreter)
+# a Linear-2 tile's destinations loaded before its mainloop, the next tile's fields before this mainloop
+run("early_prefetch", sequential_schedule(make_moe_schedule("interleaved", lay.grid, 4, lead_rows=1, group_rows=2)),
+    tma=True, act_tma=True, early_rows=True, prefetch=True)
+run("prefetch_ptr", sequential_schedule(make_moe_schedule("expert_wave", lay.grid, 4)), prefetch=True)
+try:
+    run("place", sequential_schedule(make_moe_schedule("expert_wave", lay.grid, 4)), place=True)
+except Exception as err:
+    res["place_refused"] = type(err).__name__
 # two programs: all L1 tiles in program 0, all L2 tiles in program 1 (depends only on an earlier program)
 full = make_moe_schedule("interleaved", lay.grid, 2, lead_rows=1).tiles
 t = np.concatenate([full[full[:, 0] == 0], full[full[:, 0] == 1]])
@@ -109,7 +117,7 @@ def interpreted():
 
 
 @pytest.mark.parametrize("case", ["interleaved", "expert_wave", "two_programs", "interleaved_tma", "grouped_act_tma",
-                                  "maxnreg"])
+                                  "maxnreg", "early_prefetch", "prefetch_ptr"])
 def test_kernel_matches_reference_and_writes_each_row_once(interpreted, case):
     r = interpreted[case]
     assert r["ok"], r
@@ -117,6 +125,10 @@ def test_kernel_matches_reference_and_writes_each_row_once(interpreted, case):
     assert r["written_once"] and r["count_total"] == interpreted["valid"] * 2   # 2 L2 N tiles per row
     assert r["error"] == 0
     assert r["l2_full"] == [2] * interpreted["rows"]                            # 2 * P1 = 2 * I / BN L1 tiles
+
+
+def test_placement_is_refused_in_the_interpreter(interpreted):
+    assert interpreted["place_refused"] == "InputError"   # the kernel reads %smid: GPU only
 
 
 def test_spin_is_bounded_and_sets_the_error_flag(interpreted):
@@ -162,5 +174,9 @@ def test_gpu_both_schedules_concurrent():
     assert pps == 2
     rows += B.check_problem(MoeProblem(4096, 1024, 3000, routing="skewed", seed=9, **blocks), sms * pps, short_kw,
                             seed=9, group_rows=B.GROUP_ROWS)
+    # + placement by SM id and slot, destinations before the Linear-2 mainloop, the next tile's fields prefetched
+    rows += B.check_problem(MoeProblem(1536, 1536, 3000, routing="skewed", seed=10, local_experts=2, **blocks),
+                            sms * pps, {**short_kw, "place": True, "early_rows": True, "prefetch": True}, seed=10,
+                            group_rows=B.GROUP_ROWS)
     assert all(r["ok"] for r in rows), rows
     assert B.check_deadlock_bails(MoeProblem(2048, 512, 1000), sms, kw)["ok"]

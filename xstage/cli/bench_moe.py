@@ -30,6 +30,12 @@ def add_flags(ap) -> None:
     ap.add_argument("--no-checks", action="store_true")
     ap.add_argument("--precision", choices=("bf16", "w8a8"), default=None,
                     help="only the checks and configurations of this precision (w8a8 skips the bf16 tuning)")
+    ap.add_argument("--short-k-kernel", default=None, metavar="JSON_FILE",
+                    help="kernel options that update bench.BF16_SHORT_K's for this run (e.g. a tuner's pick)")
+    ap.add_argument("--long-k-kernel", default=None, metavar="JSON_FILE",
+                    help="kernel options that update bench.BF16_FAST for this run's long-K bf16 configurations")
+    ap.add_argument("--quack", action="store_true",
+                    help="also time quack's grouped GEMM (quack-kernels, untuned) beside torch._grouped_mm (bf16)")
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes (with TRITON_INTERPRET=1 on a CPU)")
 
@@ -37,8 +43,33 @@ def add_flags(ap) -> None:
 def check(args):
     """Every flag's value and the output folder, before any GPU work; bad input → ``InputError``."""
     check_sweep_flags(args)
+    for flag in ("short_k_kernel", "long_k_kernel"):
+        if getattr(args, flag) is not None:
+            kernel_options(getattr(args, flag), "--" + flag.replace("_", "-"))
     out_folder(args.out, overwrite=args.overwrite, holds=("moe-kernel.parquet",))
     return args
+
+
+KERNEL_KEYS = {"place": bool, "early_rows": bool, "prefetch": bool, "num_stages": int, "maxnreg": int,
+               "group_rows": int}
+
+
+def kernel_options(path: str, flag: str = "--short-k-kernel") -> dict:
+    """A ``--short-k-kernel`` / ``--long-k-kernel`` file: a JSON object of ``KERNEL_KEYS``; else ``InputError``."""
+    from pathlib import Path
+
+    from xstage.errors import InputError
+
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(flag, path, f"must be a readable JSON file ({type(err).__name__})") from None
+    if not isinstance(d, dict):
+        raise InputError(flag, path, "must hold a JSON object")
+    for k, v in d.items():
+        if k not in KERNEL_KEYS or type(v) is not KERNEL_KEYS[k] or (type(v) is int and v < 1):
+            raise InputError(f"{flag} {k}", v, f"must be one of {sorted(KERNEL_KEYS)} with its type (ints >= 1)")
+    return d
 
 
 def summary_table(rows: list, columns=TABLE_COLUMNS) -> str:

@@ -1,0 +1,33 @@
+"""``--short-k-kernel`` / ``--long-k-kernel`` files: checked before any GPU work; config_tiles applies them."""
+
+import json
+
+import pytest
+
+from xstage.cli.bench_moe import kernel_options
+from xstage.errors import InputError
+from xstage.hw.moe import bench as B
+
+
+@pytest.mark.parametrize("content", ['[1]', '{"prefetch": 1}', '{"warp": true}', '{"group_rows": 0}', 'not json'])
+def test_bad_files_are_refused(tmp_path, content):
+    f = tmp_path / "k.json"
+    f.write_text(content)
+    with pytest.raises(InputError):
+        kernel_options(str(f))
+
+
+def test_options_update_the_family_they_name(tmp_path):
+    f = tmp_path / "k.json"
+    f.write_text(json.dumps({"early_rows": False, "group_rows": 4}))
+    opts = kernel_options(str(f))
+    kw, kw8 = dict(B.BF16_FAST), dict(B.W8A8_FAST)
+    _, pps, short = B.config_tiles("bf16", 1024, kw, kw8, False, short_k=opts)
+    assert pps == 2 and short["early_rows"] is False and "group_rows" not in short and short["maxnreg"] == 128
+    _, _, long_ = B.config_tiles("bf16", 4096, kw, kw8, False, short_k=opts)
+    assert long_["early_rows"] is True                   # short-K options leave long K alone
+    assert B.config_tiles("bf16", 4096, kw, kw8, False, long_k=opts)[2]["early_rows"] is False
+    assert B.config_group_rows("bf16", 1024, 8, short_k=opts) == 4
+    assert B.config_group_rows("bf16", 1024, 8) == B.BF16_SHORT_K["group_rows"] == 16   # the committed default
+    assert B.config_group_rows("bf16", 4096, 8, short_k=opts) == 8
+    assert B.config_group_rows("w8a8", 1024, 8, short_k=opts) == 8
