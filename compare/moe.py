@@ -4,9 +4,10 @@ Simulated rows are ``xstage.sim.sweep`` rows (one per configuration, ``speedup``
 Measured rows are kernel records with ``experiment == "moe"`` and variants ``expert_wave`` and
 ``interleaved`` per ``config``. A catalog name (MODEL/PRECISION/ROUTING/SETTING) is re-run with
 ``run_moe_config`` on the calibrated platform; a hardware sweep shape (``hw/moe/bench.py`` labels such as
-``h7168-i2048-t8192-e8-skewed-bf16-w8-s0``) is not in the catalog, and its rows carry the replay that
+``h7168-i2048-t8192-e8-skewed-bf16-w8-s0``) is not in the catalog: its rows carry the replay that
 the benchmark ran for that exact shape and routing (``sim_wave(us)``, ``sim_int(us)``, ``sim_platform``),
-which is used instead.
+which is used instead; records without it are replayed here on the comparison's platform from their own
+shape fields and measured tile medians (``moe_records.resimulate``).
 """
 
 import numpy as np
@@ -68,6 +69,7 @@ def measured_speedups(kernel: pd.DataFrame) -> pd.DataFrame:
 
 def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.DataFrame:
     """Measured MoE speedups beside the simulator's for the same configurations."""
+    kernel = _replay_hardware_rows(kernel, platform)
     meas = measured_speedups(kernel)
     identical = _identical(kernel)
     rows = []
@@ -91,6 +93,18 @@ def compare_moe(kernel: pd.DataFrame, platform: Platform, progress=None) -> pd.D
                      "measured_speedup": row["measured_speedup"], "simulated_speedup": sim["speedup"],
                      "schedules_identical": bool(identical.get(row["config"], False))})
     return add_relative_errors(pd.DataFrame(rows), QUANTITIES)
+
+
+def _replay_hardware_rows(kernel: pd.DataFrame, platform: Platform) -> pd.DataFrame:
+    """Hardware-label rows without a stored replay get one on ``platform`` (``resimulate``)."""
+    from xstage.compare.moe_records import resimulate
+
+    labels = ~kernel["config"].astype(str).str.contains("/")
+    stored = kernel["sim_wave(us)"].astype(float).notna() if "sim_wave(us)" in kernel else pd.Series(False, index=kernel.index)
+    if not (labels & ~stored).any() or "measured_l1(us)" not in kernel:
+        return kernel
+    replayed = resimulate(kernel[labels & ~stored], platform, platform.name)
+    return pd.concat([kernel[~(labels & ~stored)], replayed])
 
 
 def _identical(kernel: pd.DataFrame) -> dict:

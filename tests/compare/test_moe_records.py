@@ -236,3 +236,20 @@ def test_group_rows_reach_the_replay():
     assert b["sim_int(us)"].iloc[0] == pytest.approx(want)
     assert R.group_rows(pd.Series({"group_rows": 4})) == 4 and R.group_rows(pd.Series({"x": 1})) == 1
     assert not R.schedules_identical(PROBLEM, 8, 2, group_rows=4) or a["sim_int(us)"].iloc[0] > 0
+
+
+def test_compare_replays_hardware_rows_without_a_stored_replay():
+    # records written without sim_* columns (a label, not a catalog name): compare replays them on its
+    # own platform from the rows' shape and measured medians, the same numbers as resimulate
+    from xstage.compare.moe import compare_moe
+
+    plat = load_platform("paper-b200")
+    kernel = pd.DataFrame(_kernel_rows({"expert_wave": 120.0, "interleaved": 100.0}))
+    out = compare_moe(kernel, plat)
+    want = R.resimulate(kernel, plat, "paper-b200").iloc[0]
+    assert len(out) == 1 and out["measured_speedup"].iloc[0] == pytest.approx(1.2)
+    assert out["simulated_wave(us)"].iloc[0] == pytest.approx(want["sim_wave(us)"])
+    assert out["simulated_speedup"].iloc[0] == pytest.approx(want["sim_wave(us)"] / want["sim_int(us)"])
+    # the other platform gives other numbers: the replay is the comparison's, not a stored one
+    other = compare_moe(kernel, load_platform("h200-pcie-host"))
+    assert other["simulated_wave(us)"].iloc[0] != pytest.approx(want["sim_wave(us)"])
