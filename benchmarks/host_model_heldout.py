@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from xstage.records import load_records
 from xstage.sim.platform_fit import check_and_summarize, fit_split_platform
 from xstage.units import KiB, MiB
 
@@ -31,7 +32,7 @@ KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p
 
 
 def wide_heldout(folder: Path) -> dict:
-    points = pd.read_parquet(folder / "points.parquet")
+    points, _ = load_records(folder / "points.parquet", "point")
     split = points["split"]
     out = {}
     for label, law in MODELS.items():

@@ -15,8 +15,8 @@ from pathlib import Path
 from xstage.errors import InputError
 from xstage.records import load_records
 from xstage.sim import fit as calib_fit
-from xstage.sim.platform_fit import (DEFAULT_HELDOUT_FRACTION, DEFAULT_SPLIT_SEED, check_and_summarize,
-                                     fit_split_platform, split_errors, split_pairs)
+from xstage.sim.platform_fit import (DEFAULT_HELDOUT_FRACTION, DEFAULT_MODEL, DEFAULT_SPLIT_SEED, capacity_law_of,
+                                     check_and_summarize, fit_split_platform, split_errors, split_pairs)
 from xstage.units import KiB, MiB
 
 ROOTS = ("calibration", "calibration-extra")
@@ -33,8 +33,13 @@ def _folders(data_dir) -> dict:
     return found
 
 
+def recorded_model(meta: dict | None) -> str:
+    """The platform model a folder was fitted with (``xstage calibrate --model``; older records: v1)."""
+    return str(((meta or {}).get("config") or {}).get("model", DEFAULT_MODEL))
+
+
 def heldout_summary(points, platform, meta: dict | None = None) -> dict:
-    """The held-out keys of one folder (see the module doc)."""
+    """The held-out keys of one folder (see the module doc): for the model the folder was fitted with."""
     config = (meta or {}).get("config", {})
     if "split" in points:
         split = points["split"].astype(str)
@@ -44,10 +49,10 @@ def heldout_summary(points, platform, meta: dict | None = None) -> dict:
         return out
     split = split_pairs(points, DEFAULT_HELDOUT_FRACTION, DEFAULT_SPLIT_SEED)
     refit, _ = fit_split_platform(points, split, name=platform.name, target=platform.target,
-                                  sm_count=platform.sm_count)
+                                  sm_count=platform.sm_count, capacity_law=capacity_law_of(recorded_model(meta)))
     check = calib_fit.model_check(points, refit)
     out = split_errors(check, split, fraction=DEFAULT_HELDOUT_FRACTION, seed=DEFAULT_SPLIT_SEED)
-    kmax = max(k for k, _ in refit.capacity_points)
+    kmax = max(k for k, _ in refit.capacity_points) if not refit.two_stage else refit.sm_count
     out["split_source"] = "computed"
     out["heldout_platform"] = {"R_GBps": refit.drain_rate_GBps, "T_iss0_us_at_32KiB": refit.issue_time0_us(kmax, 32 * KiB),
                                "Q_MiB": refit.capacity_bytes(kmax) / MiB, "t_fixed_us": refit.t_fixed_us,
@@ -77,6 +82,7 @@ def summarize_results(data_dir, platform: str | None = None):
             copy, _ = load_records(folder / "copy.parquet", "kernel")
             summary["copy_engine_GBps"] = float(copy["copy(GBps)"].max())
         summary.update(heldout_summary(points, plat, meta))
+        summary["model"] = recorded_model(meta)
         summary["records"] = f"{folder.parent.name}/{folder.name}"
         rows.append(summary)
     return rows[0] if platform else rows

@@ -30,53 +30,87 @@ def rel_err(pred, meas):
 
 # --- T_iss0 ----------------------------------------------------------------------------------------
 
-def _t0_model(K, B, t_fixed, inv_p, inv_i):
-    return t_fixed + np.maximum(B * inv_p, K * B * inv_i)
+def _t0_model(K, B, t_fixed, inv_p, inv_i, skew=0.0, buffer=0.0):
+    return t_fixed + np.maximum(np.maximum(B - buffer, 0.0) * inv_p, K * B * inv_i) + skew * start_range(K)
 
 
-def fit_issue_time0(K, B, T, rounds: int = 8) -> dict:
-    """Fit T = t_fixed + max(B/P, K*B/I) (us; B in bytes; P, I in bytes/us) on relative error.
+def start_range(K):
+    """(K - 1) / (K + 1): the expected range of K starts spread uniformly over a unit window (``Platform.start_skew_us``)."""
+    K = np.asarray(K, dtype=float)
+    return (K - 1.0) / (K + 1.0)
 
-    Grid search over (1/P, 1/I) -- 1/I = 0 means no aggregate ceiling -- with t_fixed >= 0 in
+
+def _offsets(T, g, w, S):
+    """Weighted least squares of T - g over the columns [1, S] (t_fixed, skew), both >= 0; g (..., N)."""
+    y = T - g
+    if S is None:
+        return np.maximum(np.sum(w * y, axis=-1) / np.sum(w), 0.0), np.zeros(g.shape[:-1])
+    a11, a12, a22 = np.sum(w), np.sum(w * S), np.sum(w * S * S)
+    b1, b2 = np.sum(w * y, axis=-1), np.sum(w * S * y, axis=-1)
+    det = a11 * a22 - a12 * a12
+    t, s = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
+    t_only = np.maximum(b1 / a11, 0.0)                  # skew clipped at 0
+    s_only = np.maximum(b2 / a22, 0.0)                  # t_fixed clipped at 0
+    t, s = np.where(s < 0, t_only, np.where(t < 0, 0.0, t)), np.where(s < 0, 0.0, np.where(t < 0, s_only, s))
+    return t, s
+
+
+def fit_issue_time0(K, B, T, rounds: int = 8, skew: bool = False, buffers=None, _buffer: float = 0.0) -> dict:
+    """Fit T = t_fixed + max(B/P, K*B/I) (us; B in bytes; P, I in bytes/us) on relative error; with ``skew``,
+    T = t_fixed + max(B/P, K*B/I) + s (K - 1) / (K + 1) (the producers' start skew, platform schema 2); with
+    ``buffers`` (candidate store-buffer sizes b0, bytes), B/P -> max(B - b0, 0)/P with the best b0 of them
+    (``store_buffer_bytes``, schema 2).
+
+    Grid search over (1/P, 1/I) -- 1/I = 0 means no aggregate ceiling -- with t_fixed >= 0 (and s >= 0) in
     closed form, zoomed ``rounds`` times. Returns t_fixed_us, producer_issue_GBps, injection_GBps
-    (None when no ceiling binds at any point) and the relative residuals.
+    (None when no ceiling binds at any point), start_skew_us (None without ``skew``) and the relative
+    residuals.
     """
     K, B, T = (np.asarray(x, dtype=float) for x in (K, B, T))
     if len(T) < 3:
         raise ValueError("fit_issue_time0 needs >= 3 points")
+    if buffers is not None:
+        fits = [fit_issue_time0(K, B, T, rounds, skew, None, float(b0)) for b0 in buffers if np.sum(B > b0) >= 2]
+        if not fits:
+            raise ValueError("fit_issue_time0 needs >= 2 points above a candidate store buffer")
+        return min(fits, key=lambda f: float(np.sum(f["residuals"] ** 2)))
     w = 1.0 / T**2
+    S = start_range(K) if skew else None
     slope_max = float(np.max(T / B))
     lo_p, hi_p = slope_max * 1e-5, slope_max
     lo_i, hi_i = slope_max * 1e-5 / K.max(), slope_max / K.min()
 
+    Bp = np.maximum(B - _buffer, 0.0)                                           # bytes issued at P
+
     def solve(ps, is_):
-        g = np.maximum(B * ps[:, None, None], K * B * is_[None, :, None])       # (P, I, N)
-        t = np.maximum(np.sum(w * (T - g), axis=-1) / np.sum(w), 0.0)          # closed-form t_fixed
-        r = (t[..., None] + g - T) / T
-        return np.sum(r * r, axis=-1), t
+        g = np.maximum(Bp * ps[:, None, None], K * B * is_[None, :, None])      # (P, I, N)
+        t, s = _offsets(T, g, w, S)                                             # closed-form t_fixed (, s)
+        r = (t[..., None] + g + (0.0 if S is None else s[..., None] * S) - T) / T
+        return np.sum(r * r, axis=-1), t, s
 
     best, zoom = None, 4.0
     for _ in range(rounds + 1):
         ps = np.geomspace(lo_p, hi_p, 80)
         is_ = np.concatenate([[0.0], np.geomspace(lo_i, hi_i, 80)])
-        score, t = solve(ps, is_)
+        score, t, s = solve(ps, is_)
         a, b = np.unravel_index(np.argmin(score), score.shape)
         if best is None or score[a, b] <= best[0]:
-            best = (float(score[a, b]), float(t[a, b]), float(ps[a]), float(is_[b]))
-        _, _, ip, ii = best
+            best = (float(score[a, b]), float(t[a, b]), float(ps[a]), float(is_[b]), float(s[a, b]))
+        _, _, ip, ii, _ = best
         lo_p, hi_p = ip / zoom, ip * zoom
         if ii > 0:
             lo_i, hi_i = ii / zoom, ii * zoom
         zoom = zoom**0.5
-    _, t, ip, ii = best
-    binds = ii > 0 and bool(np.any(K * B * ii > B * ip * (1 + 1e-3)))
+    _, t, ip, ii, sk = best
+    binds = ii > 0 and bool(np.any(K * B * ii > Bp * ip * (1 + 1e-3)))
     if not binds:
         ii = 0.0
-        score, tt = solve(np.array([ip]), np.array([0.0]))
-        t = float(tt[0, 0])
-    res = rel_err(_t0_model(K, B, t, ip, ii), T)
+        score, tt, ss = solve(np.array([ip]), np.array([0.0]))
+        t, sk = float(tt[0, 0]), float(ss[0, 0])
+    res = rel_err(_t0_model(K, B, t, ip, ii, sk, _buffer), T)
     return {"t_fixed_us": t, "producer_issue_GBps": 1.0 / ip / 1e3,
-            "injection_GBps": (1.0 / ii / 1e3) if binds else None,
+            "injection_GBps": (1.0 / ii / 1e3) if binds else None, "start_skew_us": sk if skew else None,
+            "store_buffer_bytes": _buffer if _buffer else None,
             "residuals": res, "median_abs_rel_residual": float(np.median(np.abs(res))),
             "max_abs_rel_residual": float(np.max(np.abs(res))), "n_points": int(len(T))}
 
@@ -180,6 +214,14 @@ def _two_stage_periodic(platform, K, B, G, t0, V, R, Q) -> float:
     return T
 
 
+def _lockstep_relaxing(platform, K, G, t0, V, R, Q) -> float:
+    """A lockstep burst (mode ``periodic``) with a relaxing capacity: the barrier's fence lets every burst start
+    from a drained path (docs/calibration.md, "What the lockstep mode measured"), where the capacity is back at
+    Q(K), so ``periodic_issue_time_us``'s two bounds hold with Eq. 7's relaxing form:
+    max(T_iss0, V/R - G, relaxing isolated issue time)."""
+    return max(model.issue_time_us(G, t0, V, R), _two_stage_isolated(platform, K, t0, V, R, Q))
+
+
 def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
     """Predicted vs measured T_iss and period for every point.
 
@@ -201,7 +243,8 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
             pred_t = eq3_t = _two_stage_isolated(platform, K, t0, V, R, Q)
             pred_p = eq3_p = np.nan
         else:
-            pred_t = _two_stage_periodic(platform, K, B, G, t0, V, R, Q)
+            pred_t = (_lockstep_relaxing(platform, K, G, t0, V, R, Q) if d["mode"] == "periodic" and platform.relaxing
+                      else _two_stage_periodic(platform, K, B, G, t0, V, R, Q))
             eq3_t = model.issue_time_us(G, t0, V, R)
             pred_p, eq3_p = pred_t + G, eq3_t + G
         meas_t, meas_p = d["T_iss(us)"], d["period(us)"]

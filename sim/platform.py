@@ -30,6 +30,16 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   grow with K): Q(K) = Q_shared(K) + K q_sm. For K symmetric producers (the burst experiments) this is
   exact: a producer stalls only once its own slots and the shared buffer are full, and both drain at R.
   The replay uses the same Q(K) at the programs' K (docs/model.md, "Two-stage X-Stage").
+- ``start_skew_us`` (s): the K producers of a burst do not start at one instant (a lockstep burst leaves a
+  grid barrier over a window; K starts spread uniformly over s have an expected range of s (K - 1) / (K + 1)),
+  so the aggregate issue time, first store of the first producer to the last acceptance of the last, gains
+  that range: T_iss0(K, B) = t_fixed + max(B/P, K B/I) + s (K - 1) / (K + 1). One producer (K = 1) has
+  none; a kernel's own tile spans compare with t_fixed + B/P (docs/model.md, "What issue time means").
+- ``store_buffer_bytes`` (b0): an SM accepts its first b0 bytes of a burst at once (a store buffer in front
+  of its issue path) and the rest at P: the per-producer term is max(B - b0, 0) / P. The H200 host path's
+  issue is convex in B (about 77 GB/s per SM below 16 KiB, 51 GB/s above: the probe's first bursts and the
+  lockstep plateaus alike); one slope cannot follow both.
+  Both are written only when set, so version-2 files without them keep their contents and hash.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
   Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
@@ -55,7 +65,9 @@ from xstage.sim import model_two_stage
 
 PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and writes
 SCHEMA_VERSIONS = (1, 2)
-TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps")   # version 2 only
+TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps", "start_skew_us",
+                    "store_buffer_bytes")   # version 2 only
+_WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes")   # version-2 fields added later: left out of the file while None
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -75,6 +87,8 @@ class Platform:
     sm_store_GBps: float | None = None          # v2: r_sm, per-SM store stage rate (None: no such stage)
     sm_outstanding_bytes: float | None = None   # v2: q_sm, per-SM outstanding limit before the shared buffer
     capacity_relax_GBps: float | None = None    # v2: rho, rate at which a full X-Stage gives up the per-SM slots
+    start_skew_us: float | None = None          # v2: s, the K producers' starts spread: + s (K - 1) / (K + 1)
+    store_buffer_bytes: float | None = None     # v2: b0, bytes an SM accepts at once: B / P -> max(B - b0, 0) / P
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -113,6 +127,12 @@ class Platform:
                 raise InputError("platform.capacity_relax_GBps", self.capacity_relax_GBps,
                                  "needs sm_outstanding_bytes > 0 (the slots it gives up)")
             object.__setattr__(self, "capacity_relax_GBps", rho)
+        if self.store_buffer_bytes is not None:
+            object.__setattr__(self, "store_buffer_bytes", _real("platform.store_buffer_bytes", self.store_buffer_bytes,
+                                                                 allow_zero=True))
+        if self.start_skew_us is not None:
+            object.__setattr__(self, "start_skew_us", _real("platform.start_skew_us", self.start_skew_us,
+                                                            allow_zero=True))
 
     @property
     def schema_version(self) -> int:
@@ -141,11 +161,13 @@ class Platform:
 
     def issue_time0_us(self, producers: int, bytes_per_producer: float) -> float:
         """T_iss0(K, B): backpressure-free issue time of a burst (us)."""
-        per_producer = bytes_per_producer / (self.producer_issue_GBps * 1e3)
+        per_producer = max(bytes_per_producer - (self.store_buffer_bytes or 0.0), 0.0) / (self.producer_issue_GBps * 1e3)
         aggregate = 0.0
         if self.injection_GBps is not None:
             aggregate = producers * bytes_per_producer / (self.injection_GBps * 1e3)
         t0 = self.t_fixed_us + max(per_producer, aggregate)
+        if self.start_skew_us is not None:
+            t0 += self.start_skew_us * (producers - 1) / (producers + 1)
         if self.sm_store_GBps is None:
             return t0
         return model_two_stage.sm_stage_issue_time0_us(t0, bytes_per_producer, self.sm_store_GBps * 1e3)
@@ -190,8 +212,8 @@ class Platform:
         """The file's contents: version 1 (exactly as before) unless a two-stage field is set."""
         d = asdict(self)
         d["capacity_points"] = [list(p) for p in self.capacity_points]
-        if not self.two_stage:
-            for name in TWO_STAGE_FIELDS:
+        for name in TWO_STAGE_FIELDS:
+            if not self.two_stage or (name in _WRITTEN_WHEN_SET and d[name] is None):
                 del d[name]
         return {"schema_version": self.schema_version, **d}
 

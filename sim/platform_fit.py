@@ -34,6 +34,23 @@ def _capacity_of(caps: dict, K):
 
 
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing")
+# the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
+MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing"}
+DEFAULT_MODEL = "v1"
+
+
+def check_model(model, field: str = "model") -> str:
+    """A model name of ``MODELS``, checked (InputError naming ``field`` otherwise)."""
+    if not isinstance(model, str) or model not in MODELS:
+        raise InputError(field, model, f"must be one of {', '.join(MODELS)}")
+    return model
+
+
+def capacity_law_of(model) -> str:
+    """The capacity law ``fit_platform`` uses for a model name."""
+    return MODELS[check_model(model)]
+BUFFERS = tuple(1024 * k for k in range(0, 33))   # schema-2 laws: candidate store buffers b0 (0-32 KiB)
+TRIM = 1.15   # schema-2 laws: a plateau point measured > TRIM x the issue law is taken as backpressured
 
 
 def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int, tensor_TFLOPs=None,
@@ -45,7 +62,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     Q_shared + K q_sm is fitted to the same points of every K at once (``fit_two_stage.fit_two_stage_capacity``),
     which also gives Q at producer counts that were never calibrated. ``relaxing`` (schema 2): the same
     law plus a capacity that relaxes from Q(K) to Q_shared at rho while the X-Stage holds the producers
-    back, rho chosen by the model check on the fitted points (``_check_loss``, ``fit_two_stage.fit_relax_rate``).
+    back, rho chosen by the model check on the fitted lockstep points (``_check_loss``, ``fit_two_stage.fit_relax_rate``).
 
     Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
     T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
@@ -72,11 +89,28 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         inv_i = 0.0 if fit["injection_GBps"] is None else 1.0 / (fit["injection_GBps"] * 1e3)
         inv_p = 1.0 / (fit["producer_issue_GBps"] * 1e3)
         return lambda k, b: calib_fit._t0_model(np.asarray(k, float), np.asarray(b, float), fit["t_fixed_us"],
-                                                inv_p, inv_i)
+                                                inv_p, inv_i, fit.get("start_skew_us") or 0.0,
+                                                fit.get("store_buffer_bytes") or 0.0)
+
+    robust = capacity_law != "points"
+    issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
+
+    def issue_fit(use):
+        """T_iss0 on the points ``use``; for the schema-2 laws trimmed one-sidedly until stable (backpressure
+        only lengthens an issue, so a point measured > TRIM x the law is taken as backpressured)."""
+        use = use & issue_pool
+        t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
+        for _ in range(8 if robust else 0):
+            keep = use & (T <= TRIM * t0_fn(t0)(K, B))
+            if (keep == use).all() or keep.sum() < 3:
+                break
+            use = keep
+            t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
+        return t0
 
     use = np.ones(len(T), dtype=bool)
     for _ in range(4):                                  # one-sided trimming, before Q is known
-        t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use])
+        t0 = issue_fit(use)
         keep = T <= 1.3 * t0_fn(t0)(K, B)
         if (keep == use).all() or keep.sum() < 3:
             break
@@ -96,8 +130,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         caps = {k: f["Q_bytes"] for k, f in fits.items()}
         explained = (V - _capacity_of(caps, K)) / R > T / calib_fit.KNEE_MARGIN
         use = ~explained
-        if use.sum() >= 3:
-            t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use])
+        if (use & issue_pool).sum() >= 3:
+            t0 = issue_fit(use)
         state = (R, t0["t_fixed_us"], t0["producer_issue_GBps"], tuple(sorted(caps.items())))
         if history and np.allclose(np.array(state[:3], float), np.array(history[-1][:3], float), rtol=1e-6) \
                 and state[3] == history[-1][3]:
@@ -122,12 +156,13 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         relax = ""
         if capacity_law == "relaxing":
             stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
-                             producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"], **cap)
+                             producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
+                             start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"], **cap)
             rho = fit_two_stage.fit_relax_rate(lambda r: _check_loss(points, stage, r), R)
             fit["relax"] = rho
             cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
             relax = (f", relaxing at rho = {rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
-                     f"check on the fitted lockstep and isolated points, sum of squared rel. errors {rho['loss']:.2f})")
+                     f"check on the fitted lockstep points, sum of squared rel. errors {rho['loss']:.2f})")
         notes["capacity_points"] = (
             f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
             f"and isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
@@ -135,17 +170,20 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             f"residual| {two['median_abs_rel_residual']:.1%}. The per-K fit it replaces: " + notes["capacity_points"])
     platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                         producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
+                        start_skew_us=t0.get("start_skew_us"), store_buffer_bytes=t0.get("store_buffer_bytes"),
                         target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     return platform, fit
 
 
 def _check_loss(points, platform, rho_Bpus: float) -> float:
-    """Sum of squared relative T_iss errors of the model check (lockstep periodic and isolated points) with
-    the relaxing capacity at rho; points without a closed form count as the worst point."""
+    """Sum of squared relative T_iss errors of the model check on the lockstep periodic points (the protocol the
+    schema-2 issue law is fitted on; isolated bursts, after a system fence and a settle, show a lower knee at
+    the same (K, B): docs/calibration.md) with the relaxing capacity at rho; points without a closed form
+    count as the worst point."""
     from dataclasses import replace
     check = calib_fit.model_check(points, replace(platform, capacity_relax_GBps=rho_Bpus / 1e3))
-    err = check.loc[check["mode"].isin(("periodic", "isolated")), "rel_err_T_iss"].to_numpy(float)
+    err = check.loc[check["mode"] == "periodic", "rel_err_T_iss"].to_numpy(float)
     worst = np.nanmax(np.abs(err)) if np.isfinite(err).any() else 1.0
     return float(np.sum(np.where(np.isfinite(err), err, worst) ** 2))
 

@@ -34,7 +34,8 @@ import pandas as pd
 from xstage.errors import InputError, require_int, require_positive
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.sim.burst_summary import summarize_run
-from xstage.sim.platform_fit import SPLIT_RULE, check_and_summarize, check_split_args, fit_platform, split_pairs
+from xstage.sim.platform_fit import (DEFAULT_MODEL, SPLIT_RULE, capacity_law_of, check_and_summarize, check_model,
+                                     check_split_args, fit_platform, split_pairs)
 from xstage.units import KiB, MiB
 
 PHASES = ("rate", "plateau", "gap", "fma", "isolated", "free-rate", "free-gap", "aligned-rate", "aligned-gap")
@@ -71,6 +72,7 @@ class CalibConfig:
     grid: str = "default"          # the grid's name (``grids.GRIDS``), recorded with the run
     heldout_fraction: float = 0.3  # share of (K, B) pairs held out of the fit (0: fit on every point)
     split_seed: int = 0            # seed of the held-out split (``xstage.sim.platform_fit.split_pairs``)
+    model: str = DEFAULT_MODEL     # the platform model fitted (``xstage.sim.platform_fit.MODELS``)
 
     def __post_init__(self):
         from xstage.hw.common.targets import check_peer_pattern
@@ -100,6 +102,7 @@ class CalibConfig:
         require_int("warmup", self.warmup, minimum=0)
         require_int("keep_producers", self.keep_producers, minimum=0)
         require_int("free_gaps", self.free_gaps, minimum=0)
+        check_model(self.model)
         fraction, seed = check_split_args(self.heldout_fraction, self.split_seed)
         object.__setattr__(self, "heldout_fraction", fraction)
         object.__setattr__(self, "split_seed", seed)
@@ -285,7 +288,7 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     if not cfg.name and described.get("issue", "store") != "store":   # NVSHMEM device puts (hw/microbench/puts.py)
         name += f"-{described['issue']}"
     return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
-                  split_args=(cfg.heldout_fraction, cfg.split_seed))
+                  split_args=(cfg.heldout_fraction, cfg.split_seed), model=cfg.model)
 
 
 _RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
@@ -309,14 +312,18 @@ def _split(points: pd.DataFrame, meta: dict, split_args) -> tuple[pd.DataFrame, 
     return points, split, {**meta, "config": config}
 
 
-def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None) -> dict:
+def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
+           model: str | None = None) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
     a meta block loaded from a record file loses its ``kind`` (and ``table``) first. With a split (new from
     ``split_args``, or recorded in the points), the platform is fitted on the ``fit`` points only and the
-    check reports both sets."""
+    check reports both sets. ``model``: the platform model to fit (``MODELS``; None: the one recorded in the
+    meta's config, else v1), recorded in the config, the summary and the platform's notes."""
     from xstage.records import atomic_write_text, save_records
 
     meta = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
+    model = check_model(model if model is not None else meta["config"].get("model", DEFAULT_MODEL), "--model")
+    meta = {**meta, "config": {**meta["config"], "model": model}}
     points, split, meta = _split(points, meta, split_args)
     target = meta["config"]["target"]
     tensor = H200_TENSOR_TFLOPS if "H200" in str(meta["runner"].get("gpu_name", "")) else {}
@@ -340,13 +347,16 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
                                   f"{meta['config'].get('heldout_fraction')}, split_seed "
                                   f"{meta['config'].get('split_seed')}. Rule: {SPLIT_RULE}.")
     fitted = points if split is None else points[split.to_numpy() == "fit"]
-    platform, fit = fit_platform(fitted, name=name, target=target,
-                                 sm_count=int(meta["runner"].get("sm_count", 132)), tensor_TFLOPs=tensor, notes=notes)
+    notes["model"] = (f"{model}: fitted by `xstage calibrate --model {model}` (capacity law {capacity_law_of(model)!r}; "
+                      "docs/calibration.md, 'Choosing the model').")
+    platform, fit = fit_platform(fitted, name=name, target=target, sm_count=int(meta["runner"].get("sm_count", 132)),
+                                 tensor_TFLOPs=tensor, notes=notes, capacity_law=capacity_law_of(model))
     if pattern == "all":
         platform = dataclasses.replace(platform, description="Calibrated by `xstage calibrate --target peer "
                                        "--peer-pattern all` (all-to-all).")
     check, summary = check_and_summarize(points, platform, split, fraction=meta["config"].get("heldout_fraction"),
                                          seed=meta["config"].get("split_seed"))
+    summary["model"] = model
     if split is not None:
         summary["grid"] = meta["config"].get("grid", "default")
     if len(copy):
@@ -369,8 +379,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     platform = dataclasses.replace(platform, notes={**platform.notes, "model_check": model_errors})
     meta = {**meta, "platform": platform.name, "platform_hash": platform.content_hash}
     out.mkdir(parents=True, exist_ok=True)
-    bursts = bursts.assign(platform=platform.name)
-    save_records(out / "bursts.parquet", "burst", bursts, meta, overwrite=overwrite)
+    if bursts is not None:                      # a refit from --records leaves the burst sample in its source
+        save_records(out / "bursts.parquet", "burst", bursts.assign(platform=platform.name), meta, overwrite=overwrite)
     save_records(out / "points.parquet", "point", points, meta, overwrite=overwrite)
     save_records(out / "check.parquet", "summary", check, meta, table="calibration_check", overwrite=overwrite)
     if len(copy):
@@ -382,22 +392,40 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     return summary
 
 
-def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_args=None) -> dict:
-    """Re-fit an existing output folder from its points.parquet (no GPU needed). It rewrites every file of
-    the folder (the fit files, and the records' metadata and platform name), so only with ``overwrite``;
-    each record file keeps its kind. The split: a new one from ``split_args`` = (fraction, seed), else the
-    recorded one, else none (records from before the split are fitted on every point, as they were)."""
+def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_args=None, model: str | None = None,
+          records=None) -> dict:
+    """Re-fit a calibration folder from its points.parquet (no GPU needed). ``records``: the folder to read
+    (e.g. committed measured records); its files are only read and everything goes to ``out_dir``, a folder
+    free of calibration files (or ``overwrite``). Without ``records``, ``out_dir`` itself is refitted and every
+    file of it rewritten (the fit files, and the records' metadata and platform name), so only with
+    ``overwrite``. Each record file keeps its kind; a refit into a new folder copies no bursts.parquet (the
+    burst sample stays in ``records``; ``refit_of`` in the metadata names it). The split: a new one from ``split_args`` = (fraction,
+    seed), else the recorded one, else none (records from before the split are fitted on every point, as they
+    were). ``model``: the platform model (``MODELS``); None keeps the recorded one (v1 for older records)."""
     from xstage.records import load_records
 
+    if model is not None:
+        check_model(model, "--model")
     out = Path(out_dir)
-    if not overwrite:
-        held = [f for f in FILES if (out / f).exists()]
-        raise InputError("--out", str(out), f"holds {', '.join(held) or 'no calibration records'}: --refit "
-                         "rewrites them (pass --overwrite)")
-    points, meta = load_records(out / "points.parquet", "point")
-    bursts, _ = load_records(out / "bursts.parquet", "burst")
-    copy = load_records(out / "copy.parquet", "kernel")[0] if (out / "copy.parquet").exists() else pd.DataFrame()
-    return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit", overwrite=True,
-                  split_args=split_args)
-
-
+    if records is None:
+        src = out
+        if not overwrite:
+            held = [f for f in FILES if (out / f).exists()]
+            raise InputError("--out", str(out), f"holds {', '.join(held) or 'no calibration records'}: --refit "
+                             "rewrites them (pass --overwrite, or --records SRC to write a new folder)")
+    else:
+        src = Path(records)
+        if not (src / "points.parquet").is_file():
+            raise InputError("--records", str(src), "holds no points.parquet (a calibration folder)")
+        if src.resolve() == out.resolve():
+            raise InputError("--records", str(src), "is --out itself: leave out --records to refit in place")
+        out = check_out_dir(out, overwrite=overwrite)
+    points, meta = load_records(src / "points.parquet", "point")
+    bursts = None                           # --records: the burst sample stays in SRC (not copied)
+    if records is None and (src / "bursts.parquet").exists():
+        bursts, _ = load_records(src / "bursts.parquet", "burst")
+    copy = load_records(src / "copy.parquet", "kernel")[0] if (src / "copy.parquet").exists() else pd.DataFrame()
+    if records is not None:
+        meta = {**meta, "refit_of": str(src)}
+    return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit",
+                  overwrite=True if records is None else overwrite, split_args=split_args, model=model)

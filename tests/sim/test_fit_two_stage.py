@@ -44,3 +44,22 @@ def test_model_check_simulates_where_the_relaxing_form_has_none():
     assert np.isfinite(got) and got == pytest.approx(sim, rel=1e-12)
     assert fit._two_stage_periodic(p, K, B, 0.0, t0, V, R, Q) == pytest.approx(
         model_two_stage.relaxing_periodic_issue_time_us(0.0, t0, V, R, Q, 1e5, 1e4), rel=1e-12)
+
+
+def test_lockstep_points_start_drained_with_a_relaxing_capacity():
+    """A lockstep (``periodic``) point is predicted from a drained start, max(T_iss0, V/R - G, relaxing Eq. 7);
+    a free-running point at the same gap keeps the steady state with carry-over."""
+    import pandas as pd
+    from xstage.sim import fit, model, model_two_stage
+    from xstage.sim.platform import Platform
+    p = Platform("band", 16, 50.0, 0.0, 100.0, ((1, 1e5),), sm_outstanding_bytes=1e4, capacity_relax_GBps=10.0)
+    K, B, G = 16, 24576, 3.0
+    t0, V, R, Q = p.issue_time0_us(K, B), K * B, p.drain_rate_Bpus, p.capacity_bytes(K)
+    row = {"phase": "gap", "producers": K, "bytes_per_producer": B, "gap(us)": G, "gap_measured(us)": G,
+           "T_iss(us)": 1.0, "period(us)": 4.0}
+    check = fit.model_check(pd.DataFrame([{**row, "mode": "periodic"}, {**row, "mode": "free"}]), p)
+    drained = max(model.issue_time_us(G, t0, V, R),
+                  model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, 1e5, 1e4))
+    assert check["model_T_iss(us)"].iloc[0] == pytest.approx(drained, rel=1e-12)
+    assert check["model_T_iss(us)"].iloc[1] == pytest.approx(fit._two_stage_periodic(p, K, B, G, t0, V, R, Q), rel=1e-12)
+    assert check["model_T_iss(us)"].iloc[1] != pytest.approx(drained, rel=1e-3)

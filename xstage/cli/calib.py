@@ -3,6 +3,7 @@
     xstage calibrate --target host --out data/calibration/h200-pcie-host
     xstage calibrate --target local --out /tmp/calib-local --quick
     xstage calibrate --refit --overwrite --out data/calibration/h200-pcie-host   # re-fit stored points, no GPU
+    xstage calibrate --refit --records data/calibration-extra/h200-pcie-host-wide --model two-stage-relax --out DIR
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
     xstage calibrate --target host --grid wide --heldout-fraction 0.3 --split-seed 0 --out DIR   # issue 15
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
@@ -88,8 +89,16 @@ def register(sub):
     p.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
     p.add_argument("--sim", default=None, metavar="PLATFORM",
                    help="run the sweep on the simulator with this platform instead of the GPU")
-    p.add_argument("--refit", action="store_true", help="re-fit the points already in --out (no measurement; rewrites "
-                   "its files, so needs --overwrite)")
+    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax}",
+                   help="the platform model fitted: v1 (default; schema 1: Q per calibrated K), two-stage (schema 2: "
+                   "Q(K) = Q_shared + K q_sm, the producers' start skew), two-stage-relax (the same with a capacity "
+                   "that relaxes to Q_shared at a fitted rate while the path holds the producers back); --refit keeps "
+                   "the recorded model unless this is given")
+    p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
+                   "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
+    p.add_argument("--records", default=None, metavar="SRC",
+                   help="with --refit: the calibration folder to read (e.g. committed records; only read), the "
+                   "refitted folder goes to --out")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
@@ -106,6 +115,14 @@ def split_args(args, default=None):
     if fraction >= 1:
         raise InputError("--heldout-fraction", args.heldout_fraction, "must be < 1")
     return check_split_args(fraction, seed)
+
+
+def model_arg(args):
+    """--model, checked (None when not given)."""
+    if args.model is None:
+        return None
+    from xstage.sim.platform_fit import check_model
+    return check_model(args.model, "--model")
 
 
 def _pairs(text):
@@ -125,7 +142,7 @@ def build_config(args):
     --quick's short variant over both (as before). Every flag is checked, also those --quick replaces."""
     from xstage.hw.calib.calibrate import CalibConfig
     from xstage.hw.calib.grids import QUICK_GRIDS, QUICK_RUNS, grid_fields
-    from xstage.sim.platform_fit import DEFAULT_HELDOUT_FRACTION
+    from xstage.sim.platform_fit import DEFAULT_HELDOUT_FRACTION, DEFAULT_MODEL
     grid = grid_fields(args.grid)
     given = {"producers": (_ints, args.producers, "--producers"), "sizes": (_sizes, args.sizes, "--sizes"),
              "gap_configs": (lambda t, f: _pairs(t), args.gap_configs, "--gap-configs"),
@@ -142,6 +159,7 @@ def build_config(args):
     number("--timeout-ms", args.timeout_ms, minimum=0, allow_equal=False)
     parse_size(args.ring, "--ring")
     fraction, seed = split_args(args, DEFAULT_HELDOUT_FRACTION)
+    model = model_arg(args) or DEFAULT_MODEL
     if args.backend != "torch":
         from xstage.hw.common.nvshmem import check_backend
         check_backend(args.backend, args.target)
@@ -154,7 +172,7 @@ def build_config(args):
               bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
               keep_producers=args.keep_producers, copy_engine=not args.no_copy, aligned=args.aligned,
-              peer_pattern=args.peer_pattern, grid=args.grid, heldout_fraction=fraction, split_seed=seed)
+              peer_pattern=args.peer_pattern, grid=args.grid, heldout_fraction=fraction, split_seed=seed, model=model)
     kw.update(grid)                     # the grid ...
     kw.update(chosen)                   # ... under the grid flags given ...
     if args.quick:                      # ... and --quick over both
@@ -175,9 +193,13 @@ def run(args) -> int:
     platform.json plus the raw records (Parquet) into --out. Progress goes to stderr."""
     from xstage.hw.calib import calibrate
 
+    if args.records is not None and not args.refit:
+        raise InputError("--records", args.records, "needs --refit (it names the folder to refit)")
     if args.refit:
+        if args.records is not None and not str(args.records).strip():
+            raise InputError("--records", args.records, "must name a calibration folder")
         summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite,
-                                  split_args=split_args(args))
+                                  split_args=split_args(args), model=model_arg(args), records=args.records)
     else:
         if args.target is None:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")

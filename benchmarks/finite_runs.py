@@ -1,0 +1,127 @@
+"""Finite runs simulated as run (issue 15, target 3): N bursts from an empty path, against the committed records.
+
+    python benchmarks/finite_runs.py [--json OUT] [--platform LABEL=FILE ...]
+
+1. Host probe (``data/calibration-extra/host-probe-*``, free-running, zero gap, n bursts from empty, trial 0):
+   ``xstage sim bursts -K K -B B -G 0 -n n`` per (K, B) gives ``drained_us`` (first issue to the last byte
+   drained; measured: the last CTA's system fence, ``fence_us``) and the median burst issue time over every burst (``--skip 0``; measured: the median
+   producer's median burst span, ``span_median_us``).
+2. Lockstep zero-gap runs of the wide grids (``points.parquet``, phase ``rate``, host and local): each ran
+   ``periodic_bursts`` bursts from empty and reported medians of its second half. A lockstep burst starts
+   when the previous one has drained (the barrier's fence), which is ``xstage sim bursts --mode isolated``:
+   simulated so with ``--skip n/2`` and the gap the barrier itself takes (``as_run``; G = the median of period -
+   T_iss over the fitted zero-gap points whose V/R is under half their period, so that no drain hides in it),
+   and, for contrast, as ``periodic``
+   bursts at the measured gap (``at_measured_gap``, which lets bursts carry over): T_iss and period medians
+   against the measured ones.
+|relative error| median / p90 / share within 10 % per figure and platform. Platforms: the committed wide-grid
+folders' own (v1) and their schema-2 refits (``*-wide-two-stage-relax``).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xstage.records import load_records
+from xstage.sim.bursts import BurstConfig, simulate_bursts
+from xstage.sim.platform import load_platform
+
+EXTRA = Path("data/calibration-extra")
+PLATFORMS = {"host v1": EXTRA / "h200-pcie-host-wide/platform.json",
+             "host two-stage-relax": EXTRA / "h200-pcie-host-wide-two-stage-relax/platform.json",
+             "local v1": EXTRA / "h200-local-wide/platform.json",
+             "local two-stage-relax": EXTRA / "h200-local-wide-two-stage-relax/platform.json"}
+
+
+def _errs(pred, meas) -> dict:
+    e = np.abs((np.asarray(pred, float) - np.asarray(meas, float)) / np.asarray(meas, float))
+    return {"median_rel_err": float(np.median(e)), "p90_rel_err": float(np.percentile(e, 90)),
+            "within_10pct": float(np.mean(e <= 0.10)), "n": int(len(e))}
+
+
+def _run(p, K, B, G, n, skip, mode="periodic") -> dict:
+    engine = "simpy" if p.relaxing else "exact"
+    return simulate_bursts(p, BurstConfig(int(K), int(B), float(G), int(n), mode=mode, skip=int(skip), engine=engine),
+                           record_occupancy=False).summary(p)
+
+
+def probe(folder: Path, p) -> dict:
+    runs = pd.read_csv(folder / "runs.csv.gz")
+    first = runs[runs["trial"] == 0].groupby(["producers", "bytes_per_producer", "bursts"], as_index=False)[
+        ["issue_end_us", "fence_us", "span_median_us"]].median()
+    rows = []
+    for r in first.itertuples():
+        s = _run(p, r.producers, r.bytes_per_producer, 0.0, r.bursts, 0)
+        rows.append({"K": r.producers, "B": r.bytes_per_producer, "n": r.bursts, "drained_us": s["drained_us"],
+                     "fence_us": r.fence_us, "T_iss_us": s["T_iss_us"], "span_median_us": r.span_median_us})
+    f = pd.DataFrame(rows)
+    return {"drained_us_vs_fence": _errs(f["drained_us"], f["fence_us"]),
+            "T_iss_median_vs_span_median": _errs(f["T_iss_us"], f["span_median_us"]), "runs": f.to_dict("records")}
+
+
+def lockstep(folder: Path, p) -> dict:
+    pts, _ = load_records(folder / "points.parquet", "point")
+    rate = pts[pts["phase"] == "rate"]
+    fitted = rate[(rate.get("split", "fit") == "fit")
+                  & (rate["volume(bytes)"] / p.drain_rate_Bpus < 0.5 * rate["period(us)"])]
+    barrier_us = float((fitted["period(us)"] - fitted["T_iss(us)"]).median())
+    rows = []
+    for r in rate.to_dict("records"):
+        K, B = int(r["producers"]), int(r["bytes_per_producer"])
+        n = max(32, -(-128 * 2**20 // (K * B)))
+        n = int(min(2048, n + n % 2))                    # CalibConfig.periodic_bursts at the defaults
+        run = _run(p, K, B, r["gap(us)"] + barrier_us, n, n // 2, mode="isolated")
+        meas_gap = _run(p, K, B, max(r["gap_measured(us)"], 0.0), n, n // 2)
+        rows.append({"K": K, "B": B, "n": n, "T_iss_meas": r["T_iss(us)"], "period_meas": r["period(us)"],
+                     "T_iss_us": run["T_iss_us"], "period_us": run["period_us"],
+                     "T_iss_at_measured_gap_us": meas_gap["T_iss_us"], "period_at_measured_gap_us": meas_gap["period_us"],
+                     "split": r.get("split")})
+    f = pd.DataFrame(rows)
+    return {"barrier_us": barrier_us, "as_run": {"T_iss": _errs(f["T_iss_us"], f["T_iss_meas"]), "period": _errs(f["period_us"], f["period_meas"])},
+            "at_measured_gap": {"T_iss": _errs(f["T_iss_at_measured_gap_us"], f["T_iss_meas"]),
+                                "period": _errs(f["period_at_measured_gap_us"], f["period_meas"])}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    probe_dir = sorted(EXTRA.glob("host-probe-*"))[-1]
+    from xstage.provenance import provenance
+    out = {"probe_folder": str(probe_dir), "target": "medians and drained_us within 10 %",
+           "provenance": provenance(with_gpu=False)}
+    for label, path in PLATFORMS.items():
+        if not path.exists():
+            continue
+        p = load_platform(path)
+        grid = path.parent.parent / ("h200-pcie-host-wide" if label.startswith("host") else "h200-local-wide")
+        res = {"platform": str(path), "lockstep_rate_runs": lockstep(grid, p)}
+        if label.startswith("host"):
+            res["probe_free_running_runs"] = probe(probe_dir, p)
+        out[label] = res
+        line = f"{label}: lockstep rate runs"
+        line += f" (barrier {res['lockstep_rate_runs']['barrier_us']:.2f} us)"
+        for how, lk in ((k, v) for k, v in res["lockstep_rate_runs"].items() if k != "barrier_us"):
+            line += (f" {how} (n={lk['T_iss']['n']}) T_iss {lk['T_iss']['median_rel_err']:.1%} / "
+                     f"{lk['T_iss']['p90_rel_err']:.1%} ({lk['T_iss']['within_10pct']:.0%} within 10 %), period "
+                     f"{lk['period']['median_rel_err']:.1%} / {lk['period']['p90_rel_err']:.1%} "
+                     f"({lk['period']['within_10pct']:.0%});")
+        if "probe_free_running_runs" in res:
+            pr = res["probe_free_running_runs"]
+            line += (f"; probe (n={pr['drained_us_vs_fence']['n']}) drained_us {pr['drained_us_vs_fence']['median_rel_err']:.1%}"
+                     f" / {pr['drained_us_vs_fence']['p90_rel_err']:.1%} (within 10 %: "
+                     f"{pr['drained_us_vs_fence']['within_10pct']:.0%}), median T_iss vs span "
+                     f"{pr['T_iss_median_vs_span_median']['median_rel_err']:.1%} / "
+                     f"{pr['T_iss_median_vs_span_median']['p90_rel_err']:.1%}")
+        print(line, flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1, default=float) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
