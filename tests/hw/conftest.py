@@ -1,6 +1,11 @@
 """Fixtures of the hw tests: a GPU test skips, saying so, where this machine has no CUDA GPU to run it on."""
 
+import shutil
+from pathlib import Path
+
 import pytest
+
+COMMITTED_HOST = Path(__file__).resolve().parents[2] / "data" / "calibration" / "h200-pcie-host"
 
 
 @pytest.fixture(scope="module")
@@ -28,3 +33,12 @@ def nvshmem_gpu(gpu):
         import nvshmem.core  # noqa: F401
     except ImportError:
         pytest.skip("needs a CUDA GPU with nvshmem4py (not installed here)")
+
+
+@pytest.fixture()
+def data(tmp_path):
+    """A records folder holding a copy of the committed h200-pcie-host calibration (tests write beside it)."""
+    if not (COMMITTED_HOST / "points.parquet").exists():
+        pytest.skip("no committed h200-pcie-host calibration in this checkout")
+    shutil.copytree(COMMITTED_HOST, tmp_path / "data" / "calibration" / "h200-pcie-host")
+    return tmp_path / "data"

@@ -2,22 +2,11 @@
 the source folder is only read; bad values are one line and exit 2."""
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
 from xstage.cli import main
 
-COMMITTED = Path(__file__).resolve().parents[2] / "data" / "calibration" / "h200-pcie-host"
-
-
-@pytest.fixture()
-def data(tmp_path):
-    if not (COMMITTED / "points.parquet").exists():
-        pytest.skip("no committed h200-pcie-host calibration in this checkout")
-    shutil.copytree(COMMITTED, tmp_path / "data" / "calibration" / "h200-pcie-host")
-    return tmp_path / "data"
 
 
 def _one_line(capsys, start):

@@ -2,8 +2,6 @@
 every file's record kind, and the results still load (twice over); a sweep checks its output folder first."""
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -11,15 +9,6 @@ from xstage.cli import main
 from xstage.hw.calib import calibrate
 from xstage.records import load_records
 
-COMMITTED = Path(__file__).resolve().parents[2] / "data" / "calibration" / "h200-pcie-host"
-
-
-@pytest.fixture()
-def data(tmp_path):
-    if not (COMMITTED / "points.parquet").exists():
-        pytest.skip("no committed h200-pcie-host calibration in this checkout")
-    shutil.copytree(COMMITTED, tmp_path / "data" / "calibration" / "h200-pcie-host")
-    return tmp_path / "data"
 
 
 def _results(data, capsys) -> dict:
