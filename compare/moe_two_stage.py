@@ -37,6 +37,7 @@ class TwoStageLaw:
     epilogue_fixed: bool = False  # keep the measured local-store L2 span as the remote epilogue's fixed part
     cover_us: float = 0.0    # the next mainloop may run this long before the SM's bytes left (a prefetch window)
     source: str = ""         # the record that fitted it
+    platform: str = ""       # the platform its records ran on ("": any)
 
     def __post_init__(self):
         for name in ("r_sm_GBps", "q_eff_MiB"):
@@ -132,7 +133,7 @@ def adopted_law(data_dir: Path) -> TwoStageLaw | None:
         try:
             return TwoStageLaw(float(f["r_sm_GBps"]), float(f["Q_eff_MiB"]), bool(f.get("per_sm", True)),
                                bool(f.get("epilogue_fixed", False)), float(f.get("cover_us", 0.0)),
-                               source=f"{folder.name}/{path.name}")
+                               source=f"{folder.name}/{path.name}", platform=str(rec.get("platform", "")))
         except (KeyError, TypeError, ValueError):
             raise InputError("law record", str(path), "has no fitted r_sm_GBps / Q_eff_MiB") from None
     return None
@@ -141,7 +142,7 @@ def adopted_law(data_dir: Path) -> TwoStageLaw | None:
 def law_summary(kernel: pd.DataFrame, c: pd.DataFrame, platform, data_root: Path) -> dict:
     """``xstage results moe`` keys beside today's: the one-stage replay's speedup error (``c``: ``per_config``
     with ``sim_speedup``) and, where a held-out record adopted a law (``adopted_law``), the same figures and
-    the schedule naming under that law, with the record that fitted it."""
+    the schedule naming under that law (rows of the law's platform only), with the record that fitted it."""
     out = {}
     if "sim_speedup" in c:
         e = speedup_errors(c["speedup_interleaved"], c["sim_speedup"], c["schedules_identical"])
@@ -150,6 +151,8 @@ def law_summary(kernel: pd.DataFrame, c: pd.DataFrame, platform, data_root: Path
     law = adopted_law(data_root) if platform is not None else None
     if law is None:
         return out
+    if law.platform and "platform" in kernel:  # the law holds for the platform its records ran on
+        kernel = kernel[kernel["platform"] == law.platform]
     k = resimulate_law(kernel, platform, law)
     if "sim_two_stage_wave(us)" not in k:
         return out

@@ -96,6 +96,10 @@ def test_results_keys_beside_todays(tmp_path):
     assert after["two_stage_law_record"] == "predictions/moe-law-heldout-test.json"
     assert after["n_distinct_two_stage"] == 1 and after["sim_two_stage_names_winner"] in (0, 1)
     assert math.isfinite(after["median_speedup_error_pp_two_stage"])
+    rec = json.loads((tmp_path / "predictions" / "moe-law-heldout-test.json").read_text())
+    (tmp_path / "predictions" / "moe-law-heldout-test.json").write_text(json.dumps({**rec, "platform": "h200-nvlink"}))
+    other = R.summarize(tmp_path)  # a law fitted on another platform's records replays none of these
+    assert "sim_two_stage_names_winner" not in other and other["n_sim_names_winner"] == before["n_sim_names_winner"]
 
 
 def before_sim(tmp_path) -> float:
