@@ -25,6 +25,7 @@ import pandas as pd
 
 from xstage.errors import InputError
 from xstage.compare.moe_library import geomean as _geomean, library_summary
+from xstage.compare.moe_two_stage import law_summary
 from xstage.records import load_records
 from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, measured, same_order, tile_timings
 
@@ -53,11 +54,12 @@ def scaled_b200(sm_count: int, drain_rate_GBps: float):
                    capacity_points=((sm_count, q0 * sm_count / k0),), target="host")
 
 
-def _replay(layout, schedule, timings: dict, platform, coupled: bool = False):
+def _replay(layout, schedule, timings: dict, platform, coupled: bool = False, cover_us: float = 0.0):
     """Replay ``schedule`` with the measured mainloop and epilogue medians (a ``ReplayResult``).
 
     The Triton kernel has no separate epilogue role: staging_slots = 1 (epilogue in series).
-    ``coupled``: the completion-coupled counterfactual (an epilogue ends when its bytes drained)."""
+    ``coupled``: the completion-coupled counterfactual (an epilogue ends when its bytes drained);
+    ``cover_us``: the next mainloop may run that long before the previous epilogue ended (``ReplayConfig``)."""
     from xstage.sim.replay import ReplayConfig, replay
 
     if schedule.num_sms > platform.sm_count:
@@ -68,13 +70,13 @@ def _replay(layout, schedule, timings: dict, platform, coupled: bool = False):
     ml = np.where(kind == 1, timings["l2_us"], timings["l1_us"])
     cfg = ReplayConfig(staging_slots=1, local_epilogue_us=max(timings["l1_epilogue_us"], 0.0),
                        remote_epilogue_us=max(timings["l2_epilogue_us"], 0.0), record_occupancy=False,
-                       coupled=coupled)
+                       coupled=coupled, cover_us=cover_us)
     return replay(schedule, ml, layout.tile_remote_bytes(schedule.tiles), platform, cfg)
 
 
-def simulate(layout, schedule, timings: dict, platform, coupled: bool = False) -> float:
+def simulate(layout, schedule, timings: dict, platform, coupled: bool = False, cover_us: float = 0.0) -> float:
     """The makespan (us) of ``_replay``."""
-    return _replay(layout, schedule, timings, platform, coupled).makespan_us
+    return _replay(layout, schedule, timings, platform, coupled, cover_us).makespan_us
 
 
 def replay_hw_tiles(measured: pd.DataFrame, kernel: pd.DataFrame | None, platform) -> pd.DataFrame:
@@ -368,6 +370,9 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
             out[f"sign_agreement_with_sim{tag}_all"] = float(agree[have].mean())
         if tag == "" and have.any() and "sim_platform" in c:
             out["sim_platform"] = str(c.loc[have, "sim_platform"].iloc[0])
+    root = Path(data_dir) if (Path(data_dir) / "moe").is_dir() else folder.parent
+    plat = simulator_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)[0]
+    out.update(law_summary(k, c, plat, root))  # speedup error (pp); the adopted two-stage law, if any
     if "baseline" in k:  # the bf16 library's name where there are bf16 rows (the W8A8 one is named by its key)
         b = k.loc[k["precision"] == "bf16", "baseline"].dropna() if "precision" in k else k["baseline"].dropna()
         b = b if len(b) else k["baseline"].dropna()
