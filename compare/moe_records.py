@@ -133,16 +133,15 @@ def parse_label(label: str):
     return MoeProblem(h, i, t, local_experts=e, routing=routing, precision=precision, world_size=world, seed=seed)
 
 
-def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
-    """Fill ``sim_wave(us)``/``sim_int(us)`` of the schedule rows from the stored measured medians
-    (``measured_l1(us)`` ...), rebuilding each configuration's layout and schedules (seeded)."""
+def replay_inputs(kernel: pd.DataFrame):
+    """Per (config, rank) of the schedule rows that carry every measured per-tile median: ``(config, rank,
+    row, layout, programs, group_rows, timings)``, the layout rebuilt from the row's fields (seeded; the EP
+    layout for a W-rank record), ``timings`` the medians ``l1_us`` ... as the replay takes them."""
     from xstage.sim.workloads.moe_layout import MoeProblem, dispatch_layout
-    from xstage.sim.schedules import make_moe_schedule
 
-    out = kernel.copy()
     keys = ["l1_us", "l2_us", "l1_epilogue_us", "l2_epilogue_us"]
-    ranks = out["rank"] if "rank" in out else pd.Series(0, index=out.index)
-    for (config, rank), grp in out[out["variant"].isin(SCHEDULES)].groupby(["config", ranks]):
+    ranks = kernel["rank"] if "rank" in kernel else pd.Series(0, index=kernel.index)
+    for (config, rank), grp in kernel[kernel["variant"].isin(SCHEDULES)].groupby(["config", ranks]):
         r = grp.iloc[0]
         if not all(measured(k) in r and np.isfinite(r[measured(k)]) for k in keys):
             continue
@@ -153,12 +152,26 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
             lay = ep_layout(EpProblem(**fields))
         else:
             lay = dispatch_layout(MoeProblem(**fields))
-        sms, groups = int(r["num_sms"]), group_rows(r)
-        timings = {k: float(r[measured(k)]) for k in keys}
+        yield config, rank, r, lay, int(r["num_sms"]), group_rows(r), {k: float(r[measured(k)]) for k in keys}
+
+
+def rows_of(kernel: pd.DataFrame, config, rank) -> pd.Series:
+    """The rows of one (config, rank) (rank 0 where the records have no rank column)."""
+    ranks = kernel["rank"] if "rank" in kernel else pd.Series(0, index=kernel.index)
+    return (kernel["config"] == config) & (ranks == rank)
+
+
+def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
+    """Fill ``sim_wave(us)``/``sim_int(us)`` of the schedule rows from the stored measured medians
+    (``measured_l1(us)`` ...), rebuilding each configuration's layout and schedules (seeded)."""
+    from xstage.sim.schedules import make_moe_schedule
+
+    out = kernel.copy()
+    for config, rank, r, lay, sms, groups, timings in replay_inputs(out):
         wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms, group_rows=groups), timings, platform)
         inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"]),
                                                 group_rows=groups), timings, platform)
-        sel = (out["config"] == config) & (ranks == rank)
+        sel = rows_of(out, config, rank)
         out.loc[sel, "sim_wave(us)"], out.loc[sel, "sim_int(us)"], out.loc[sel, "sim_platform"] = wave, inter, label
     return out
 

@@ -69,36 +69,20 @@ def programs_per_sm(row, platform) -> int:
 def resimulate_law(kernel: pd.DataFrame, platform, law: TwoStageLaw, prefix: str = "sim_two_stage") -> pd.DataFrame:
     """``kernel`` with ``{prefix}_wave(us)`` / ``{prefix}_int(us)``: both schedules replayed under ``law`` from
     the stored measured medians, layouts, leads and ``group_rows`` (as ``moe_records.resimulate``)."""
-    from xstage.compare.moe_records import group_rows, problem_fields, simulate
-    from xstage.records.moe import SCHEDULES, measured
+    from xstage.compare.moe_records import replay_inputs, rows_of, simulate
     from xstage.sim.schedules import make_moe_schedule
-    from xstage.sim.workloads.moe_layout import MoeProblem, dispatch_layout
 
     out = kernel.copy()
-    keys = ["l1_us", "l2_us", "l1_epilogue_us", "l2_epilogue_us"]
-    ranks = out["rank"] if "rank" in out else pd.Series(0, index=out.index)
-    for (config, rank), grp in out[out["variant"].isin(SCHEDULES)].groupby(["config", ranks]):
-        r = grp.iloc[0]
-        if not all(measured(k) in r and np.isfinite(r[measured(k)]) for k in keys):
-            continue
-        fields = problem_fields(r)
-        if str(r.get("layout", "")) == "ep":
-            from xstage.sim.workloads.ep import EpProblem, ep_layout
-
-            lay = ep_layout(EpProblem(**fields))
-        else:
-            lay = dispatch_layout(MoeProblem(**fields))
-        sms, groups = int(r["num_sms"]), group_rows(r)
+    for config, rank, r, lay, sms, groups, timings in replay_inputs(out):
         copy = float(r["combine_copy(GBps)"]) if "combine_copy(GBps)" in r and pd.notna(r["combine_copy(GBps)"]) else None
         plat = law_platform(platform, law, copy, programs_per_sm(r, platform))
-        timings = {k: float(r[measured(k)]) for k in keys}
         if not law.epilogue_fixed:   # the recorded law: the bytes leave the SM at r_sm, no fixed part
             timings["l2_epilogue_us"] = 0.0
         wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms, group_rows=groups), timings, plat,
                         cover_us=law.cover_us)
         inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"]),
                                                 group_rows=groups), timings, plat, cover_us=law.cover_us)
-        sel = (out["config"] == config) & (ranks == rank)
+        sel = rows_of(out, config, rank)
         out.loc[sel, f"{prefix}_wave(us)"], out.loc[sel, f"{prefix}_int(us)"] = wave, inter
     return out
 
