@@ -249,6 +249,25 @@ def summary(frame: pd.DataFrame, names) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def heldout_run_args(argv, description: str, out_name: str):
+    """The held-out scripts' common flags (--records run folder, default moe/run-d815b94; --platform; --seed;
+    --out, default predictions/OUT_NAME; --overwrite): ``(args, records, out)``, checked (one line, exit 2)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--records", default=None, help="run folder (default: the data folder's moe/run-d815b94)")
+    ap.add_argument("--platform", default="h200-pcie-host")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help=f"default: the data folder's predictions/{out_name}")
+    ap.add_argument("--overwrite", action="store_true")
+    args = ap.parse_args(argv)
+    records = Path(args.records) if args.records else data_dir() / "moe" / "run-d815b94"
+    out = Path(args.out) if args.out else data_dir() / "predictions" / out_name
+    if not records.is_dir():
+        raise InputError("--records", str(records), "is not a folder")
+    if out.exists() and not args.overwrite:
+        raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
+    return args, records, out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", default=None, help="MoE records folder (default: the data folder's moe/)")

@@ -14,17 +14,14 @@ whose two orders differ) are printed per half and written to ``--out`` with prov
         [--out data/predictions/moe-sm-stage-heldout.json] [--overwrite]
 """
 
-import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from moe_magnitudes import SCHEDS, configurations, load_tiles, makespan, short, tile_figures, two_stage, two_stage_fit
+from moe_magnitudes import heldout_run_args, SCHEDS, configurations, load_tiles, makespan, short, tile_figures, two_stage, two_stage_fit
 from xstage.compare.moe_records import load_kernel_records
 from xstage.errors import InputError, exit_with
-from xstage.paths import data_dir
 from xstage.provenance import provenance
 from xstage.records import atomic_write_text
 from xstage.sim.platform import load_platform
@@ -68,19 +65,7 @@ def errors(frame: pd.DataFrame, name: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", default=None, help="run folder (default: the data folder's moe/run-d815b94)")
-    ap.add_argument("--platform", default="h200-pcie-host")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None, help="default: the data folder's predictions/moe-sm-stage-heldout.json")
-    ap.add_argument("--overwrite", action="store_true")
-    args = ap.parse_args(argv)
-    records = Path(args.records) if args.records else data_dir() / "moe" / "run-d815b94"
-    out = Path(args.out) if args.out else data_dir() / "predictions" / "moe-sm-stage-heldout.json"
-    if not records.is_dir():
-        raise InputError("--records", str(records), "is not a folder")
-    if out.exists() and not args.overwrite:
-        raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
+    args, records, out = heldout_run_args(argv, __doc__.splitlines()[0], "moe-sm-stage-heldout.json")
     platform = load_platform(args.platform)
     kernel = load_kernel_records(records)
     copy = kernel.drop_duplicates("config", keep="last").set_index("config")["combine_copy(GBps)"].to_dict()

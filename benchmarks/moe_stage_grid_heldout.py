@@ -19,18 +19,15 @@ scripts. Per configuration it prints measured and replayed speedups and makespan
         [--out data/predictions/moe-stage-grid-heldout.json] [--overwrite]
 """
 
-import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from moe_magnitudes import SCHEDS, configurations, local_factors, makespan, short, two_stage
+from moe_magnitudes import heldout_run_args, SCHEDS, configurations, local_factors, makespan, short, two_stage
 from moe_sm_stage_heldout import shape_of, split
 from xstage.compare.moe_records import load_kernel_records
-from xstage.errors import InputError, exit_with
-from xstage.paths import data_dir
+from xstage.errors import exit_with
 from xstage.provenance import provenance
 from xstage.records import atomic_write_text
 from xstage.sim.platform import load_platform
@@ -67,19 +64,7 @@ def errors(f: pd.DataFrame) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", default=None, help="run folder (default: the data folder's moe/run-d815b94)")
-    ap.add_argument("--platform", default="h200-pcie-host")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None, help="default: the data folder's predictions/moe-stage-grid-heldout.json")
-    ap.add_argument("--overwrite", action="store_true")
-    args = ap.parse_args(argv)
-    records = Path(args.records) if args.records else data_dir() / "moe" / "run-d815b94"
-    out = Path(args.out) if args.out else data_dir() / "predictions" / "moe-stage-grid-heldout.json"
-    if not records.is_dir():
-        raise InputError("--records", str(records), "is not a folder")
-    if out.exists() and not args.overwrite:
-        raise InputError("--out", str(out), "already exists (pass --overwrite to replace it)")
+    args, records, out = heldout_run_args(argv, __doc__.splitlines()[0], "moe-stage-grid-heldout.json")
     platform = load_platform(args.platform)
     kernel = load_kernel_records(records)
     fit_groups, held_groups = split(kernel["config"].unique(), args.seed)
