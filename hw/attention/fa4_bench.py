@@ -141,9 +141,8 @@ def check_pfa4(case, fns, name, want, rows, cfg, log):
 
 
 def recheck_pfa4(case, fns, log) -> list:
-    """After the timing (hundreds of launches, graph replays): each PersistentSm90 FA-only once more into a
-    poisoned output against stock FA4 — a kernel whose state outlives a launch (the dynamic scheduler's counter)
-    must still compute every tile."""
+    """After the timing: each PersistentSm90 FA-only once more, poisoned, against stock FA4 (the dynamic
+    scheduler's counter outlives a launch: every tile must still be computed)."""
     import torch
 
     rows = []
