@@ -162,6 +162,9 @@ FA4_TRITON = "triton"  # the Triton bench of the same lease (experiment "attenti
 # as for every other record kind); run1 is kept beside it as a row with headline False
 FA4_HEADLINE = "rep"
 FA4_RESULT_SCHEDULERS = ("single", "persistent-sepO")  # the latter: hw.attention.fa4.PERSISTENT_SCHEDULER
+# PersistentSm90 under its other tile schedulers (hw.attention.fa4.load_persistent's labels): the stock one-tile
+# grid ("single-sepO"), the local-last order, the dynamic scheduler ("persistent-sepO-locallast", "-dynamic", ...)
+FA4_RESULT_SCHEDULER_PREFIXES = ("persistent-sepO-", "single-sepO")
 PERS_KEYS = ("pfa4", "best_pers_")  # summary keys of PersistentSm90's figures (pfa4*_us, _vs_sdpa, ...)
 
 
@@ -169,7 +172,10 @@ def fa4_results(kernel: pd.DataFrame) -> pd.DataFrame:
     """FA4 kernel rows that are results: FA4's own scheduler (``scheduler`` "single", where recorded) and
     PersistentSm90's (``pfa4``, ``serial_pfa4``, ``fused_*_pers``); not the wrong-results patch ("persistent")."""
     kernel = kernel[kernel["experiment"] == FA4_EXPERIMENT]
-    return kernel[kernel["scheduler"].isin(FA4_RESULT_SCHEDULERS)] if "scheduler" in kernel else kernel
+    if "scheduler" not in kernel:
+        return kernel
+    sched = kernel["scheduler"].astype(str)
+    return kernel[sched.isin(FA4_RESULT_SCHEDULERS) | sched.str.startswith(FA4_RESULT_SCHEDULER_PREFIXES)]
 
 
 def fa4_summary_rows(kernel: pd.DataFrame, triton: list = (), **labels) -> list:

@@ -5,7 +5,7 @@
 Per M: fresh random inputs; stock FA4 and PersistentSm90 into NaN-poisoned HBM outputs; every element
 written, PersistentSm90 against stock FA4 (bitwise flag, max |diff|) and both against a float32 reference on
 three row slices; then a short CUDA-event timing of both (median of 20, for orientation only: the sweep's
-matched pairs are the measurement). Writes one JSON file (with provenance); exit status 1 if a check failed.
+matched pairs are the measurement), and once more into a poisoned output after the timing (bitwise again). Writes one JSON file (with provenance); exit status 1 if a check failed.
 """
 
 import argparse
@@ -84,6 +84,13 @@ def main(argv=None) -> int:
                     b.synchronize()
                     ts.append(a.elapsed_time(b) * 1e3)
                 row[f"{name}_us_median"] = sorted(ts[3:])[len(ts[3:]) // 2]
+                if name != "fa4":  # after 23 launches: still every tile (the dynamic scheduler resets its counter)
+                    o.fill_(float("nan"))
+                    fa(q, k, v, o)
+                    torch.cuda.synchronize()
+                    row[f"{name}_after_timing_equal"] = bool(torch.equal(outs["fa4"], o))
+                    if not row[f"{name}_after_timing_equal"]:
+                        failed.add(name)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if not k.endswith("_trace")}, default=str), flush=True)
         for key in [k for k in row if k.endswith("_trace")]:

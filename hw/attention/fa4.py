@@ -96,13 +96,17 @@ def load(persistent: bool = False) -> Fa4:
 PERSISTENT_SCHEDULER = "persistent-sepO"  # the scheduler label of PersistentSm90's records (fa4_persistent)
 
 
-def load_persistent(kernel: str = "drain") -> Fa4:
+def load_persistent(kernel: str = "drain", rank: int = 0, world: int = 8) -> Fa4:
     """``PersistentSm90`` (``xstage.hw.attention.fa4_persistent``): FA4's SM90 forward made persistent, sO apart
-    from sQ, each tile's O store drained behind the next tile's mainloop (``kernel`` "drain"; the diagnostics
-    "waitend", "lsu"); the same ``Fa4`` interface."""
-    from xstage.hw.attention.fa4_persistent import forward_impl
+    from sQ, each tile's O store drained behind the next tile's mainloop (``kernel`` "drain"; "stagger"; the
+    diagnostics "waitend", "lsu"; the ``PLANS`` "drain1" (stock one-tile grid), "drainll" / "staggerll" (this
+    rank's own chunk last: ``rank``, ``world``)); the same ``Fa4`` interface, its scheduler label saying which."""
+    from xstage.hw.attention.fa4_persistent import forward_impl, resolve
 
-    return Fa4(forward_impl(load().impl, kernel=kernel), PERSISTENT_SCHEDULER)
+    label = {"static": PERSISTENT_SCHEDULER, "single": "single-sepO",
+             "local_last": f"{PERSISTENT_SCHEDULER}-locallast", "dynamic": f"{PERSISTENT_SCHEDULER}-dynamic",
+             "local_last_dynamic": f"{PERSISTENT_SCHEDULER}-locallast-dynamic"}[resolve(kernel)[1]]
+    return Fa4(forward_impl(load().impl, kernel=kernel, rank=rank, world=world), label)
 
 
 def sdpa_cudnn(q, k, v):

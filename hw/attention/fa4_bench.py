@@ -140,6 +140,23 @@ def check_pfa4(case, fns, name, want, rows, cfg, log):
     return got
 
 
+def recheck_pfa4(case, fns, log) -> list:
+    """After the timing: each PersistentSm90 FA-only once more, poisoned, against stock FA4 (the dynamic
+    scheduler's counter outlives a launch: every tile must still be computed)."""
+    import torch
+
+    rows = []
+    fns["fa4"]()
+    torch.cuda.synchronize()
+    want = case.fa_out.clone()
+    for name in [n for n in fns if n.startswith("pfa4")]:
+        check_pfa4(case, fns, name, want, rows, case.lay.label(), log)
+        rows[-1]["variant"] = f"{name}_vs_fa4_after_timing"
+    fns["fa4"]()
+    torch.cuda.synchronize()
+    return rows
+
+
 def time_case(fns: dict, trials: int, pairs: int) -> tuple:
     """{name: [us]}, {name: paired us (vs fa4)}, {name: mode}: graphs captured once, then the project's timers."""
     from xstage.hw.common import timing as B
@@ -188,12 +205,14 @@ def measure_m(lay, fa, args, log, pfa=None, pdiag=None) -> tuple:
         before = gpu_clocks()
         times, paired, modes = time_case(fns, args.trials, args.pairs)
         after = gpu_clocks()
+        checks += recheck_pfa4(case, fns, log)
         rows = []
         for name, t in times.items():
             pair = {"paired_minus_fa(us)": float(np.median(paired[name])), "pairs": len(paired[name])} \
                 if name in paired else {}
             pers = pfa is not None and is_pers(name)
-            rows.append(R.kernel_row(lay, name, t, timing=modes[name], scheduler=pfa.scheduler if pers else fa.scheduler,
+            sched = (pdiag or {}).get(pers_kernel(name), pfa).scheduler if pers else fa.scheduler
+            rows.append(R.kernel_row(lay, name, t, timing=modes[name], scheduler=sched,
                                      kernel=pers_kernel(name),
                                      tile_mn="x".join(map(str, next((tm for tm in args.tile_mn
                                                                     if name.endswith(f"t{tm[0]}x{tm[1]}")), (128, 128)))),
@@ -242,7 +261,7 @@ def run(args, summarise=None) -> dict:
     torch.backends.cudnn.allow_tf32 = False
     fa = fa4.load(persistent=args.persistent)
     pfa = None if args.no_pers or args.persistent else fa4.load_persistent()
-    pdiag = {} if pfa is None else {d: fa4.load_persistent(d) for d in args.pers_diag}
+    pdiag = {} if pfa is None else {d: fa4.load_persistent(d, args.rank, args.world_size) for d in args.pers_diag}
     prov = provenance(with_gpu=True)
     prov["libraries"].update({k: v for k, v in fa4.versions().items() if v})
     meta = {"args": vars(args), "provenance": prov, "scheduler": fa.scheduler, "experiment": R.EXPERIMENT,

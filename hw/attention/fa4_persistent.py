@@ -23,7 +23,11 @@ the store warp issues its TMA store at K/V step 1 + (b mod 16)·n/32 of the CTA'
 FA4's per-K/V-step method), so the CTAs' sends spread over half a Q-loop instead of landing together.
 Measured (docs/attention.md, data/attention-fa4/pers1-4): "drain" alone hides nothing more than stock FA4;
 "stagger" halves the residual at 16K/32K. The tile scheduler is FA4's ``StaticPersistentTileScheduler``
-(grid = #SMs, CTA b takes tiles b, b + grid, …).
+(grid = #SMs, CTA b takes tiles b, b + grid, …; tile t is m-block t mod (M/128) of head t div (M/128), the
+same order as the stock grid's block index), or, as diagnostic and send-order levers (``PLANS``): the stock
+one-tile grid under our kernel ("drain1": the +32 KiB and our epilogue without persistence), and the same
+static scheduler over a permuted tile order that leaves this rank's own-chunk tiles (local stores) for last
+("local_last": ``local_last_tile``; the Triton kernel's LOCAL_LAST), so the final wave carries fewer remote bytes.
 
 Installed by rebinding, only while one of our calls runs (``installed``): FA4's interface builds
 ``FlashAttentionForwardSm90`` and ``FlashAttentionForwardSm90.__call__`` reads the module global
@@ -34,11 +38,44 @@ does not name the class. Stock FA4 calls in the same process are unaffected. Laz
 
 import contextlib
 
-SCHEDULERS = ("static",)  # FA4's StaticPersistentTileScheduler
+SCHEDULERS = ("static", "single", "local_last", "dynamic", "local_last_dynamic")  # FA4's StaticPersistentTileScheduler; FA4's own
+# one-tile grid; the static scheduler over local_last_tile's order; each CTA's next tile from an atomic counter
+# (fa4_schedulers: LocalLastScheduler, DynamicScheduler); both
 # "drain": PersistentSm90 (the kernel); "stagger": its send staggered across CTAs into the next mainloop;
 # the diagnostics, to tell why a drain does or does not hide the stores: "waitend" (FA4's epilogue: the
 # read-wait right after the store) and "lsu" (FA4's non-TMA epilogue)
 KERNELS = ("drain", "waitend", "lsu", "stagger")
+# further names the bench and smoke take (pfa4_<name>, fused_vmm_pers_<name>): (kernel, scheduler)
+PLANS = {"drain1": ("drain", "single"), "drainll": ("drain", "local_last"), "staggerll": ("stagger", "local_last"),
+         "draindyn": ("drain", "dynamic"), "staggerdyn": ("stagger", "dynamic"),
+         "staggerlldyn": ("stagger", "local_last_dynamic")}
+MAX_TILES = (1 << 20) - 1024  # the dynamic scheduler's ring word holds tile + grid in 20 bits (fa4_schedulers)
+NAMES = KERNELS + tuple(PLANS)
+
+
+def resolve(name: str, scheduler: str = "static") -> tuple:
+    """(kernel, scheduler) of a kernel name or a ``PLANS`` name (whose scheduler wins)."""
+    if name in PLANS:
+        return PLANS[name]
+    if name not in KERNELS:
+        raise ValueError(f"kernel {name!r} is not one of {NAMES}")
+    return name, scheduler
+
+
+def local_last_tile(t: int, blocks: int, heads: int, batch: int, rank: int, world: int) -> tuple:
+    """(m_block, head, batch) of the t-th tile in the local-last order: first every (batch, head)'s m-blocks
+    outside rank ``rank``'s chunk (blocks // world m-blocks from rank·chunk; head-major, m-block fastest, as
+    FA4's order), then the own chunk's. The reference of the kernel's scheduler (same integer arithmetic)."""
+    chunk = blocks // world
+    remote, own = blocks - chunk, rank * chunk
+    if t < remote * heads * batch:
+        hb, j = divmod(t, remote)
+        block = j + chunk if j >= own else j
+    else:
+        hb, j = divmod(t - remote * heads * batch, chunk)
+        block = own + j
+    b, h = divmod(hb, heads)
+    return block, h, b
 
 
 def kernel_class(kernel: str = "drain"):
@@ -54,19 +91,40 @@ _CACHE = {}
 
 
 @contextlib.contextmanager
-def installed(scheduler: str = "static", kernel: str = "drain"):
-    """FA4's interface builds ``kernel_class(kernel)`` with the persistent scheduler, from our own compile cache."""
+def installed(scheduler: str = "static", kernel: str = "drain", rank: int = 0, world: int = 8):
+    """FA4's interface builds ``kernel_class(kernel)`` with ``scheduler`` (``SCHEDULERS``; rank and world only
+    for "local_last"), from our own compile cache."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler {scheduler!r} is not one of {SCHEDULERS}")
     cls = kernel_class(kernel)
     import flash_attn.cute.flash_fwd_sm90 as m90
     import flash_attn.cute.interface as fi
     from flash_attn.cute.cache_utils import get_jit_cache
-    from flash_attn.cute.tile_scheduler import StaticPersistentTileScheduler
 
-    cache = _CACHE.setdefault((scheduler, kernel), get_jit_cache(f"fwd-xstage-persistent-{scheduler}-{kernel}"))
+    if scheduler == "local_last":
+        from xstage.hw.attention.fa4_schedulers import local_last_scheduler
+
+        sched, tag = local_last_scheduler(rank, world), f"{scheduler}-r{rank}w{world}"
+    elif scheduler == "dynamic":
+        from xstage.hw.attention.fa4_schedulers import dynamic_scheduler
+
+        addr = _counter().data_ptr()
+        sched, tag = dynamic_scheduler(addr), f"{scheduler}-{addr:x}"
+    elif scheduler == "local_last_dynamic":
+        from xstage.hw.attention.fa4_schedulers import local_last_dynamic_scheduler
+
+        addr = _counter().data_ptr()
+        sched, tag = local_last_dynamic_scheduler(addr, rank, world), f"{scheduler}-{addr:x}-r{rank}w{world}"
+    elif scheduler == "single":
+        sched, tag = m90.SingleTileScheduler, scheduler
+    else:
+        from flash_attn.cute.tile_scheduler import StaticPersistentTileScheduler as sched
+        tag = scheduler
+    # the dynamic kernel has its counter's address compiled in: an in-process cache only, never a disk one
+    cache = _CACHE.setdefault((tag, kernel), {} if "dynamic" in scheduler else
+                              get_jit_cache(f"fwd-xstage-persistent-{tag}-{kernel}"))
     saved = fi.FlashAttentionForwardSm90, m90.SingleTileScheduler, fi._flash_attn_fwd.compile_cache
-    fi.FlashAttentionForwardSm90, m90.SingleTileScheduler = cls, StaticPersistentTileScheduler
+    fi.FlashAttentionForwardSm90, m90.SingleTileScheduler = cls, sched
     fi._flash_attn_fwd.compile_cache = cache
     try:
         yield cls
@@ -74,15 +132,35 @@ def installed(scheduler: str = "static", kernel: str = "drain"):
         fi.FlashAttentionForwardSm90, m90.SingleTileScheduler, fi._flash_attn_fwd.compile_cache = saved
 
 
-def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain"):
-    """``fwd`` (``_flash_attn_fwd``'s signature) run with ``kernel_class(kernel)`` installed; refuses an LSE
-    output (our epilogue writes none)."""
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel {kernel!r} is not one of {KERNELS}")
+_COUNTERS = {}
+
+
+def _counter():
+    """The dynamic scheduler's zeroed int32 tile counter on the current device (kept for the process: each
+    launch's last fetch resets it)."""
+    import torch
+
+    dev = torch.cuda.current_device()
+    if dev not in _COUNTERS:
+        _COUNTERS[dev] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{dev}")
+    return _COUNTERS[dev]
+
+
+def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain", rank: int = 0, world: int = 8):
+    """``fwd`` (``_flash_attn_fwd``'s signature) run with ``kernel_class(kernel)`` installed (``kernel`` may be
+    a ``PLANS`` name: its scheduler wins); refuses an LSE output (our epilogue writes none), and for the
+    local-last order an M that is not whole 128-row m-blocks per rank chunk."""
+    kernel, scheduler = resolve(kernel, scheduler)
+    if "local_last" in scheduler and not (world >= 2 and 0 <= rank < world):
+        raise ValueError(f"local_last: rank {rank} / world {world} (needs world >= 2, 0 <= rank < world)")
 
     def run(q, k, v, **kw):
         if kw.get("return_lse") or kw.get("lse") is not None:
             raise ValueError("PersistentSm90 writes no LSE (return_lse / lse are not supported)")
-        with installed(scheduler, kernel):
+        if "local_last" in scheduler and q.shape[1] % (128 * world):
+            raise ValueError(f"local_last: M {q.shape[1]} is not a multiple of 128 x world ({128 * world})")
+        if "dynamic" in scheduler and -(-q.shape[1] // 128) * q.shape[0] * q.shape[2] > MAX_TILES:
+            raise ValueError(f"dynamic: more than {MAX_TILES} tiles (shape {tuple(q.shape)})")
+        with installed(scheduler, kernel, rank, world):
             return fwd(q, k, v, **kw)
     return run

@@ -2,18 +2,28 @@
 behind the next tile's mainloop (why and how: ``xstage.hw.attention.fa4_persistent``, which imports this
 module lazily: importing it imports flash-attn-4 and the CuTe DSL, the ``[gpu]`` extra)."""
 
+import inspect
 from types import SimpleNamespace
 
 import cutlass
 import cutlass.cute as cute
+import flash_attn.cute.flash_fwd_sm90 as m90
 from flash_attn.cute import utils
 from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
 from flash_attn.cute.named_barrier import NamedBarrierFwd
 from quack import copy_utils
 
+from xstage.hw.attention.fa4_schedulers import DynamicScheduler, init_ring
+
 EPI = int(NamedBarrierFwd.Epilogue)
 STORE_WARP = 4  # FA4's epilogue: the first consumer warp issues the TMA store of O
 STAGGER_GROUPS, STAGGER_SPAN = 16, 2  # stagger: CTA b sends at K/V step 1 + (b mod 16)·n / (16·2) (as the Triton kernel)
+
+
+def dynamic() -> bool:
+    """Trace time: is the scheduler FA4 reads (its module global, rebound by ``fa4_persistent.installed``) ours?"""
+    sched = m90.SingleTileScheduler
+    return isinstance(sched, type) and issubclass(sched, DynamicScheduler)
 
 
 class PersistentSm90(FlashAttentionForwardSm90):
@@ -33,21 +43,41 @@ class PersistentSm90(FlashAttentionForwardSm90):
             raise NotImplementedError("PersistentSm90: FA4's shared storage has no sQ field")
         # 1024-B aligned like FA4's buffers (the 128-B swizzle's period); sO starts nq elements in (32 KiB)
         fields["sQ"] = cute.struct.Align[cute.struct.MemRange[self.dtype, nq + no], self.buffer_align_bytes]
-        if not self.stagger_send:
+        # small slots in the padding before sV, reached from the Q mbarrier pointer (the one smem pointer both
+        # load and mma get that is not swizzled): the stagger kernel's pending send (flag, m_block, head, batch),
+        # the dynamic scheduler's tile ring (two tagged words)
+        extra = {"xslot": 4} if self.stagger_send else {}
+        if dynamic():
+            extra["xsched"] = 2
+        if not extra:
             return cute.struct(type("SharedStorageSeparateO", (), {"__annotations__": fields}))
-        # the stagger kernel's pending-send slot (flag, m_block, head, batch), in the padding before sV; reached
-        # from the Q mbarrier pointer (the one smem pointer mma gets that is not swizzled)
         order = list(fields)
         at = order.index("mbar_ptr_V") + 1
-        fields = dict([*[(k, fields[k]) for k in order[:at]], ("xslot", cute.struct.MemRange[cutlass.Int32, 4]),
+        fields = dict([*[(k, fields[k]) for k in order[:at]],
+                       *[(k, cute.struct.MemRange[cutlass.Int32, n]) for k, n in extra.items()],
                        *[(k, fields[k]) for k in order[at:]]])
         storage = cute.struct(type("SharedStorageSeparateO", (), {"__annotations__": fields}))
         offsets = getattr(storage, "_offsets", {})
-        off = offsets.get("xslot", -1) - offsets.get("mbar_ptr_Q", 0)
-        if off < 0 or off % 8:
-            raise NotImplementedError(f"PersistentSm90: the send slot is not at a whole Int64 after the Q barriers ({off})")
-        self.xslot_off = off // 8
+        for k in extra:
+            off = offsets.get(k, -1) - offsets.get("mbar_ptr_Q", 0)
+            if off < 0 or off % 8:
+                raise NotImplementedError(f"PersistentSm90: slot {k} is not at a whole Int64 after the Q barriers ({off})")
+            setattr(self, f"{k}_off", off // 8)
         return storage
+
+    def load(self, *args, **kw):
+        """FA4's producer; with the dynamic scheduler, its tile ring set up first (trace time + one init)."""
+        if dynamic():
+            bound = inspect.signature(FlashAttentionForwardSm90.load).bind(self, *args, **kw)
+            ring = self.smem_slot(bound.arguments["pipeline_q"], self.xsched_off)
+            m90.SingleTileScheduler.ring = SimpleNamespace(ptr=ring, producer=True)
+            init_ring(ring)
+        return FlashAttentionForwardSm90.load(self, *args, **kw)
+
+    @staticmethod
+    def smem_slot(pipeline_q, off):
+        """An Int32 pointer ``off`` Int64 words after the Q mbarrier."""
+        return cute.recast_ptr(pipeline_q.sync_object_full.get_barrier(0) + off, dtype=cutlass.Int32)
 
     @cute.jit
     def mma(self, tiled_mma_qk, tiled_mma_pv, mO, mLSE, sQ, sK, sVt, sP, sO, learnable_sink, pipeline_k,
@@ -56,11 +86,13 @@ class PersistentSm90(FlashAttentionForwardSm90):
             aux_data=utils.AuxData(), fastdiv_mods=None):
         # FA4 laid sO over sQ's start; ours is the second half of the doubled range
         sO_own = cute.make_tensor(sO.iterator + cute.cosize(sO.layout), sO.layout)
+        if cutlass.const_expr(dynamic()):
+            m90.SingleTileScheduler.ring = SimpleNamespace(ptr=self.smem_slot(pipeline_q, self.xsched_off), producer=False)
         if cutlass.const_expr(self.stagger_send):
             # trace-time only; the slot as a pointer (a tensor written under staged control flow is threaded
             # through it as a new value, so each use makes its own tensor from the pointer: ``slot()``)
-            self.xsend = SimpleNamespace(mO=mO, sO=sO_own, tma_atom_O=tma_atom_O, slot_ptr=cute.recast_ptr(
-                pipeline_q.sync_object_full.get_barrier(0) + self.xslot_off, dtype=cutlass.Int32))
+            self.xsend = SimpleNamespace(mO=mO, sO=sO_own, tma_atom_O=tma_atom_O,
+                                         slot_ptr=self.smem_slot(pipeline_q, self.xslot_off))
             slot = self.slot()
             if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
                 slot[0] = cutlass.Int32(0)  # no send pending

@@ -68,7 +68,7 @@ def test_lse_and_unknown_kernels_are_refused():
     with pytest.raises(ValueError, match="kernel"):
         P.forward_impl(lambda *a, **k: None, kernel="fast")
     with pytest.raises(ValueError, match="scheduler"):
-        with P.installed(scheduler="dynamic"):
+        with P.installed(scheduler="lpt"):
             pass
 
 
@@ -123,3 +123,63 @@ def test_cli_refuses_an_unknown_diagnostic_kernel(capsys):
     assert main(["--out", "/nonexistent/x", "--pers-diag", "waitend,turbo"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--pers-diag" in err[0] and "turbo" in err[0]
+
+
+@pytest.mark.parametrize("blocks,heads,batch,rank,world", [(64, 3, 1, 0, 8), (128, 3, 1, 5, 8), (16, 2, 2, 1, 2),
+                                                           (512, 3, 1, 7, 8)])
+def test_local_last_order_is_a_permutation_with_the_own_chunk_last(blocks, heads, batch, rank, world):
+    n, chunk = blocks * heads * batch, blocks // world
+    order = [P.local_last_tile(t, blocks, heads, batch, rank, world) for t in range(n)]
+    assert sorted(order) == sorted((m, h, b) for b in range(batch) for h in range(heads) for m in range(blocks))
+    own = [rank * chunk <= m < (rank + 1) * chunk for m, _, _ in order]
+    n_own = chunk * heads * batch
+    assert own == [False] * (n - n_own) + [True] * n_own  # every remote tile before every local one
+    remote = [(b, h, m) for m, h, b in order[:n - n_own]]
+    assert remote == sorted(remote)  # the remote part keeps FA4's order: (batch, head) major, m-block fastest
+
+
+def test_plans_resolve_to_a_kernel_and_a_scheduler(monkeypatch):
+    assert P.resolve("staggerll") == ("stagger", "local_last")
+    assert P.resolve("drain1") == ("drain", "single")
+    assert P.resolve("lsu", "static") == ("lsu", "static")
+    with pytest.raises(ValueError, match="kernel"):
+        P.resolve("fast")
+    fi, m90 = fake_flash_attn(monkeypatch)
+    assert P.forward_impl(fi._flash_attn_fwd, kernel="drain1")(0, 0, 0) == \
+        ("class-drain", "single", "cache:fwd-xstage-persistent-single-drain")
+    assert m90.SingleTileScheduler == "single"
+
+
+def test_local_last_refuses_a_rank_chunk_of_partial_m_blocks():
+    class Q:
+        shape = (1, 4096 + 128, 3, 128)
+
+    run = P.forward_impl(lambda *a, **k: pytest.fail("must not run"), kernel="staggerll", rank=0, world=8)
+    with pytest.raises(ValueError, match="multiple of 128 x world"):
+        run(Q(), 0, 0)
+    with pytest.raises(ValueError, match="rank 8"):
+        P.forward_impl(lambda *a, **k: None, kernel="drainll", rank=8, world=8)
+
+
+def test_bench_names_the_new_kernels():
+    from xstage.hw.attention.fa4_bench import pers_kernel
+
+    assert [pers_kernel(n) for n in ("pfa4_drain1", "pfa4_staggerll", "fused_vmm_pers_staggerll")] == \
+        ["drain1", "staggerll", "staggerll"]
+
+
+def test_dynamic_plans_compile_into_an_in_process_cache_per_counter(monkeypatch):
+    fi, m90 = fake_flash_attn(monkeypatch)
+    sch = types.ModuleType("xstage.hw.attention.fa4_schedulers")
+    sch.dynamic_scheduler = lambda addr: f"dyn-{addr:x}"
+    sch.local_last_dynamic_scheduler = lambda addr, r, w: f"lldyn-{addr:x}-{r}-{w}"
+    sch.local_last_scheduler = lambda r, w: f"ll-{r}-{w}"
+    monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_schedulers", sch)
+    monkeypatch.setattr(P, "_counter", lambda: types.SimpleNamespace(data_ptr=lambda: 0xabc0))
+    q = types.SimpleNamespace(shape=(1, 8192, 3, 128))
+    cls, sched, cache = P.forward_impl(fi._flash_attn_fwd, kernel="staggerdyn")(q, 0, 0)
+    assert (cls, sched, cache) == ("class-stagger", "dyn-abc0", {})  # never a disk cache: the address is compiled in
+    assert P.forward_impl(fi._flash_attn_fwd, kernel="staggerlldyn", rank=3)(q, 0, 0)[1] == "lldyn-abc0-3-8"
+    assert P.forward_impl(fi._flash_attn_fwd, kernel="staggerll", rank=2)(q, 0, 0)[1:] == \
+        ("ll-2-8", "cache:fwd-xstage-persistent-local_last-r2w8-stagger")
+    assert m90.SingleTileScheduler == "single"

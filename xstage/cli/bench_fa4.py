@@ -31,7 +31,8 @@ def add_flags(p) -> None:
                    help="leave out PersistentSm90 (pfa4, serial_pfa4, fused_*_pers: hw/attention/fa4_persistent.py)")
     p.add_argument("--pers-diag", default="stagger",
                    help="further kernels of hw/attention/fa4_persistent.py to time (pfa4_<k>, fused_vmm_pers_<k>; "
-                        "comma list of stagger, waitend, lsu; '' for none)")
+                        "comma list of stagger, waitend, lsu, drain1 (stock one-tile grid), drainll / staggerll "
+                        "(own chunk last); '' for none)")
     p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
@@ -54,12 +55,12 @@ def check(args):
         raise InputError("--tile-mn", args.tile_mn, "must be MxN integers, comma-separated") from None
     if any(len(t) != 2 for t in args.tile_mn):
         raise InputError("--tile-mn", args.tile_mn, "must be MxN integers, comma-separated")
-    from xstage.hw.attention.fa4_persistent import KERNELS
+    from xstage.hw.attention.fa4_persistent import NAMES
 
     args.pers_diag = [d.strip() for d in args.pers_diag.split(",") if d.strip()]
-    bad = [d for d in args.pers_diag if d not in KERNELS[1:]]
+    bad = [d for d in args.pers_diag if d not in NAMES[1:]]
     if bad:
-        raise InputError("--pers-diag", ",".join(bad), f"must name kernels of {KERNELS[1:]}")
+        raise InputError("--pers-diag", ",".join(bad), f"must name kernels of {NAMES[1:]}")
     require_int("--trials", args.trials, minimum=10)
     require_int("--pairs", args.pairs, minimum=10)
     require_positive("--budget-s", args.budget_s)
