@@ -33,7 +33,8 @@ Q-loop is fa_us over the FA-only kernel's makespan in Q-loops) and ``program_spr
 that they drift apart wave after wave: the per-wave growth of a tile log's end-time range over its Q-loop),
 ``mainloop_factor`` (the fused kernel's own Q-loop over the FA-only kernel's, before any remote store: its code,
 not the X-Stage; a tile log's first wave or a run into local memory measures it) and ``sm_pool_GBps`` (the
-SMs' stores share one rate, so an SM storing alone gets more of it than one of 132: ``ReplayConfig``).
+SMs' stores share one rate, so an SM storing alone gets more of it than one of 132: ``ReplayConfig``) and
+``send_step_offset`` (K/V steps added to the stagger's due step: 1 for the persistent FA4 ``stagger`` kernel).
 
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
@@ -48,7 +49,7 @@ import numpy as np
 from xstage.errors import InputError, require_int, require_positive
 from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
-from xstage.sim.schedule_fa import ORDERS, fa_work_items, staggered_mainloops
+from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items, send_due_steps, staggered_mainloops
 from xstage.sim.schedules import TILE_COLUMNS
 
 SENDS = ("tile_end", "stagger")
@@ -83,6 +84,7 @@ class FaKernel:
     spread_seed: int = 0                   # which program gets which speed (a seeded permutation)
     mainloop_factor: float = 1.0           # the fused kernel's Q-loop over the FA-only kernel's (its own code)
     sm_pool_GBps: float | None = None      # the SMs' stores share this rate (ReplayConfig.sm_pool_GBps); None: off
+    send_step_offset: int = 0              # K/V steps added to the stagger's due step (1: PersistentSm90Stagger)
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -120,6 +122,11 @@ class FaKernel:
         require_positive("mainloop_factor", self.mainloop_factor)
         if self.sm_pool_GBps is not None:
             require_positive("sm_pool_GBps", self.sm_pool_GBps)
+        off = require_int("send_step_offset", self.send_step_offset, minimum=0)
+        if off and self.send != "stagger":
+            raise InputError("send_step_offset", off, "only applies with send=stagger")
+        if off and off + (SEND_SLOTS - 1) * self.kv_steps // (2 * SEND_SLOTS) >= self.kv_steps:
+            raise InputError("send_step_offset", off, f"puts the last due step past the {self.kv_steps} K/V steps")
         for name in ("tail_parts", "fa_tail_parts"):
             v = require_int(name, getattr(self, name))
             if v > self.kv_steps:
@@ -172,6 +179,26 @@ def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int, fa_wav
     return k.qloop_fixed_us + k.kv_steps * 4.0 * k.block_m * k.block_n * k.head_dim / rate
 
 
+def _staggered(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray:
+    """Per-item mainloops that send each tile at its program's due step of the next Q-loop: the Triton
+    kernel's ``(p mod 16) * n // 32`` (``staggered_mainloops``), plus ``send_step_offset`` K/V steps.
+    PersistentSm90Stagger (``hw/attention/fa4_persistent_kernel.py``) sends at step ``1 + (b mod 16) * n // 32``:
+    its hook runs in FA4's per-K/V-step method, which the first step (``first_half_block_overlap``) does not
+    call, so its offset is 1 -- read from the kernel's code, not fitted. Same shift as ``staggered_mainloops``
+    (send at delta_j into tile j's Q-loop = move delta_j from tile j to the tile before it)."""
+    if not k.send_step_offset:
+        return staggered_mainloops(schedule, ml, k.kv_steps)
+    sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
+    delta = (send_due_steps(sm, k.kv_steps) + k.send_step_offset) * ml / k.kv_steps
+    first = np.ones(len(ml), dtype=bool)
+    first[1:] = sm[1:] != sm[:-1]          # schedule order is program-major
+    last = np.ones(len(ml), dtype=bool)
+    last[:-1] = sm[:-1] != sm[1:]
+    out = ml - np.where(first, 0.0, delta)
+    out[:-1] += np.where(last[:-1], 0.0, delta[1:])
+    return out
+
+
 def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_MiB: float) -> Platform:
     """``platform`` as a two-stage X-Stage (platform schema version 2): each producer's bytes leave its SM
     at r_sm (``sm_store_GBps``) into a shared buffer of Q_eff (``shared_buffer_MiB``, the same at every K,
@@ -202,7 +229,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     only = replay(fa_sched, fa_share * qloop, np.zeros(len(fa_share)), platform, cfg)
     ml = share * qloop * float(k.mainloop_factor)
     if k.send == "stagger":
-        ml = staggered_mainloops(schedule, ml, k.kv_steps)
+        ml = _staggered(k, schedule, ml)
     fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps))
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)
@@ -215,6 +242,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         "fa_tail_parts": k.fa_tail_parts, "program_spread": k.program_spread,
         "fa_program_spread": k.program_spread if k.fa_program_spread is None else k.fa_program_spread,
         "mainloop_factor": k.mainloop_factor, "sm_pool_GBps": k.sm_pool_GBps, "tile_bytes": k.tile_bytes,
+        **({"send_step_offset": k.send_step_offset} if k.send_step_offset else {}),
         "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
         "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
         "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),

@@ -90,6 +90,8 @@ def test_table_output(capsys):
     (["--fa-program-spread", "-0.5"], "--fa-program-spread(='-0.5')"),
     (["--mainloop-factor", "0"], "--mainloop-factor(='0')"),
     (["--sm-pool-GBps", "nan"], "--sm-pool-GBps(='nan')"),
+    (["--send", "stagger", "--send-step-offset", "x"], "--send-step-offset(='x')"),
+    (["--send-step-offset", "1"], "--send-step-offset(=1)"),
 ])
 def test_bad_values_one_line_exit_2(capsys, extra, needle):
     code, out, err = run(capsys, *HOST, *extra)
@@ -109,3 +111,11 @@ def test_kernel_structure_flags_reach_the_kernel(capsys):
     assert (d["mainloop_factor"], d["program_spread"], d["fa_program_spread"], d["sm_pool_GBps"]) == (1.03, 0.01, 0.02, 60.0)
     assert d["fa_us"] == pytest.approx(206.0)
     assert 206.0 / 1.5 / 1.02 < d["qloop_us"] <= 206.0 / 1.5 + 1e-9
+
+
+def test_send_step_offset_reaches_the_kernel(capsys):
+    code, out, _ = run(capsys, *HOST, "--fa-us", "565.8", "--send", "stagger", "--send-step-offset", "1", "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["send"], d["send_step_offset"]) == ("stagger", 1)
+    code, out, _ = run(capsys, *HOST, "--fa-us", "565.8", "--send", "stagger", "--json")
+    assert code == 0 and "send_step_offset" not in json.loads(out)

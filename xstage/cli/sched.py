@@ -93,6 +93,8 @@ def register(sub):
                     "while n others issue gets at most this / (n + 1) (default: none)")
     pr.add_argument("--mainloop-factor", default=None, help="the fused kernel's Q-loop over the FA-only kernel's, "
                     "before any remote store (its own code; default 1)")
+    pr.add_argument("--send-step-offset", default=None, help="K/V steps added to --send stagger's due step "
+                    "(p mod 16) * n // 32 (default 0: the Triton kernel; 1: the persistent FA4 stagger kernel)")
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
@@ -286,7 +288,7 @@ def run_replay_moe(args) -> int:
 
 PREDICT_FLAGS = ("head_dim", "block_m", "block_n", "world_size", "rank", "remote_fraction", "fa_us", "send",
                  "sm_store_GBps", "shared_buffer_MiB", "order", "tail_parts", "fa_tail_parts", "program_spread",
-                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps")
+                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps", "send_step_offset")
 
 
 def _fa_kernel(args):
@@ -322,7 +324,8 @@ def _fa_kernel(args):
         tail_parts=integer("--tail-parts", args.tail_parts, default=1),
         fa_tail_parts=integer("--fa-tail-parts", args.fa_tail_parts, default=1),
         mainloop_factor=number("--mainloop-factor", args.mainloop_factor, minimum=0, allow_equal=False, default=1.0),
-        sm_pool_GBps=number("--sm-pool-GBps", args.sm_pool_GBps, minimum=0, allow_equal=False))
+        sm_pool_GBps=number("--sm-pool-GBps", args.sm_pool_GBps, minimum=0, allow_equal=False),
+        send_step_offset=integer("--send-step-offset", args.send_step_offset, minimum=0, default=0))
     for flag, field, text in (("--program-spread", "program_spread", args.program_spread),
                               ("--fa-program-spread", "fa_program_spread", args.fa_program_spread)):
         if text is not None:
