@@ -26,7 +26,6 @@ import functools
 import os
 import tempfile
 from functools import lru_cache
-from importlib import resources
 
 ENTRY_POINT = """// xstage: nvshmem4py's entry_point.h for NVRTC with the NVSHMEM 3.4 headers (put_kernel.prepare_nvrtc)
 #define __NVSHMEM_NUMBA_SUPPORT__
@@ -47,8 +46,17 @@ SIGNATURE = ("void(uint64[::1], int32[::1], uint32[::1], uint32[::1], uint32, ui
              "uint32[::1], float32[::1], int32[::1])")
 
 
+@lru_cache(maxsize=1)
 def helpers_path() -> str:
-    return str(resources.files("xstage.hw.microbench") / "put_helpers.cu")
+    """``put_helpers.cu`` with the shared helpers (``xstage_sync.cuh``) inlined, written once per process
+    to a temporary file: Numba links files, and its NVRTC does not search the package folder."""
+    from xstage.hw.microbench.runner import cuda_source
+
+    folder = tempfile.mkdtemp(prefix="xstage-put-helpers-")
+    path = os.path.join(folder, "put_helpers.cu")
+    with open(path, "w") as fh:
+        fh.write(cuda_source("put_helpers.cu"))
+    return path
 
 
 def numpy_compat() -> None:

@@ -70,8 +70,17 @@ COARSE_TICK_NS = 64.0         # above this the durations use clock64
 ERRORS = {1: "grid barrier timed out (CTAs not co-resident?)", 2: "a spin loop hit its iteration bound"}
 
 
+def cuda_source(name: str) -> str:
+    """The text of this package's CUDA file ``name`` with its ``#include "xstage_sync.cuh"`` replaced by the
+    header (NVRTC through CuPy or Numba compiles one string; nvcc would find the header beside the file)."""
+    folder = resources.files("xstage.hw.microbench")
+    header = (folder / "xstage_sync.cuh").read_text()
+    return (folder / name).read_text().replace('#include "xstage_sync.cuh"', header)
+
+
 def kernel_source() -> str:
-    return (resources.files("xstage.hw.microbench") / "microbench.cu").read_text()
+    """The store kernel's source (``microbench.cu`` with the shared helpers inlined)."""
+    return cuda_source("microbench.cu")
 
 
 class Microbench:
