@@ -9,7 +9,7 @@ the store path); every thread calls ``nvshmem_quiet`` after its last burst (and,
 every burst instead of ``__threadfence_system``), so the kernel ends with its puts complete.
 
 The timer reads, the bounded grid barrier and the bounded spins are ``put_helpers.cu`` (NVRTC, linked by
-Numba), copies of the store kernel's. nvshmem4py's bindings bring their own NVSHMEM shims (C++ that includes
+Numba), wrappers of the store kernel's own (``xstage_sync.cuh``, shared by both sources). nvshmem4py's bindings bring their own NVSHMEM shims (C++ that includes
 ``nvshmem.h``, compiled by NVRTC) and initialise the module's NVSHMEM device state when it loads, so NVSHMEM
 must be initialised before the first launch. Every import here happens inside `build` (one compile per
 process, eager, explicit signature).
