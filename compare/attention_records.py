@@ -11,7 +11,9 @@ Serial-best the faster of FA4 + CE and cuDNN + CE, the pipelined FA4 + CE the be
 fused figures those of the fastest fused variant (``fused_hbm`` left out: it sends nothing). Every run is a
 row; ``headline`` marks the latest (``FA4_HEADLINE``). The Triton kernel measured in the same lease
 (``attention-fa4/triton/``) is put beside each FA4 row (``triton_*``), so the fastest fused and unfused
-paths per M read off one row. Runs with another scheduler than FA4's own (the SM90 persistent patch:
+paths per M read off one row. Where a committed prediction record (``PREDICTIONS``) predicted a fused
+variant of that run and M, the row has ``e_res_predicted_<tag>_us`` beside it (``with_predictions``).
+Runs with another scheduler than FA4's own (the SM90 persistent patch:
 wrong results) are not results and are left out.
 
 Pure pandas/numpy: the GPU side hands over plain numbers and arrays.
@@ -147,7 +149,7 @@ def summarize(data_dir: Path, platform: str | None = None) -> list:
         except InputError:
             if not fa4_dir.is_dir():
                 raise
-    fa4 = fa4_rows(fa4_dir, platform) if fa4_dir.is_dir() else []
+    fa4 = with_predictions(fa4_rows(fa4_dir, platform), data_dir) if fa4_dir.is_dir() else []
     if not triton and not fa4:
         raise InputError("--platform", platform, f"has no attention records in {data_dir}")
     return triton + fa4
@@ -266,3 +268,40 @@ def fa4_rows(folder: Path, platform: str | None = None) -> list:
     return sorted(rows, key=lambda r: (not r["headline"], r["run"], r["M"]))
 
 
+
+
+# --- predictions beside the FA4 rows (issue 16): committed records of data/predictions/, their verdict column.
+# Each record's rows name the run (``set`` = "attention-fa4/<run>"), M and the fused variant; a run takes the
+# first record here that predicted it (one record per run). The persistent kernels' predictions are of their own
+# residual (``e_res_own_paired_<tag>_us``), stock FA4's of the paired one (``e_res_paired_<tag>_us``).
+PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),       # run1, rep: the FA4 law
+               ("predictions/fa4-persistent-heldout-h200-pcie-host.json", "fa4_law"))  # pers4, pers5, pers5b
+
+
+def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:
+    """``rows`` (FA4 summary rows) with ``e_res_predicted_<tag>_us`` (tag: the variant less ``fused_``),
+    ``prediction_record``, ``prediction_column`` and ``prediction_held_out`` (False where the record's law was
+    fitted on any of that M's rows: its ``half`` is "fit") added where a record predicted that run, M and
+    variant on the row's platform; the other rows unchanged. A record that is not there adds nothing."""
+    import json
+    by_run = {}
+    for path, column in records:
+        file = Path(data_dir) / path
+        if not file.is_file():
+            continue
+        rec = json.loads(file.read_text())
+        for r in rec.get("rows", []):
+            run, key = str(r.get("set", "")), f"{column}_E_res_us"
+            if not run.startswith(FA4_FOLDER + "/") or key not in r or not str(r.get("variant", "")).startswith("fused_"):
+                continue
+            source = by_run.setdefault((run, rec.get("platform")), (path, column, {}))
+            if source[0] == path:
+                source[2][(int(r["M"]), r["variant"])] = (float(r[key]), r.get("half") != "fit")
+    out = []
+    for row in rows:
+        found = by_run.get((row.get("records"), row.get("platform")))
+        at = [] if found is None else [(v, e) for (M, v), e in found[2].items() if M == row["M"]]
+        pred = {f"e_res_predicted_{v[len('fused_'):]}_us": e for v, (e, _) in at}
+        out.append({**row, **pred, "prediction_record": found[0], "prediction_column": found[1],
+                    "prediction_held_out": all(h for _, (_, h) in at)} if pred else row)
+    return out

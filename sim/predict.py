@@ -34,7 +34,9 @@ that they drift apart wave after wave: the per-wave growth of a tile log's end-t
 ``mainloop_factor`` (the fused kernel's own Q-loop over the FA-only kernel's, before any remote store: its code,
 not the X-Stage; a tile log's first wave or a run into local memory measures it) and ``sm_pool_GBps`` (the
 SMs' stores share one rate, so an SM storing alone gets more of it than one of 132: ``ReplayConfig``) and
-``send_step_offset`` (K/V steps added to the stagger's due step: 1 for the persistent FA4 ``stagger`` kernel).
+``send_step_offset`` (K/V steps added to the stagger's due step: 1 for the persistent FA4 ``stagger`` kernel) and
+``hold`` (``issue``: the SM waits for a store's bytes to leave before its next mainloop, today's; ``next_epilogue``:
+only at its next epilogue, as the persistent FA4 kernels' code does: ``_hold_us``).
 
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
@@ -53,6 +55,7 @@ from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items, send_due_s
 from xstage.sim.schedules import TILE_COLUMNS
 
 SENDS = ("tile_end", "stagger")
+HOLDS = ("issue", "next_epilogue")
 MOE_SM_STORE_GBPS = 1.065    # r_sm from the MoE tile logs (benchmarks/moe_magnitudes.py), 2026-12-01
 MOE_SHARED_BUFFER_MIB = 0.78  # Q_eff from the same logs
 
@@ -85,6 +88,7 @@ class FaKernel:
     mainloop_factor: float = 1.0           # the fused kernel's Q-loop over the FA-only kernel's (its own code)
     sm_pool_GBps: float | None = None      # the SMs' stores share this rate (ReplayConfig.sm_pool_GBps); None: off
     send_step_offset: int = 0              # K/V steps added to the stagger's due step (1: PersistentSm90Stagger)
+    hold: str = "issue"                    # where a store holds its SM: issue (today) | next_epilogue (_hold_us)
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -127,6 +131,10 @@ class FaKernel:
             raise InputError("send_step_offset", off, "only applies with send=stagger")
         if off and off + (SEND_SLOTS - 1) * self.kv_steps // (2 * SEND_SLOTS) >= self.kv_steps:
             raise InputError("send_step_offset", off, f"puts the last due step past the {self.kv_steps} K/V steps")
+        if self.hold not in HOLDS:
+            raise InputError("hold", self.hold, f"must be one of {', '.join(HOLDS)}")
+        if self.hold != "issue" and self.tail_parts != 1:
+            raise InputError("hold", self.hold, "needs tail_parts = 1 (a split tile's parts have no epilogue each)")
         for name in ("tail_parts", "fa_tail_parts"):
             v = require_int(name, getattr(self, name))
             if v > self.kv_steps:
@@ -199,6 +207,24 @@ def _staggered(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray:
     return out
 
 
+def _hold_us(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray | None:
+    """Per replay item (unshifted mainloops ``ml``), how far it may run before it needs the previous item's
+    store to have left its SM: None for ``hold = issue`` (today: the next mainloop waits for it). ``next_epilogue``
+    (``hw/attention/fa4_persistent_kernel.py``: PersistentSm90's and PersistentSm90Stagger's epilogues wait for
+    the previous TMA store's shared-memory read, ``cp_async_bulk_wait_group(0, read=True)``, at the start of the
+    next epilogue, not after the store): up to the end of the item's own tile's Q-loop. Tile-end send: the whole
+    item; stagger (an item runs from its tile's send point delta_j to the next tile's): qloop_j - delta_j."""
+    if k.hold == "issue":
+        return None
+    if k.send != "stagger":
+        return ml.copy()
+    sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
+    delta = (send_due_steps(sm, k.kv_steps) + k.send_step_offset) * ml / k.kv_steps
+    first = np.ones(len(ml), dtype=bool)
+    first[1:] = sm[1:] != sm[:-1]
+    return ml - np.where(first, 0.0, delta)
+
+
 def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_MiB: float) -> Platform:
     """``platform`` as a two-stage X-Stage (platform schema version 2): each producer's bytes leave its SM
     at r_sm (``sm_store_GBps``) into a shared buffer of Q_eff (``shared_buffer_MiB``, the same at every K,
@@ -228,9 +254,10 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     cfg = replace(cfg, cover_us=0.0 if k.exit_waits_for_drain else qloop / k.kv_steps)
     only = replay(fa_sched, fa_share * qloop, np.zeros(len(fa_share)), platform, cfg)
     ml = share * qloop * float(k.mainloop_factor)
+    hold = _hold_us(k, schedule, ml)
     if k.send == "stagger":
         ml = _staggered(k, schedule, ml)
-    fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps))
+    fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps), cover_per_tile_us=hold)
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)
     a2a_us = float(nbytes.sum()) / platform.drain_rate_Bpus
@@ -243,6 +270,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         "fa_program_spread": k.program_spread if k.fa_program_spread is None else k.fa_program_spread,
         "mainloop_factor": k.mainloop_factor, "sm_pool_GBps": k.sm_pool_GBps, "tile_bytes": k.tile_bytes,
         **({"send_step_offset": k.send_step_offset} if k.send_step_offset else {}),
+        **({"hold": k.hold} if k.hold != "issue" else {}),
         "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
         "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
         "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),

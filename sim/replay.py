@@ -146,8 +146,12 @@ def _busy_fraction(start, end, num_sms, horizon, bins) -> pd.DataFrame:
 
 
 def replay(schedule: Schedule, mainloop_us, remote_bytes, platform: Platform,
-           config: ReplayConfig = ReplayConfig()) -> ReplayResult:
-    """Replay ``schedule`` with per-tile mainloop times and remote bytes (arrays in schedule order)."""
+           config: ReplayConfig = ReplayConfig(), cover_per_tile_us=None) -> ReplayResult:
+    """Replay ``schedule`` with per-tile mainloop times and remote bytes (arrays in schedule order).
+
+    ``cover_per_tile_us`` (optional, schedule order): how long each tile's mainloop may run before it needs
+    its staging slot, a per-tile ``cover_us`` (the larger of the two counts): a kernel whose SM waits for the
+    previous store only at a later point of the next mainloop (``sim.predict``'s ``hold``). None: ``cover_us``."""
     T = len(schedule.tiles)
     ml = np.asarray(mainloop_us, dtype=float).reshape(-1)
     nbytes = np.asarray(remote_bytes, dtype=float).reshape(-1)
@@ -157,12 +161,16 @@ def replay(schedule: Schedule, mainloop_us, remote_bytes, platform: Platform,
         raise InputError("mainloop_us", float(ml.min()), "must be finite and >= 0")
     if T and nbytes.min() < 0:
         raise InputError("remote_bytes", float(nbytes.min()), "must be >= 0")
+    if cover_per_tile_us is not None:
+        cover = np.asarray(cover_per_tile_us, dtype=float).reshape(-1)
+        if cover.shape != (T,) or (T and (not np.all(np.isfinite(cover)) or cover.min() < 0)):
+            raise InputError("cover_per_tile_us", cover.shape, f"must have {T} finite entries >= 0")
     K = config.producers or schedule.num_sms
     platform.check_producers(K)
     from xstage.sim.replay_engines import run_fast, run_simpy
     wall = time.perf_counter()
     run = run_fast if config.engine == "fast" else run_simpy
-    out, extras = run(schedule, ml, nbytes, platform, config, K)
+    out, extras = run(schedule, ml, nbytes, platform, config, K, cover_per_tile_us)
     wall = time.perf_counter() - wall
     stuck = np.isnan(out["epi_end"])
     if np.any(stuck):

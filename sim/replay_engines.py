@@ -41,8 +41,16 @@ def _empty(T):
 
 # --- simpy reference ---------------------------------------------------------------------------
 
-def run_simpy(schedule, ml, nbytes, platform, cfg, K):
+def _cover(cfg, T, cover_per_tile):
+    """Per tile: how long its mainloop may run before it needs its staging slot (cover_us, or per tile)."""
+    if cover_per_tile is None:
+        return [cfg.cover_us] * T
+    return np.maximum(np.asarray(cover_per_tile, dtype=float), cfg.cover_us).tolist()
+
+
+def run_simpy(schedule, ml, nbytes, platform, cfg, K, cover_per_tile=None):
     T = len(schedule.tiles)
+    cover = _cover(cfg, T, cover_per_tile)
     tiles = schedule.tiles
     off = schedule.sm_offsets
     env = simpy.Environment()
@@ -70,10 +78,10 @@ def run_simpy(schedule, ml, nbytes, platform, cfg, K):
             dep = env.now
             slot = g - S
             if slot >= off[s] and not epi_done[slot].triggered:
-                if cfg.cover_us > 0:
+                if cover[g] > 0:
                     start = env.now
                     yield epi_done[slot]
-                    covered = min(cfg.cover_us, ml[g], env.now - start)
+                    covered = min(cover[g], ml[g], env.now - start)
                     out["stall"][g] = env.now - start - covered
                     yield env.timeout(ml[g] - covered)
                 else:
@@ -126,7 +134,7 @@ def run_simpy(schedule, ml, nbytes, platform, cfg, K):
 
 # --- fast engine -------------------------------------------------------------------------------
 
-def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - one loop, on purpose
+def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K, cover_per_tile=None):  # noqa: C901 - one loop
     T = len(schedule.tiles)
     tiles = schedule.tiles
     kind = tiles[:, 0].tolist()
@@ -137,7 +145,7 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
     off = schedule.sm_offsets.tolist()
     nsm = schedule.num_sms
     S = max(cfg.staging_slots, 1)
-    cover = cfg.cover_us
+    cover = _cover(cfg, T, cover_per_tile)
     lat = cfg.completion_latency_us if cfg.coupled else 0.0
     local_us, remote_us = cfg.local_epilogue_us, cfg.remote_epilogue_us
     uniq, inverse = np.unique(nbytes_arr, return_inverse=True)
@@ -180,7 +188,7 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
             dep_t[s] = t
         slot = g - S
         if slot >= off[s] and not epi_ok[slot]:
-            if cover > 0:
+            if cover[g] > 0:
                 mma_busy[s] = True
                 pend[s] = t
                 ml_start[g] = t
@@ -237,7 +245,7 @@ def run_fast(schedule, ml_arr, nbytes_arr, platform, cfg, K):  # noqa: C901 - on
             if pend[s] >= 0:   # cover mode: the running mainloop gets its slot now
                 t0 = pend[s]
                 pend[s] = -1.0
-                covered = min(cover, ml[m], t - t0)
+                covered = min(cover[m], ml[m], t - t0)
                 stall[m] = t - t0 - covered
                 push(heap, (t + ml[m] - covered, nxt(), _MMA_END, s))
             elif not mma_busy[s] and dep_t[s] >= 0:   # it waits for this slot, not for l2_full

@@ -92,6 +92,8 @@ def test_table_output(capsys):
     (["--sm-pool-GBps", "nan"], "--sm-pool-GBps(='nan')"),
     (["--send", "stagger", "--send-step-offset", "x"], "--send-step-offset(='x')"),
     (["--send-step-offset", "1"], "--send-step-offset(=1)"),
+    (["--hold", "later"], "--hold(='later')"),
+    (["--hold", "next_epilogue", "--tail-parts", "2"], "--hold(='next_epilogue')"),
 ])
 def test_bad_values_one_line_exit_2(capsys, extra, needle):
     code, out, err = run(capsys, *HOST, *extra)
@@ -119,3 +121,13 @@ def test_send_step_offset_reaches_the_kernel(capsys):
     assert code == 0 and (d["send"], d["send_step_offset"]) == ("stagger", 1)
     code, out, _ = run(capsys, *HOST, "--fa-us", "565.8", "--send", "stagger", "--json")
     assert code == 0 and "send_step_offset" not in json.loads(out)
+
+
+def test_hold_reaches_the_kernel(capsys):
+    law = ("--exit-waits-for-drain", "--sm-store-GBps", "52.8", "--shared-buffer-MiB", "0.01")
+    code, out, _ = run(capsys, *HOST, "--fa-us", "565.8", *law, "--hold", "next_epilogue", "--json")
+    d = json.loads(out)
+    code0, out0, _ = run(capsys, *HOST, "--fa-us", "565.8", *law, "--json")
+    d0 = json.loads(out0)
+    assert (code, code0) == (0, 0) and d["hold"] == "next_epilogue" and "hold" not in d0
+    assert d["E_res_us"] < d0["E_res_us"]

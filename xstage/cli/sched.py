@@ -95,6 +95,9 @@ def register(sub):
                     "before any remote store (its own code; default 1)")
     pr.add_argument("--send-step-offset", default=None, help="K/V steps added to --send stagger's due step "
                     "(p mod 16) * n // 32 (default 0: the Triton kernel; 1: the persistent FA4 stagger kernel)")
+    pr.add_argument("--hold", default=None, help="where a store holds its SM: issue (the next mainloop waits for "
+                    "its bytes to leave; default) or next_epilogue (only at the next epilogue: the persistent FA4 "
+                    "kernels' code)")
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
@@ -288,12 +291,12 @@ def run_replay_moe(args) -> int:
 
 PREDICT_FLAGS = ("head_dim", "block_m", "block_n", "world_size", "rank", "remote_fraction", "fa_us", "send",
                  "sm_store_GBps", "shared_buffer_MiB", "order", "tail_parts", "fa_tail_parts", "program_spread",
-                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps", "send_step_offset")
+                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps", "send_step_offset", "hold")
 
 
 def _fa_kernel(args):
     """The FaKernel that ``replay fa``'s predictor flags describe (tile sizes default to --shape's)."""
-    from xstage.sim.predict import SENDS, FaKernel
+    from xstage.sim.predict import HOLDS, SENDS, FaKernel
     from xstage.sim.schedule_fa import ORDERS
     from xstage.sim.workloads.catalog import fa_catalog
     shapes = fa_catalog()["shapes"]
@@ -302,6 +305,8 @@ def _fa_kernel(args):
     s = shapes[args.shape]
     if args.send is not None and args.send not in SENDS:
         raise InputError("--send", args.send, f"must be one of {', '.join(SENDS)}")
+    if args.hold is not None and args.hold not in HOLDS:
+        raise InputError("--hold", args.hold, f"must be one of {', '.join(HOLDS)}")
     if args.order is not None and args.order not in ORDERS:
         raise InputError("--order", args.order, f"must be one of {', '.join(ORDERS)}")
     if not args.exit_waits_for_drain:
@@ -325,7 +330,8 @@ def _fa_kernel(args):
         fa_tail_parts=integer("--fa-tail-parts", args.fa_tail_parts, default=1),
         mainloop_factor=number("--mainloop-factor", args.mainloop_factor, minimum=0, allow_equal=False, default=1.0),
         sm_pool_GBps=number("--sm-pool-GBps", args.sm_pool_GBps, minimum=0, allow_equal=False),
-        send_step_offset=integer("--send-step-offset", args.send_step_offset, minimum=0, default=0))
+        send_step_offset=integer("--send-step-offset", args.send_step_offset, minimum=0, default=0),
+        hold=args.hold or "issue")
     for flag, field, text in (("--program-spread", "program_spread", args.program_spread),
                               ("--fa-program-spread", "fa_program_spread", args.fa_program_spread)):
         if text is not None:

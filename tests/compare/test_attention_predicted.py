@@ -1,0 +1,46 @@
+"""``xstage results attention``: the committed predictions beside the FA4 rows (issue 16)."""
+
+import json
+
+import pytest
+
+from xstage.compare.attention_records import FA4_FOLDER, PREDICTIONS, fa4_rows, summarize, with_predictions
+from xstage.paths import data_dir
+
+
+def _fa4(rows):
+    return {(r["run"], r["M"]): r for r in rows if r.get("fa_core") == "fa4"}
+
+
+def test_predicted_beside_measured_and_nothing_else_changed():
+    rows = _fa4(summarize(data_dir()))
+    bare = _fa4(fa4_rows(data_dir() / FA4_FOLDER))
+    assert rows.keys() == bare.keys()
+    new = ("e_res_predicted_", "prediction_")
+    for k, r in rows.items():
+        assert {a: b for a, b in r.items() if not a.startswith(new)} == bare[k]   # existing keys unchanged
+    pers = json.loads((data_dir() / PREDICTIONS[1][0]).read_text())
+    want = next(r for r in pers["rows"] if r["set"] == "attention-fa4/pers5b" and r["M"] == 65536
+                and r["variant"] == "fused_vmm_pers_staggerll")
+    r = rows[("pers5b", 65536)]
+    assert r["e_res_predicted_vmm_pers_staggerll_us"] == want["fa4_law_E_res_us"]
+    assert r["e_res_own_paired_vmm_pers_staggerll_us"] == pytest.approx(want["measured_E_res_us"], abs=1e-6)
+    assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (PREDICTIONS[1][0], "fa4_law", True)
+    assert rows[("run1", 8192)]["prediction_held_out"] is False      # the FA4 law was fitted on run1 at 8K
+    assert rows[("rep", 8192)]["prediction_held_out"] is True
+    assert rows[("rep", 65536)]["e_res_predicted_vmm_us"] == pytest.approx(355, abs=1)
+    for k in (("pers1", 8192), ("pers3", 65536)):                      # no record predicted these runs
+        assert not any(a.startswith(new) for a in rows[k])
+
+
+def test_a_record_adds_only_its_run_and_platform(tmp_path):
+    (tmp_path / "predictions").mkdir()
+    rec = {"platform": "p1", "rows": [{"set": "attention-fa4/a", "M": 8, "variant": "fused_x", "law_E_res_us": 5.0},
+                                      {"set": "attention-fa4/a", "M": 8, "variant": "fa4", "law_E_res_us": 1.0}]}
+    (tmp_path / "predictions" / "r.json").write_text(json.dumps(rec))
+    rows = [{"records": "attention-fa4/a", "platform": "p1", "M": 8}, {"records": "attention-fa4/a", "platform": "p2", "M": 8},
+            {"records": "attention-fa4/a", "platform": "p1", "M": 16}, {"records": "attention-fa4/b", "platform": "p1", "M": 8}]
+    out = with_predictions(rows, tmp_path, records=(("predictions/r.json", "law"), ("predictions/missing.json", "x")))
+    assert out[0] == {**rows[0], "e_res_predicted_x_us": 5.0, "prediction_record": "predictions/r.json",
+                      "prediction_column": "law", "prediction_held_out": True}
+    assert out[1:] == rows[1:]
