@@ -56,10 +56,12 @@ def test_capped_producer_gives_its_surplus_away():
 
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.tuples(st.floats(1.0, 500.0), st.floats(0.5, 50.0)), min_size=1, max_size=6),
-       st.floats(1.0, 30.0), st.floats(5.0, 400.0))
-def test_equal_weights_are_fair(producers, R, Q):
+       st.floats(1.0, 30.0), st.floats(5.0, 400.0), st.booleans())
+def test_equal_weights_are_fair(producers, R, Q, relaxing):
+    """Mixed producers (different rates and sizes), with and without a relaxing capacity."""
     adds = [(b, r, i, 2.5) for i, (b, r) in enumerate(producers)]
-    ordered, fair = OrderedFluidQueue(R, Q, record=False), FluidQueue(R, Q, record=False)
+    kw = dict(relax_Bpus=0.3 * R, floor_bytes=0.5 * Q) if relaxing else {}
+    ordered, fair = OrderedFluidQueue(R, Q, record=False, **kw), FluidQueue(R, Q, record=False, **kw)
     a, f = drive(ordered, adds), drive(fair, adds)
     for i in range(len(adds)):
         assert a[i] == pytest.approx(f[i], rel=1e-9, abs=1e-9)
