@@ -1,6 +1,6 @@
 """Finite runs simulated as run (issue 15, target 3): N bursts from an empty path, against the committed records.
 
-    python benchmarks/finite_runs.py [--json OUT] [--platform LABEL=FILE ...]
+    python benchmarks/finite_runs.py [--json OUT] [--drain-order] [--probe-only]
 
 1. Host probe (``data/calibration-extra/host-probe-*``, free-running, zero gap, n bursts from empty, trial 0):
    ``xstage sim bursts -K K -B B -G 0 -n n`` per (K, B) gives ``drained_us`` (first issue to the last byte
@@ -14,6 +14,10 @@
    and, for contrast, as ``periodic``
    bursts at the measured gap (``at_measured_gap``, which lets bursts carry over): T_iss and period medians
    against the measured ones.
+3. ``--drain-order``: the probe runs again with drain order ``ordered`` (fixed per-producer shares w_p =
+   exp(-a p / (K - 1))): a fitted on a recorded split (the 30 (K, B) runs permuted with seed 0, the first 15
+   fitted, the other 15 held out; a from the grid 0, 0.5, ..., 3 minimising the fitted runs' median |relative
+   error| of the median span), then both halves reported beside ``fair`` on the same halves.
 |relative error| median / p90 / share within 10 % per figure and platform. Platforms: the committed wide-grid
 folders' own (v1) and their schema-2 refits (``*-wide-two-stage-relax``).
 """
@@ -43,24 +47,50 @@ def _errs(pred, meas) -> dict:
             "within_10pct": float(np.mean(e <= 0.10)), "n": int(len(e))}
 
 
-def _run(p, K, B, G, n, skip, mode="periodic") -> dict:
-    engine = "simpy" if p.relaxing else "exact"
-    return simulate_bursts(p, BurstConfig(int(K), int(B), float(G), int(n), mode=mode, skip=int(skip), engine=engine),
-                           record_occupancy=False).summary(p)
+SPLIT_SEED, SPREADS = 0, tuple(0.5 * i for i in range(7))
 
 
-def probe(folder: Path, p) -> dict:
+def _run(p, K, B, G, n, skip, mode="periodic", spread=None) -> dict:
+    engine = "simpy" if p.relaxing or spread is not None else "exact"
+    order = {} if spread is None else {"drain_order": "ordered", "drain_spread": spread}
+    return simulate_bursts(p, BurstConfig(int(K), int(B), float(G), int(n), mode=mode, skip=int(skip), engine=engine,
+                                          **order), record_occupancy=False).summary(p)
+
+
+def _probe_runs(folder: Path) -> pd.DataFrame:
     runs = pd.read_csv(folder / "runs.csv.gz")
-    first = runs[runs["trial"] == 0].groupby(["producers", "bytes_per_producer", "bursts"], as_index=False)[
+    return runs[runs["trial"] == 0].groupby(["producers", "bytes_per_producer", "bursts"], as_index=False)[
         ["issue_end_us", "fence_us", "span_median_us"]].median()
+
+
+def probe(folder: Path, p, spread=None, first=None) -> dict:
+    first = _probe_runs(folder) if first is None else first
     rows = []
     for r in first.itertuples():
-        s = _run(p, r.producers, r.bytes_per_producer, 0.0, r.bursts, 0)
+        s = _run(p, r.producers, r.bytes_per_producer, 0.0, r.bursts, 0, spread=spread)
         rows.append({"K": r.producers, "B": r.bytes_per_producer, "n": r.bursts, "drained_us": s["drained_us"],
                      "fence_us": r.fence_us, "T_iss_us": s["T_iss_us"], "span_median_us": r.span_median_us})
     f = pd.DataFrame(rows)
     return {"drained_us_vs_fence": _errs(f["drained_us"], f["fence_us"]),
             "T_iss_median_vs_span_median": _errs(f["T_iss_us"], f["span_median_us"]), "runs": f.to_dict("records")}
+
+
+def drain_order(folder: Path, p) -> dict:
+    """Fair against ordered on the recorded split (module docstring, item 3)."""
+    first = _probe_runs(folder)
+    perm = np.random.default_rng(SPLIT_SEED).permutation(len(first))
+    fit, held = first.iloc[np.sort(perm[:15])], first.iloc[np.sort(perm[15:])]
+    loss = {a: probe(folder, p, a, fit)["T_iss_median_vs_span_median"]["median_rel_err"] for a in SPREADS}
+    a = min(SPREADS, key=lambda s: (loss[s], s))
+    out = {"split": {"seed": SPLIT_SEED, "fitted": fit[["producers", "bytes_per_producer"]].values.tolist(),
+                     "held_out": held[["producers", "bytes_per_producer"]].values.tolist()},
+           "fit_loss_by_spread": {str(k): v for k, v in loss.items()}, "drain_spread": a}
+    for half, rows in (("fitted", fit), ("held_out", held), ("all", first)):
+        f, o = probe(folder, p, None, rows), probe(folder, p, a, rows)
+        out[half] = {"fair": {k: f[k] for k in ("drained_us_vs_fence", "T_iss_median_vs_span_median")},
+                     "ordered": {k: o[k] for k in ("drained_us_vs_fence", "T_iss_median_vs_span_median")},
+                     "runs_ordered": o["runs"]}
+    return out
 
 
 def lockstep(folder: Path, p) -> dict:
@@ -89,23 +119,37 @@ def lockstep(folder: Path, p) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None)
+    ap.add_argument("--drain-order", action="store_true", help="also fit and report drain order ordered (item 3)")
+    ap.add_argument("--probe-only", action="store_true", help="host platforms, probe runs only (no lockstep runs)")
     a = ap.parse_args(argv)
     probe_dir = sorted(EXTRA.glob("host-probe-*"))[-1]
     from xstage.provenance import provenance
     out = {"probe_folder": str(probe_dir), "target": "medians and drained_us within 10 %",
            "provenance": provenance(with_gpu=False)}
     for label, path in PLATFORMS.items():
-        if not path.exists():
+        if not path.exists() or (a.probe_only and not label.startswith("host")):
             continue
         p = load_platform(path)
         grid = path.parent.parent / ("h200-pcie-host-wide" if label.startswith("host") else "h200-local-wide")
-        res = {"platform": str(path), "lockstep_rate_runs": lockstep(grid, p)}
+        res = {"platform": str(path)}
+        if not a.probe_only:
+            res["lockstep_rate_runs"] = lockstep(grid, p)
         if label.startswith("host"):
             res["probe_free_running_runs"] = probe(probe_dir, p)
+            if a.drain_order:
+                res["drain_order"] = d = drain_order(probe_dir, p)
+                for half in ("fitted", "held_out", "all"):
+                    print(f"{label}: drain order, a = {d['drain_spread']}, {half} (n={d[half]['fair']['drained_us_vs_fence']['n']}):"
+                          + "".join(f" {o} median span {d[half][o]['T_iss_median_vs_span_median']['median_rel_err']:.1%} / "
+                                    f"{d[half][o]['T_iss_median_vs_span_median']['p90_rel_err']:.1%}, drained_us "
+                                    f"{d[half][o]['drained_us_vs_fence']['median_rel_err']:.1%} / "
+                                    f"{d[half][o]['drained_us_vs_fence']['p90_rel_err']:.1%};" for o in ("fair", "ordered")),
+                          flush=True)
         out[label] = res
-        line = f"{label}: lockstep rate runs"
-        line += f" (barrier {res['lockstep_rate_runs']['barrier_us']:.2f} us)"
-        for how, lk in ((k, v) for k, v in res["lockstep_rate_runs"].items() if k != "barrier_us"):
+        line = f"{label}:"
+        if "lockstep_rate_runs" in res:
+            line += f" lockstep rate runs (barrier {res['lockstep_rate_runs']['barrier_us']:.2f} us)"
+        for how, lk in ((k, v) for k, v in res.get("lockstep_rate_runs", {}).items() if k != "barrier_us"):
             line += (f" {how} (n={lk['T_iss']['n']}) T_iss {lk['T_iss']['median_rel_err']:.1%} / "
                      f"{lk['T_iss']['p90_rel_err']:.1%} ({lk['T_iss']['within_10pct']:.0%} within 10 %), period "
                      f"{lk['period']['median_rel_err']:.1%} / {lk['period']['p90_rel_err']:.1%} "
@@ -119,7 +163,13 @@ def main(argv=None) -> int:
                      f"{pr['T_iss_median_vs_span_median']['p90_rel_err']:.1%}")
         print(line, flush=True)
     if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1, default=float) + "\n")
+        dest = Path(a.json)
+        if dest.exists():
+            print(f"--json: {dest} exists (records are never overwritten)", file=sys.stderr)
+            return 2
+        tmp = dest.with_suffix(dest.suffix + ".tmp")
+        tmp.write_text(json.dumps(out, indent=1, default=float) + "\n")
+        tmp.replace(dest)
     return 0
 
 

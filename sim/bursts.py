@@ -15,6 +15,10 @@ Steady state is known, not assumed: periodic bursts from an empty X-Stage settle
 ``model.warmup_bursts`` bursts; summaries leave out ``skip`` bursts (default: that warm-up) and say
 whether the window they report is steady, and if not how many bursts would be.
 
+Drain order (``drain_order``): ``fair`` (today's default) slows every held-back producer by the same
+factor; ``ordered`` shares the drain by fixed per-producer weights w_p = exp(-a p / (K - 1)), a =
+``drain_spread`` (``xstage.sim.fluid_ordered``; simpy fluid queue only; a = 0 is ``fair``).
+
 A relaxing capacity (schema 2) runs on simpy only; its warm-up is known only where every burst starts
 empty (0), else the summary skips half the bursts and says ``steady`` None.
 """
@@ -30,7 +34,7 @@ from xstage.errors import InputError, require_int, require_positive
 from xstage.sim import model, model_two_stage
 from xstage.sim.bursts_exact import uniform_bursts
 from xstage.sim.platform import Platform
-from xstage.sim.xqueue import ChunkedXStage, FluidXStage
+from xstage.sim.xqueue import DRAIN_ORDERS, ChunkedXStage, FluidXStage
 
 MODES = ("periodic", "isolated", "local", "coupled")
 ENGINES = ("auto", "exact", "simpy")
@@ -49,6 +53,8 @@ class BurstConfig:
     capacity_bytes: float | None = None  # override Q(K) (used by calibration sweeps)
     skip: int | None = None       # bursts left out of the summary medians; None: the warm-up (steady-state rule)
     engine: str = "auto"          # auto | exact | simpy
+    drain_order: str = "fair"     # fair | ordered (fixed per-producer shares; simpy fluid queue only)
+    drain_spread: float | None = None   # ordered: a in w_p = exp(-a p / (K - 1)); required there, else None
 
     def __post_init__(self):
         object.__setattr__(self, "producers", require_int("producers", self.producers))
@@ -72,12 +78,35 @@ class BurstConfig:
             raise InputError("engine", self.engine, f"must be one of {', '.join(ENGINES)}")
         if self.engine == "exact" and self.queue != "fluid":
             raise InputError("engine", self.engine, "needs queue fluid (the chunked queue runs on simpy)")
+        if self.drain_order not in DRAIN_ORDERS:
+            raise InputError("drain_order", self.drain_order, f"must be one of {', '.join(DRAIN_ORDERS)}")
+        if self.drain_order == "fair":
+            if self.drain_spread is not None:
+                raise InputError("drain_spread", self.drain_spread, "applies to drain_order ordered only")
+        else:
+            if self.drain_spread is None:
+                raise InputError("drain_spread", None, "is required with drain_order ordered (a >= 0)")
+            require_positive("drain_spread", self.drain_spread, allow_zero=True)
+            object.__setattr__(self, "drain_spread", float(self.drain_spread))
+            if self.engine == "exact" or self.queue != "fluid":
+                field, value = ("engine", self.engine) if self.engine == "exact" else ("queue", self.queue)
+                raise InputError(field, value, "has no drain order ordered: use engine simpy, queue fluid")
 
     @property
     def resolved_engine(self) -> str:
-        return self.engine if self.engine != "auto" else ("exact" if self.queue == "fluid" else "simpy")
+        if self.engine != "auto":
+            return self.engine
+        return "exact" if self.queue == "fluid" and self.drain_order == "fair" else "simpy"
+
+    def weights(self) -> list[float]:
+        """Each producer's share of the drain while held back (all 1 for ``fair``)."""
+        K = self.producers
+        if self.drain_order == "fair":
+            return [1.0] * K
+        return [float(np.exp(-self.drain_spread * p / max(K - 1, 1))) for p in range(K)]
 
 
+_ORDER_KEYS = ("drain_order", "drain_spread")   # in summaries only when not the default (keys unchanged)
 _OCC_COLUMNS = ["time(us)", "queue(bytes)", "issued(bytes)", "drained(bytes)"]
 
 
@@ -152,7 +181,7 @@ class BurstResult:
         t_iss, per = self._medians(skip)
         return {
             "platform": self.platform,
-            **{k: v for k, v in asdict(cfg).items()},
+            **{k: v for k, v in asdict(cfg).items() if k not in _ORDER_KEYS or cfg.drain_order != "fair"},
             "skip": skip, "engine": self.engine,
             "T_iss_us": t_iss,
             "period_us": per,
@@ -225,13 +254,15 @@ def _simulate_simpy(platform: Platform, cfg: BurstConfig, record_occupancy: bool
         Q = cfg.capacity_bytes or platform.capacity_bytes(K)
         kwargs = dict(coupled=cfg.mode == "coupled", record=record_occupancy)
         if cfg.queue == "fluid":
-            queue = FluidXStage(env, platform.drain_rate_Bpus, Q, **kwargs, **platform.queue_options(K))
+            queue = FluidXStage(env, platform.drain_rate_Bpus, Q, **kwargs, drain_order=cfg.drain_order,
+                                **platform.queue_options(K))
         else:
             queue = ChunkedXStage(env, platform.drain_rate_Bpus, Q, chunk_bytes=cfg.chunk_bytes, **kwargs)
     start = [[0.0] * n for _ in range(K)]
     end = [[0.0] * n for _ in range(K)]
     gap = cfg.gap_us
     done = [0]
+    weight = cfg.weights()
 
     def producer(p):
         starts, ends = start[p], end[p]
@@ -243,10 +274,10 @@ def _simulate_simpy(platform: Platform, cfg: BurstConfig, record_occupancy: bool
                 if gap > 0:
                     yield env.timeout(gap)
         elif isinstance(queue, FluidXStage):
-            issue = queue.issue
+            issue, w = queue.issue, weight[p]
             for b in range(n):
                 starts[b] = env.now
-                ends[b] = yield issue(B, rate, gap)
+                ends[b] = yield issue(B, rate, gap, w)
         else:
             for b in range(n):
                 starts[b] = env.now
@@ -259,7 +290,8 @@ def _simulate_simpy(platform: Platform, cfg: BurstConfig, record_occupancy: bool
     def isolated():
         for b in range(n):
             t = env.now
-            events = [queue.issue(B, rate) for _ in range(K)]
+            events = ([queue.issue(B, rate, 0.0, weight[p]) for p in range(K)] if isinstance(queue, FluidXStage)
+                      else [queue.issue(B, rate) for _ in range(K)])
             yield env.all_of(events)
             for p in range(K):
                 start[p][b] = t

@@ -103,10 +103,33 @@ class FluidQueue:
         """Nothing outstanding and nobody issuing."""
         return not self._active and self.level == 0.0
 
-    def add(self, now: float, nbytes: float, rate_Bpus: float, token) -> None:
+    def add(self, now: float, nbytes: float, rate_Bpus: float, token, weight: float = 1.0) -> None:
+        """``weight``: the producer's share of the drain while held back; only ``OrderedFluidQueue`` reads it."""
         self.advance(now)
         heapq.heappush(self._active, (self._vclock + nbytes / rate_Bpus, next(self._seq), rate_Bpus, token))
         self._demand += rate_Bpus
+
+    # --- per-producer progress (fair: one virtual clock; OrderedFluidQueue overrides) ------
+    def _progress(self, step: float) -> None:
+        self._vclock += self._scale * step
+
+    def _progress_bytes(self, nbytes: float) -> None:
+        """The producers got ``nbytes`` in at once (a snap to full), shared as their rates are."""
+        self._vclock += nbytes / self._demand
+
+    def _pop_finished(self, res: float) -> list:
+        """Tokens whose issue ends within the clock's resolution ``res`` of now (their owed bytes booked)."""
+        active, finished = self._active, []
+        vtol = self._scale * res + _ULPS * math.ulp(self._vclock)
+        while active and active[0][0] - self._vclock <= vtol:
+            vfinish, _, rate, token = heapq.heappop(active)
+            self._demand -= rate
+            self._true_up(rate * (vfinish - self._vclock))
+            finished.append(token)
+        return finished
+
+    def _next_finish(self) -> float:
+        return (self._active[0][0] - self._vclock) / self._scale
 
     # --- dynamics -------------------------------------------------------------------------
     def _rates(self) -> tuple[float, float]:
@@ -142,7 +165,7 @@ class FluidQueue:
                 seg = math.inf
             step = dt if dt < seg else seg
             self._book(admit * step, drain * step)
-            self._vclock += self._scale * step
+            self._progress(step)
             if step < seg:
                 was = self.level
                 self.level = min(max(self.level + net * step, 0.0), self.capacity)   # rounding only
@@ -173,7 +196,7 @@ class FluidQueue:
                 seg, edge = math.inf, None
             step = dt if dt < seg else seg
             self._book(admit * step, drain * step)
-            self._vclock += self._scale * step
+            self._progress(step)
             if held:
                 self.capacity = max(self.capacity - shrink * step, self.floor)
                 self.level = self.capacity
@@ -208,13 +231,7 @@ class FluidQueue:
         changed = True
         while changed:
             changed = False
-            vtol = self._scale * res + _ULPS * math.ulp(self._vclock)
-            finished = []
-            while active and active[0][0] - self._vclock <= vtol:
-                vfinish, _, rate, token = heapq.heappop(active)
-                self._demand -= rate
-                self._true_up(rate * (vfinish - self._vclock))
-                finished.append(token)
+            finished = self._pop_finished(res)
             if finished:
                 changed = True
                 if self.coupled:   # each waits until the bytes admitted by now have drained
@@ -238,7 +255,7 @@ class FluidQueue:
             if admit > drain and self.level < Q and Q - self.level <= (admit - drain) * res:
                 missing = Q - self.level           # admitted now: the producers get these bytes in
                 self._book(missing, 0.0)
-                self._vclock += missing / self._demand
+                self._progress_bytes(missing)
                 self.level = Q
                 self._set_scale()
                 changed = True
@@ -274,7 +291,7 @@ class FluidQueue:
         admit, drain = self._rates()
         horizon = math.inf
         if self._active:
-            horizon = (self._active[0][0] - self._vclock) / self._scale
+            horizon = self._next_finish()
         if admit > drain and self.level < self.capacity:
             horizon = min(horizon, (self.capacity - self.level) / (admit - drain))
         elif drain > admit and self.level > 0.0:

@@ -22,16 +22,24 @@ completion-coupled counterfactual).
 import simpy
 
 from xstage.sim.fluid import FluidQueue
+from xstage.sim.fluid_ordered import OrderedFluidQueue
+
+DRAIN_ORDERS = ("fair", "ordered")
 
 
 class FluidXStage:
     """``FluidQueue`` on a simpy clock: producers' issues are simpy events (``relaxing``: the relaxing
-    capacity's ``relax_Bpus`` and ``floor_bytes``, ``Platform.queue_options``)."""
+    capacity's ``relax_Bpus`` and ``floor_bytes``, ``Platform.queue_options``). ``drain_order``: ``fair`` (every
+    held-back producer slowed by the same factor) or ``ordered`` (shared by the weights given to ``issue``;
+    ``xstage.sim.fluid_ordered``)."""
 
     def __init__(self, env: simpy.Environment, drain_rate_Bpus: float, capacity_bytes: float, *,
-                 coupled: bool = False, record: bool = True, **relaxing):
+                 coupled: bool = False, record: bool = True, drain_order: str = "fair", **relaxing):
+        if drain_order not in DRAIN_ORDERS:
+            raise ValueError(f"drain_order(={drain_order!r}) must be one of {', '.join(DRAIN_ORDERS)}")
         self.env = env
-        self.core = FluidQueue(drain_rate_Bpus, capacity_bytes, coupled=coupled, record=record, **relaxing)
+        cls = OrderedFluidQueue if drain_order == "ordered" else FluidQueue
+        self.core = cls(drain_rate_Bpus, capacity_bytes, coupled=coupled, record=record, **relaxing)
         self.drain_rate, self.capacity, self.coupled = self.core.drain_rate, self.core.capacity, coupled
         self.log = self.core.log
         self._empty_waiters = []
@@ -67,19 +75,19 @@ class FluidXStage:
         return self.core.idle_since
 
     # --- producer side -------------------------------------------------------------------
-    def issue(self, nbytes: float, rate_Bpus: float, hold_us: float = 0.0) -> simpy.Event:
+    def issue(self, nbytes: float, rate_Bpus: float, hold_us: float = 0.0, weight: float = 1.0) -> simpy.Event:
         """Inject ``nbytes`` at up to ``rate_Bpus``.
 
         The event's value is the sender-visible issue end time (with ``coupled``, the time the bytes drained).
         It triggers ``hold_us`` after that instant: a producer's gap folded into the same event, which saves
-        one simpy event per burst.
+        one simpy event per burst. ``weight``: the producer's share of the drain (drain order ``ordered`` only).
         """
         done = self.env.event()
         done.hold_us = hold_us
         if nbytes <= 0:
             self._release(done)
             return done
-        self.core.add(self.env.now, nbytes, rate_Bpus, done)
+        self.core.add(self.env.now, nbytes, rate_Bpus, done, weight)
         self._changed()
         return done
 

@@ -53,6 +53,11 @@ def register(sub):
                    "recurrence, K identical producers) | simpy (the event-driven reference)")
     b.add_argument("--skip", default=None, help="bursts left out of the medians, counted from the first "
                    "(default: the closed-form warm-up; the summary says whether its window is steady)")
+    b.add_argument("--drain-order", default="fair", help="fair (default: every held-back producer slowed by the "
+                   "same factor) | ordered (fixed per-producer shares w_p = exp(-a p / (K - 1)); needs "
+                   "--drain-spread, runs on simpy)")
+    b.add_argument("--drain-spread", default=None, help="a >= 0 for --drain-order ordered (a = 0 is fair; "
+                   "1.0 fitted on the H200 host probe, docs/calibration.md)")
     b.set_defaults(func=run_sim_bursts)
 
     pl = sub.add_parser("platforms", help="list bundled platforms or show one",
@@ -106,7 +111,10 @@ def run_sim_bursts(args) -> int:
         gap_us=_float("gap_us", args.gap_us, allow_zero=True),
         bursts=require_int("bursts", args.bursts, minimum=2),
         mode=args.mode, queue=args.queue, chunk_bytes=parse_size(args.chunk, "chunk"),
-        skip=None if args.skip is None else integer("--skip", args.skip, minimum=0), engine=args.engine)
+        skip=None if args.skip is None else integer("--skip", args.skip, minimum=0), engine=args.engine,
+        drain_order=args.drain_order,
+        drain_spread=None if args.drain_spread is None else number("--drain-spread", args.drain_spread, minimum=0,
+                                                                   allow_equal=True))
     if args.out:
         out = check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".parquet", ".csv"))
         if out.suffix == ".csv":  # its metadata goes beside it: never clobbered either
