@@ -26,6 +26,11 @@ def dynamic() -> bool:
     return isinstance(sched, type) and issubclass(sched, DynamicScheduler)
 
 
+class Fa4LayoutError(RuntimeError):
+    """The installed FA4's forward does not have the structure PersistentSm90 overrides (checked at trace time,
+    before anything runs): a configuration it does not cover, or an FA4 version whose shared storage moved."""
+
+
 class PersistentSm90(FlashAttentionForwardSm90):
     """Only these methods are ours; the rest (producer, mainloop, softmax, scheduler loop) is FA4's."""
 
@@ -34,13 +39,13 @@ class PersistentSm90(FlashAttentionForwardSm90):
     def _get_shared_storage_cls(self):
         """FA4's storage with the sQ range doubled: [sQ | sO] (Python, at trace time inside FA4's __call__)."""
         if self.Q_in_regs or self.pack_gqa or self.varlen_q:
-            raise NotImplementedError("PersistentSm90: only dense forwards (no Q_in_regs, pack_gqa, varlen)")
+            raise Fa4LayoutError("PersistentSm90: only dense forwards (no Q_in_regs, pack_gqa, varlen)")
         nq, no = cute.cosize(self.sQ_layout), cute.cosize(self.sO_layout)
         if nq != no:
-            raise NotImplementedError(f"PersistentSm90: sQ and sO must be the same size ({nq} != {no})")
+            raise Fa4LayoutError(f"PersistentSm90: sQ and sO must be the same size ({nq} != {no})")
         fields = dict(getattr(super()._get_shared_storage_cls(), "_annotations", {}))
         if "sQ" not in fields:
-            raise NotImplementedError("PersistentSm90: FA4's shared storage has no sQ field")
+            raise Fa4LayoutError("PersistentSm90: FA4's shared storage has no sQ field")
         # 1024-B aligned like FA4's buffers (the 128-B swizzle's period); sO starts nq elements in (32 KiB)
         fields["sQ"] = cute.struct.Align[cute.struct.MemRange[self.dtype, nq + no], self.buffer_align_bytes]
         # small slots in the padding before sV, reached from the Q mbarrier pointer (the one smem pointer both
@@ -61,7 +66,7 @@ class PersistentSm90(FlashAttentionForwardSm90):
         for k in extra:
             off = offsets.get(k, -1) - offsets.get("mbar_ptr_Q", 0)
             if off < 0 or off % 8:
-                raise NotImplementedError(f"PersistentSm90: slot {k} is not at a whole Int64 after the Q barriers ({off})")
+                raise Fa4LayoutError(f"PersistentSm90: slot {k} is not at a whole Int64 after the Q barriers ({off})")
             setattr(self, f"{k}_off", off // 8)
         return storage
 

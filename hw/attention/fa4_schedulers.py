@@ -41,7 +41,7 @@ class LocalLastScheduler(StaticPersistentTileScheduler):
     @classmethod
     def to_underlying_arguments(cls, args, *, scheduling_mode=None, loc=None, ip=None):
         if tuple(args.cluster_shape_mn) != (1, 1):
-            raise NotImplementedError("LocalLastScheduler: clusters are not supported")
+            raise ValueError("LocalLastScheduler: clusters are not supported (cluster_shape_mn must be (1, 1))")
         chunk = args.num_block // cls.world
         remote = args.num_block - chunk
         return LocalLastParams(FastDivmodDivisorV2(args.num_block), FastDivmodDivisorV2(args.num_head),
