@@ -38,7 +38,6 @@ def nvshmem_gpu(gpu):
 @pytest.fixture()
 def data(tmp_path):
     """A records folder holding a copy of the committed h200-pcie-host calibration (tests write beside it)."""
-    if not (COMMITTED_HOST / "points.parquet").exists():
-        pytest.skip("no committed h200-pcie-host calibration in this checkout")
+    assert (COMMITTED_HOST / "points.parquet").exists(), f"the committed calibration is missing: {COMMITTED_HOST}"
     shutil.copytree(COMMITTED_HOST, tmp_path / "data" / "calibration" / "h200-pcie-host")
     return tmp_path / "data"
