@@ -97,6 +97,8 @@ BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_t
 # library on the seven short-K configurations under 0.9; SM placement by %smid lost 8-13 %: not used).
 SHORT_K_MAX = 1536
 BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "group_rows": 16, "kernel": {**BF16_FAST, "maxnreg": 128}}
+# The flattened kernel's other load path (``alt_kw``): the per-tile kernel of BF16_SHORT_K before it
+UNFLAT = {"block_k": 64, "num_stages": 3, "tma": True, "act_tma": True, "early_rows": True, "prefetch": True}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
@@ -136,7 +138,7 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, gro
     ``quack`` (bf16): quack's grouped GEMM timed beside ``torch._grouped_mm`` (``quack_grouped_mm``), checked first."""
     s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows)
     lead_us = tune_lead(s, kw, dry)
-    alt = "tma" in kw and fits(s, alt_kw(kw))
+    alt = ("tma" in kw or kw.get("flat")) and fits(s, alt_kw(kw))
     checks = []
     fns, gname = variant_fns(s, kw, alt_loads=alt, quack=quack, checks=checks)
     ref = s.reference()
@@ -171,12 +173,15 @@ def fits(s: Setup, kw: dict) -> bool:
 
 
 def alt_kw(kw: dict) -> dict:
-    """The other load path: pointer loads where ``kw`` uses TMA (activations too), TMA where it does not."""
+    """The other load path: pointer loads where ``kw`` uses TMA (activations too), TMA where it does not; for the
+    flattened kernel (``flat``) the per-tile kernel it replaces (``UNFLAT``: paired on the same inputs)."""
+    if kw.get("flat"):
+        return {**{k: v for k, v in kw.items() if k != "flat"}, **UNFLAT}
     return {**kw, "tma": not kw["tma"], "act_tma": not kw["tma"] and kw.get("act_tma", False)}
 
 
 def alt_tag(kw: dict) -> str:
-    return "ptr" if kw["tma"] else "tma"
+    return "unflat" if kw.get("flat") else "ptr" if kw["tma"] else "tma"
 
 
 def variant_fns(s: Setup, kw: dict, alt_loads: bool = True, quack: bool = False, checks: list | None = None) -> tuple:
@@ -192,7 +197,7 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True, quack: bool = False,
     for sched in SCHEDULES:
         fns[sched] = lambda sc=sched: s.run(sc, True, kw)
         fns[f"{sched}_local"] = lambda sc=sched: s.run(sc, False, kw)
-    if alt_loads and "tma" in kw:  # the other load path too: do TMA loads keep flowing behind backpressured stores?
+    if alt_loads and ("tma" in kw or kw.get("flat")):  # the other load path too: do TMA loads keep flowing behind backpressured stores?
         alt, tag = alt_kw(kw), alt_tag(kw)
         for sched in SCHEDULES:
             fns[f"{sched}_{tag}"] = lambda sc=sched: s.run(sc, True, alt)

@@ -51,7 +51,7 @@ def check(args):
 
 
 KERNEL_KEYS = {"place": bool, "early_rows": bool, "prefetch": bool, "num_stages": int, "maxnreg": int,
-               "group_rows": int}
+               "group_rows": int, "flat": bool, "block_k": int}
 
 
 def kernel_options(path: str, flag: str = "--short-k-kernel") -> dict:
