@@ -6,6 +6,8 @@
 #   OUT=$OUT SHORT=short.json bash benchmarks/gpu/moe_flat.sh sweep [bench flags...]
 #                                                    # the bench at those short-K options, quack in the same rotation,
 #                                                    # bf16 and W8A8                                  -> $OUT/moe-flat-run.tgz
+#   OUT=$OUT bash benchmarks/gpu/moe_flat.sh all [bench flags...]   # both in one call, the sweep at the tuner's pick
+#                                                                     (quack autotuned: TUNED_BUDGET s at most)
 # Needs the CuTe DSL stack on PYTHONPATH for quack (. .carry-tools/stack.sh; else torch only).
 set -u
 O=${OUT:?set OUT}
@@ -15,20 +17,31 @@ W=$(mktemp -d)
 T0=$(date +%s)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$W/smi-start.txt" 2>&1
-if [ "$MODE" = tune ]; then
+if [ "$MODE" = tune ] || [ "$MODE" = all ]; then
   (cd benchmarks && timeout "${TUNE_TIMEOUT:-200}" python3 moe_flat_tune.py --out "$W/flat-tune" \
-      --budget-s "${TUNE_BUDGET:-90}" --quack-tuned) 2>&1 | tee "$W/flat-tune.log" | grep -v "^ *File\|^    " | tail -80
+      --budget-s "${TUNE_BUDGET:-90}" --quack-tuned --tuned-budget-s "${TUNED_BUDGET:-60}") 2>&1 \
+      | tee "$W/flat-tune.log" | grep -v "^ *File\|^    " | tail -60
+  TGZ=moe-flat-tune.tgz
+  SHORT="$W/flat-tune/short.json"
+  [ -s "$SHORT" ] || echo '{}' > "$SHORT"
+  echo "short-K pick: $(cat "$SHORT") [$(( $(date +%s) - T0 )) s]"
+fi
+if [ "$MODE" = tune ]; then
   timeout "${TEST_TIMEOUT:-60}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/hw/test_moe_flat.py \
       > "$W/gpu-test.log" 2>&1
   tail -1 "$W/gpu-test.log"
-  TGZ=moe-flat-tune.tgz
 else
   timeout "${RUN_TIMEOUT:-400}" python3 -m xstage.hw.moe.bench --out "$W/run" --quack --no-tune \
-      --short-k-kernel "${SHORT:?set SHORT to the tuner's short.json}" --budget-s "${RUN_BUDGET:-300}" "$@" \
+      --short-k-kernel "${SHORT:?set SHORT to a short.json of the tuner}" --budget-s "${RUN_BUDGET:-300}" "$@" \
       > "$W/run.log" 2>&1
   echo "run rc=$?"; grep -E "checks:|failed checks" "$W/run.log" | tail -2
   rm -f "$W/run/moe-tile.parquet"   # the full tile log (> 16 MB) cannot come back; moe-tile-small.parquet does
   TGZ=moe-flat-run.tgz
+  el=$(( $(date +%s) - T0 ))
+  if [ "$el" -lt "${TEST_IF_BELOW:-400}" ]; then
+    timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/hw/test_moe_flat.py > "$W/gpu-test.log" 2>&1
+    tail -1 "$W/gpu-test.log"
+  fi
 fi
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu --format=csv > "$W/smi-end.txt" 2>&1
 echo "elapsed $(( $(date +%s) - T0 )) s"
