@@ -75,6 +75,7 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=120.0)
     ap.add_argument("--quack-tuned", action="store_true")
+    ap.add_argument("--models", default="", help="only these of the seven (comma-separated model names)")
     ap.add_argument("--tuned-budget-s", type=float, default=60.0, help="seconds for quack's autotuner, after the rest")
     args = ap.parse_args()
     import torch
@@ -92,7 +93,8 @@ def main() -> int:
     rows, setups = [], []
     with open(out / "tune.jsonl", "w") as f:
         f.write(json.dumps({"provenance": provenance(with_gpu=True), "cands": CANDS}, default=str) + "\n")
-        for cfg in configs():
+        only = {m for m in args.models.split(",") if m}
+        for cfg in [c for c in configs() if not only or c[0] in only]:
             model, h, i, t, r, prec, world, experts = cfg
             s = local_setup(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
                                        block_n=128), sms, seed=7)

@@ -8,6 +8,8 @@
 #                                                    # bf16 and W8A8                                  -> $OUT/moe-flat-run.tgz
 #   OUT=$OUT bash benchmarks/gpu/moe_flat.sh all [bench flags...]   # both in one call, the sweep at the tuner's pick
 #                                                                     (quack autotuned: TUNED_BUDGET s at most)
+#   OUT=$OUT bash benchmarks/gpu/moe_flat.sh dit      # hidden == intermediate only (DiT-MoE, where the flattened loop
+#                                                    # is pipelined): tuner, then the bench on those models (bf16)
 # Needs the CuTe DSL stack on PYTHONPATH for quack (. .carry-tools/stack.sh; else torch only).
 set -u
 O=${OUT:?set OUT}
@@ -17,9 +19,11 @@ W=$(mktemp -d)
 T0=$(date +%s)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$W/smi-start.txt" 2>&1
-if [ "$MODE" = tune ] || [ "$MODE" = all ]; then
+DIT=DiT-MoE-S,DiT-MoE-M
+if [ "$MODE" = dit ]; then TUNE_ARGS="--models $DIT"; set -- --precision bf16 --models $DIT "$@"; else TUNE_ARGS="--quack-tuned"; fi
+if [ "$MODE" = tune ] || [ "$MODE" = all ] || [ "$MODE" = dit ]; then
   (cd benchmarks && timeout "${TUNE_TIMEOUT:-200}" python3 moe_flat_tune.py --out "$W/flat-tune" \
-      --budget-s "${TUNE_BUDGET:-90}" --quack-tuned --tuned-budget-s "${TUNED_BUDGET:-60}") 2>&1 \
+      --budget-s "${TUNE_BUDGET:-90}" $TUNE_ARGS --tuned-budget-s "${TUNED_BUDGET:-60}") 2>&1 \
       | tee "$W/flat-tune.log" | grep -v "^ *File\|^    " | tail -60
   TGZ=moe-flat-tune.tgz
   SHORT="$W/flat-tune/short.json"
@@ -31,7 +35,8 @@ if [ "$MODE" = tune ]; then
       > "$W/gpu-test.log" 2>&1
   tail -1 "$W/gpu-test.log"
 else
-  timeout "${RUN_TIMEOUT:-400}" python3 -m xstage.hw.moe.bench --out "$W/run" --quack --no-tune \
+  QUACK=--quack; python3 -c "import quack" 2>/dev/null || QUACK=""
+  timeout "${RUN_TIMEOUT:-400}" python3 -m xstage.hw.moe.bench --out "$W/run" $QUACK --no-tune \
       --short-k-kernel "${SHORT:?set SHORT to a short.json of the tuner}" --budget-s "${RUN_BUDGET:-300}" "$@" \
       > "$W/run.log" 2>&1
   echo "run rc=$?"; grep -E "checks:|failed checks" "$W/run.log" | tail -2

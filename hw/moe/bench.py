@@ -104,17 +104,21 @@ DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
 
 def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool, short_k: dict | None = None,
-                 long_k: dict | None = None) -> tuple:
+                 long_k: dict | None = None, hidden: int | None = None) -> tuple:
     """(problem blocks, programs per SM, kernel options) the run uses for one configuration: the dry run's
     tiny tiles, W8A8's options, the tuned bf16 options for long K (updated by ``long_k``: the run's
     ``--long-k-kernel``) and ``BF16_SHORT_K``'s (updated by ``short_k``: ``--short-k-kernel``) for short K.
-    A ``group_rows`` entry of ``short_k`` / ``long_k`` is not a kernel option: ``config_group_rows``."""
+    A ``group_rows`` entry of ``short_k`` / ``long_k`` is not a kernel option: ``config_group_rows``. ``flat``
+    (``hw/moe/flat.py``) applies only where ``hidden == intermediate`` (one K chunk per tile: the only form Triton
+    3.6 pipelines); elsewhere the short-K configurations keep ``BF16_SHORT_K``."""
     if dry:
         return dict(DRY), 1, kw8 if prec == "w8a8" else kw
     if prec == "w8a8":
         return {"block_n": BLOCK_N}, 1, kw8
     if intermediate <= SHORT_K_MAX:
         extra = {k: v for k, v in (short_k or {}).items() if k != "group_rows"}
+        if extra.get("flat") and hidden != intermediate:
+            extra = {}
         return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], {**BF16_SHORT_K["kernel"], **extra}
     return {"block_n": BLOCK_N}, 1, {**kw, **{k: v for k, v in (long_k or {}).items() if k != "group_rows"}}
 
@@ -326,7 +330,7 @@ def run(args) -> dict:
             for h, i, t, r, prec, *_ in ([c[1:] for c in DRY_SWEEP] if dry else CHECKS):
                 if args.precision not in (None, prec):
                     continue
-                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
+                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k, hidden=h)
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **cb), sms * cpps,
                                         ckw, seed=t, group_rows=config_group_rows(prec, i, group_rows, short_k, long_k))
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
@@ -350,12 +354,13 @@ def run(args) -> dict:
                 traceback.print_exc()
     hw_log(f"  kernel {kw} ({time.time() - t_start:.0f}s)")
     rows, tiles = [], []
-    sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[5])]
+    models = {m for m in (getattr(args, "models", None) or "").split(",") if m}
+    sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[5]) and (not models or c[0] in models)]
     for model, h, i, t, r, prec, world, experts in sweep[:args.max_configs]:
         if time.time() - t_start > args.budget_s:
             hw_log(f"  budget reached: skipping {model} {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
-        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
+        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k, hidden=h)
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
                                             **cb), sms * pps, ckw, args.trials, dry,

@@ -71,7 +71,8 @@ def _moe_flat_kernel(xa_desc, w_desc, xa_ptr, tiles_ptr, steps_ptr, seg_start_pt
                      dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, count_ptr, log_ptr,
                      hidden, inter, n_experts, recv_rows, combine_rows, spin_limit,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, CHUNK: tl.constexpr,
-                     INSTRUMENT: tl.constexpr, COUNT_WRITES: tl.constexpr, DOT_F32: tl.constexpr):
+                     INSTRUMENT: tl.constexpr, COUNT_WRITES: tl.constexpr, DOT_F32: tl.constexpr,
+                     ONE_CHUNK: tl.constexpr):
     HALF: tl.constexpr = BLOCK_N // 2
     pid = tl.program_id(0)
     g_first = tl.load(seg_off_ptr + pid)
@@ -106,7 +107,10 @@ def _moe_flat_kernel(xa_desc, w_desc, xa_ptr, tiles_ptr, steps_ptr, seg_start_pt
             a_col = tl.where(kind == 0, c * CHUNK, hidden + c * CHUNK)
             w_row = tl.where(kind == 0, c * (n_experts * 2 * inter) + expert * (2 * inter) + n_block * BLOCK_N,
                              l2_w_base + c * (n_experts * hidden) + expert * hidden + n_block * BLOCK_N)
-            acc = tl.where(c == 0, 0.0, acc)
+            if ONE_CHUNK:  # every step a whole tile: a fresh accumulator, which Triton's pipeliner keeps pipelined
+                acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            else:          # carried over a tile's chunks: correct, but Triton 3.6 then runs the loop unpipelined
+                acc = tl.where(c == 0, 0.0, acc)
             for k in range(0, CHUNK, BLOCK_K):
                 a = xa_desc.load([a_row, a_col + k])
                 w = tl.trans(w_desc.load([w_row, k]))
@@ -201,7 +205,7 @@ def launch_moe_flat(xa, w_chunked, dev, combine, *, block_k: int = 64, num_warps
     args = (xa_desc, w_desc, xa, dev.tiles, fl.steps, fl.seg_start, fl.seg_off, dev.l2_full, dev.error, dev.dest_rank,
             dev.dest_row, dev.weight, combine.table, write_count if write_count is not None else dev.error,
             tile_log if tile_log is not None else dev.error, H, I, E, rows, p.combine_rows, spin_limit)
-    opts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=block_k, CHUNK=chunk, INSTRUMENT=tile_log is not None,
+    opts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=block_k, CHUNK=chunk, ONE_CHUNK=H == I, INSTRUMENT=tile_log is not None,
                 COUNT_WRITES=write_count is not None, DOT_F32=interpreted, num_warps=num_warps,
                 num_stages=num_stages, **({"maxnreg": maxnreg} if maxnreg else {}))
     if not interpreted:

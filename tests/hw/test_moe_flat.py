@@ -74,7 +74,7 @@ from xstage.sim.schedules import Schedule, make_moe_schedule
 import numpy as np
 assert F.interpreting()
 res = {}
-for H, I in ((64, 32), (64, 128)):   # Linear-1 in two K chunks; Linear-2 in two K chunks
+for H, I in ((64, 32), (64, 128), (64, 64)):   # Linear-1 in two K chunks; Linear-2 in two; one chunk each
     p = MoeProblem(hidden=H, intermediate=I, tokens=90, local_experts=3, routing="skewed", world_size=4, rank=1,
                    top_k=2, seed=3, block_m=16, block_n=32)
     lay = dispatch_layout(p)
@@ -117,7 +117,8 @@ def interpreted():
     return json.loads([x for x in out.stdout.splitlines() if x.startswith("RESULT")][-1][len("RESULT"):])
 
 
-@pytest.mark.parametrize("case", ["interleaved_64_32", "expert_wave_64_32", "interleaved_64_128", "expert_wave_64_128"])
+@pytest.mark.parametrize("case", ["interleaved_64_32", "expert_wave_64_32", "interleaved_64_128", "expert_wave_64_128",
+                                  "interleaved_64_64", "expert_wave_64_64"])
 def test_flat_kernel_matches_reference_and_writes_each_row_once(interpreted, case):
     r = interpreted[case]
     assert r["ok"] and r["rel_err"] < 2e-2 and r["unwritten"] == 0 and r["stray"] == 0, r
@@ -125,7 +126,7 @@ def test_flat_kernel_matches_reference_and_writes_each_row_once(interpreted, cas
     assert r["l2_full"] == [r["l1_per_row"]]          # every Linear-1 tile of every row released once
 
 
-@pytest.mark.parametrize("shape", ["64_32", "64_128"])
+@pytest.mark.parametrize("shape", ["64_32", "64_128", "64_64"])
 def test_flat_spin_is_bounded_and_skips_the_tile(interpreted, shape):
     r = interpreted[f"l2_first_{shape}"]
     assert r["error"] == 1 and r["count_total"] == 0 and r["unwritten"] > 0 and not r["ok"]
