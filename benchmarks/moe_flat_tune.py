@@ -20,6 +20,10 @@ while the budget lasts) on the same packed rows in the same process. Writes ``tu
 ``python -m xstage.hw.moe.bench --short-k-kernel short.json``).
 
     python3 benchmarks/moe_flat_tune.py --out $OUT/flat-tune [--budget-s 120] [--quack-tuned --tuned-budget-s 60]
+        [--models DiT-MoE-S,DiT-MoE-M]
+
+Run twice on the H200 (data/moe/flat-tune-b4b9c17, flat-tune-c8b23bc-dit): every flattened point correct, each
+2-3.6x slower than ``now``; the pick was ``now`` both times (docs/moe.md, § A flattened loop for short K).
 """
 
 import json
