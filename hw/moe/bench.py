@@ -97,22 +97,28 @@ BF16_FAST = {"block_k": 64, "num_stages": 3, "num_warps": 8, "tma": True, "act_t
 # library on the seven short-K configurations under 0.9; SM placement by %smid lost 8-13 %: not used).
 SHORT_K_MAX = 1536
 BF16_SHORT_K = {"block_n": 128, "programs_per_sm": 2, "group_rows": 16, "kernel": {**BF16_FAST, "maxnreg": 128}}
+# The flattened kernel's other load path (``alt_kw``): the per-tile kernel of BF16_SHORT_K before it
+UNFLAT = {"block_k": 64, "num_stages": 3, "tma": True, "act_tma": True, "early_rows": True, "prefetch": True}
 DRY_KW = {"block_k": 16, "num_stages": 1, "num_warps": 4}
 DRY_KW_TMA = {**DRY_KW, "tma": True, "act_tma": True}
 
 
 def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool, short_k: dict | None = None,
-                 long_k: dict | None = None) -> tuple:
+                 long_k: dict | None = None, hidden: int | None = None) -> tuple:
     """(problem blocks, programs per SM, kernel options) the run uses for one configuration: the dry run's
     tiny tiles, W8A8's options, the tuned bf16 options for long K (updated by ``long_k``: the run's
     ``--long-k-kernel``) and ``BF16_SHORT_K``'s (updated by ``short_k``: ``--short-k-kernel``) for short K.
-    A ``group_rows`` entry of ``short_k`` / ``long_k`` is not a kernel option: ``config_group_rows``."""
+    A ``group_rows`` entry of ``short_k`` / ``long_k`` is not a kernel option: ``config_group_rows``. ``flat``
+    (``hw/moe/flat.py``) applies only where ``hidden == intermediate`` (one K chunk per tile: the only form Triton
+    3.6 pipelines); elsewhere the short-K configurations keep ``BF16_SHORT_K``."""
     if dry:
         return dict(DRY), 1, kw8 if prec == "w8a8" else kw
     if prec == "w8a8":
         return {"block_n": BLOCK_N}, 1, kw8
     if intermediate <= SHORT_K_MAX:
         extra = {k: v for k, v in (short_k or {}).items() if k != "group_rows"}
+        if extra.get("flat") and hidden != intermediate:
+            extra = {}
         return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], {**BF16_SHORT_K["kernel"], **extra}
     return {"block_n": BLOCK_N}, 1, {**kw, **{k: v for k, v in (long_k or {}).items() if k != "group_rows"}}
 
@@ -136,7 +142,7 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, gro
     ``quack`` (bf16): quack's grouped GEMM timed beside ``torch._grouped_mm`` (``quack_grouped_mm``), checked first."""
     s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows)
     lead_us = tune_lead(s, kw, dry)
-    alt = "tma" in kw and fits(s, alt_kw(kw))
+    alt = ("tma" in kw or kw.get("flat")) and fits(s, alt_kw(kw))
     checks = []
     fns, gname = variant_fns(s, kw, alt_loads=alt, quack=quack, checks=checks)
     ref = s.reference()
@@ -171,12 +177,15 @@ def fits(s: Setup, kw: dict) -> bool:
 
 
 def alt_kw(kw: dict) -> dict:
-    """The other load path: pointer loads where ``kw`` uses TMA (activations too), TMA where it does not."""
+    """The other load path: pointer loads where ``kw`` uses TMA (activations too), TMA where it does not; for the
+    flattened kernel (``flat``) the per-tile kernel it replaces (``UNFLAT``: paired on the same inputs)."""
+    if kw.get("flat"):
+        return {**{k: v for k, v in kw.items() if k != "flat"}, **UNFLAT}
     return {**kw, "tma": not kw["tma"], "act_tma": not kw["tma"] and kw.get("act_tma", False)}
 
 
 def alt_tag(kw: dict) -> str:
-    return "ptr" if kw["tma"] else "tma"
+    return "unflat" if kw.get("flat") else "ptr" if kw["tma"] else "tma"
 
 
 def variant_fns(s: Setup, kw: dict, alt_loads: bool = True, quack: bool = False, checks: list | None = None) -> tuple:
@@ -192,7 +201,7 @@ def variant_fns(s: Setup, kw: dict, alt_loads: bool = True, quack: bool = False,
     for sched in SCHEDULES:
         fns[sched] = lambda sc=sched: s.run(sc, True, kw)
         fns[f"{sched}_local"] = lambda sc=sched: s.run(sc, False, kw)
-    if alt_loads and "tma" in kw:  # the other load path too: do TMA loads keep flowing behind backpressured stores?
+    if alt_loads and ("tma" in kw or kw.get("flat")):  # the other load path too: do TMA loads keep flowing behind backpressured stores?
         alt, tag = alt_kw(kw), alt_tag(kw)
         for sched in SCHEDULES:
             fns[f"{sched}_{tag}"] = lambda sc=sched: s.run(sc, True, alt)
@@ -321,7 +330,7 @@ def run(args) -> dict:
             for h, i, t, r, prec, *_ in ([c[1:] for c in DRY_SWEEP] if dry else CHECKS):
                 if args.precision not in (None, prec):
                     continue
-                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
+                cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k, hidden=h)
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **cb), sms * cpps,
                                         ckw, seed=t, group_rows=config_group_rows(prec, i, group_rows, short_k, long_k))
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
@@ -345,12 +354,13 @@ def run(args) -> dict:
                 traceback.print_exc()
     hw_log(f"  kernel {kw} ({time.time() - t_start:.0f}s)")
     rows, tiles = [], []
-    sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[5])]
+    models = {m for m in (getattr(args, "models", None) or "").split(",") if m}
+    sweep = [c for c in (DRY_SWEEP if dry else SWEEP) if args.precision in (None, c[5]) and (not models or c[0] in models)]
     for model, h, i, t, r, prec, world, experts in sweep[:args.max_configs]:
         if time.time() - t_start > args.budget_s:
             hw_log(f"  budget reached: skipping {model} {h}/{i}/{t}/{r}/{prec}/W{world}")
             continue
-        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k)
+        cb, pps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k, hidden=h)
         try:
             kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
                                             **cb), sms * pps, ckw, args.trials, dry,

@@ -86,9 +86,27 @@ class Setup:
         if self.w8a8:
             Q.launch_moe_w8a8(self.xq, self.sx, self.wq, self.act_q, self.sact, self.dev[schedule],
                               self.combine[remote], **kw, **extra)
+        elif kw.get("flat"):
+            self.run_flat(schedule, remote, kw, **extra)
         else:
             M.launch_moe(self.x, self.w1_packed, self.w2, self.act, self.dev[schedule], self.combine[remote], **kw,
                          **extra)
+
+    def run_flat(self, schedule: str, remote: bool, kw: dict, **extra):
+        """``run`` with ``kw["flat"]``: the flattened bf16 kernel (``flat.py``) on x and the activations side by
+        side and the chunk-major weights (built once, beside the ones the other kernels read)."""
+        from xstage.hw.moe import flat as F
+        from xstage.hw.moe.flat_steps import chunk_k, chunked_weights, side_by_side
+
+        block_k = int(kw.get("block_k", 64))
+        chunk = chunk_k(self.problem.hidden, self.problem.intermediate, block_k)
+        if getattr(self, "_flat_inputs", (None,))[0] != chunk:
+            xa, _ = side_by_side(self.x, self.problem.intermediate)
+            self._flat_inputs = (chunk, xa, chunked_weights(self.w1_packed, self.w2, chunk))
+        _, xa, wc = self._flat_inputs
+        opts = {k: kw[k] for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+        F.launch_moe_flat(xa, wc, self.dev[schedule], self.combine[remote], block_k=block_k, **opts, **extra,
+                          interpreted=F.interpreting())
 
     def reference(self):
         if self.w8a8:

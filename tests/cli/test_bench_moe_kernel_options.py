@@ -31,3 +31,27 @@ def test_options_update_the_family_they_name(tmp_path):
     assert B.config_group_rows("bf16", 1024, 8) == B.BF16_SHORT_K["group_rows"] == 16   # the committed default
     assert B.config_group_rows("bf16", 4096, 8, short_k=opts) == 8
     assert B.config_group_rows("w8a8", 1024, 8, short_k=opts) == 8
+
+
+def test_models_flag_names_sweep_models(tmp_path):
+    import argparse
+
+    from xstage.cli import bench_moe as C
+    from xstage.errors import InputError
+
+    ap = argparse.ArgumentParser()
+    C.add_flags(ap)
+    ok = C.check(ap.parse_args(["--out", str(tmp_path / "a"), "--models", "DiT-MoE-S,DiT-MoE-M"]))
+    assert ok.models == "DiT-MoE-S,DiT-MoE-M"
+    with pytest.raises(InputError):
+        C.check(ap.parse_args(["--out", str(tmp_path / "b"), "--models", "DiT-MoE-X"]))
+
+
+def test_flat_short_k_options_apply_only_where_hidden_equals_intermediate():
+    from xstage.hw.moe import bench as B
+
+    opts = {"flat": True, "num_stages": 2}
+    _, _, dit = B.config_tiles("bf16", 1536, B.BF16_FAST, B.W8A8_FAST, False, short_k=opts, hidden=1536)
+    _, _, other = B.config_tiles("bf16", 512, B.BF16_FAST, B.W8A8_FAST, False, short_k=opts, hidden=7168)
+    assert dit["flat"] and dit["num_stages"] == 2
+    assert "flat" not in other and other == B.BF16_SHORT_K["kernel"]

@@ -34,6 +34,8 @@ def add_flags(ap) -> None:
                     help="kernel options that update bench.BF16_SHORT_K's for this run (e.g. a tuner's pick)")
     ap.add_argument("--long-k-kernel", default=None, metavar="JSON_FILE",
                     help="kernel options that update bench.BF16_FAST for this run's long-K bf16 configurations")
+    ap.add_argument("--models", default=None, metavar="NAMES",
+                    help="only these sweep models (comma-separated, e.g. DiT-MoE-S,DiT-MoE-M); the checks still run")
     ap.add_argument("--quack", action="store_true",
                     help="also time quack's grouped GEMM (quack-kernels, untuned) beside torch._grouped_mm (bf16)")
     ap.add_argument("--overwrite", action="store_true")
@@ -43,6 +45,13 @@ def add_flags(ap) -> None:
 def check(args):
     """Every flag's value and the output folder, before any GPU work; bad input → ``InputError``."""
     check_sweep_flags(args)
+    if getattr(args, "models", None) is not None:
+        from xstage.errors import InputError
+        from xstage.hw.moe.bench import DRY_SWEEP, SWEEP
+
+        known = {c[0] for c in (DRY_SWEEP if args.dry_run else SWEEP)}
+        if not args.models.strip(",") or {m for m in args.models.split(",") if m} - known:
+            raise InputError("--models", args.models, f"must name sweep models, from {sorted(known)}")
     for flag in ("short_k_kernel", "long_k_kernel"):
         if getattr(args, flag) is not None:
             kernel_options(getattr(args, flag), "--" + flag.replace("_", "-"))
@@ -51,7 +60,7 @@ def check(args):
 
 
 KERNEL_KEYS = {"place": bool, "early_rows": bool, "prefetch": bool, "num_stages": int, "maxnreg": int,
-               "group_rows": int}
+               "group_rows": int, "flat": bool, "block_k": int}
 
 
 def kernel_options(path: str, flag: str = "--short-k-kernel") -> dict:
