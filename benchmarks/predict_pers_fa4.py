@@ -55,6 +55,10 @@ is the GPU's, not the kernel's):
                rule (``hold = issue``, the FA4 law as recorded). Verdict column ``fa4_law_drift``; the first
                and second rules' columns stay as they were made.
 
+``drift_sensitivity`` in the record (computed after the third rule's run, judges nothing, not held out): the
+first rule's law with the persistent programs' spread s on a grid, rows within target per kernel, to say which
+drift each kernel's rows would need (what a per-CTA end-time record of FA4 would have to show).
+
 Beside the verdict, ``fa4_law_offset0`` replays the stagger kernels without the step offset (sensitivity only).
 Stock FA4's own ``fused_vmm`` of pers4 (tile-end, against stock FA4) is judged too, as set ``stock``.
 Target: within max(20 us, 20 %) of the measured residual at every M.
@@ -145,6 +149,24 @@ def predict_row(r: dict, platform, laws: dict, spread: float = 0.0) -> None:
     r["predicted_fa_us"] = p["fa_us"]
 
 
+SENSITIVITY_SPREADS = (0.0, 0.002, 0.004, 0.007, 0.01, 0.015, 0.021, 0.03)
+
+
+def drift_sensitivity(table: list, platform, laws: dict) -> dict:
+    """{kernel: {s: rows within target}} for the persistent rows under the first rule's law with spread s."""
+    law = laws["fa4"]
+    out = {}
+    for r in (r for r in table if r["kind"] == "persistent"):
+        for sp in SENSITIVITY_SPREADS:
+            k = FaKernel(**r["kw"], exit_waits_for_drain=True, sm_store_GBps=law["r_sm_GBps"],
+                         shared_buffer_MiB=law["Q_eff_MiB"], program_spread=sp, fa_program_spread=sp)
+            ok = within(predict_fa(k, platform)["E_res_us"], r["measured_E_res_us"])
+            d = out.setdefault(r["kernel"], {}).setdefault(str(sp), {"within": 0, "n": 0})
+            d["within"] += int(ok)
+            d["n"] += 1
+    return out
+
+
 def summary(table: list) -> dict:
     groups = {"all persistent": [r for r in table if r["kind"] == "persistent"],
               "stock fused_vmm": [r for r in table if r["kind"] == "stock"]}
@@ -182,6 +204,9 @@ def main(argv=None) -> int:
         print(f"{r['set']:>20} {r['M']:>6} {r['variant']:>28} {r['measured_E_res_us']:>6.0f} "
               + " ".join(f"{r[k + '_E_res_us']:>9.0f}" for k in KEYS) + "  " + "/".join(yn[r[k + "_within"]] for k in KEYS))
     summ = summary(table)
+    sens = drift_sensitivity(table, platform, laws)
+    print("drift sensitivity (first rule's law, spread s; judges nothing): " + "; ".join(
+        f"{kern} " + " ".join(f"{sp}:{v['within']}/{v['n']}" for sp, v in d.items()) for kern, d in sens.items()))
     for name, d in summ.items():
         print(f"{name:>28}: " + "  ".join(f"{k} {v['within']}/{v['n']} ({v['median_abs_error_us']:.0f})" for k, v in d.items()))
     if args.out:
@@ -193,7 +218,7 @@ def main(argv=None) -> int:
                           "kernel's tile-log spread (verdict column fa4_law_drift, the third rule, session 5); "
                           "fa4_law is the first rule's (fbba424), fa4_law_hold the second's; see the script's "
                           "docstring",
-                  "verdict_key": "fa4_law_drift", "program_spread_persistent": laws_record["tile_spreads"]["fa"], "summary": summ, "rows": table, "provenance": provenance()}
+                  "verdict_key": "fa4_law_drift", "drift_sensitivity": sens, "program_spread_persistent": laws_record["tile_spreads"]["fa"], "summary": summ, "rows": table, "provenance": provenance()}
         atomic_write_text(args.out, json.dumps(record, indent=1, default=str))
         print(f"wrote {args.out}")
     return 0
