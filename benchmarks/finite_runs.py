@@ -193,6 +193,12 @@ def main(argv=None) -> int:
     ap.add_argument("--probe-only", action="store_true", help="host platforms, probe runs only (no lockstep runs)")
     a = ap.parse_args(argv)
     probe_dir = EXTRA / "host-probe-3a47e1b"     # the probe of items 1-4 (a later one: --new-probe)
+    if a.new_probe is not None and not (Path(a.new_probe) / "runs.csv.gz").is_file():
+        print(f"--new-probe: {a.new_probe} holds no runs.csv.gz (a host_probe.py output folder)", file=sys.stderr)
+        return 2
+    if a.json and Path(a.json).exists():
+        print(f"--json: {a.json} exists (records are never overwritten)", file=sys.stderr)
+        return 2
     from xstage.provenance import provenance
     out = {"probe_folder": str(probe_dir), "target": "medians and drained_us within 10 %",
            "provenance": provenance(with_gpu=False)}
@@ -216,6 +222,8 @@ def main(argv=None) -> int:
                                     f"{d[half][o]['drained_us_vs_fence']['p90_rel_err']:.1%};" for o in ("fair", "ordered")),
                           flush=True)
             if a.spread_law:
+                # item 3's one spread: fitted now with --drain-order, else its recorded value (1.0 on both platforms,
+                # finite-runs-drain-order.json)
                 single = res["drain_order"]["drain_spread"] if "drain_order" in res else 1.0
                 res["spread_law"] = law = spread_law(probe_dir, p, single, None if a.new_probe is None else Path(a.new_probe))
                 print(f"{label}: spread law a(K) = {law['law']['table']}", flush=True)
