@@ -201,6 +201,13 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ks", default=",".join(map(str, KS)), help="producer counts, comma-separated (default: %(default)s)")
     a = ap.parse_args(argv)
+    try:
+        ks = tuple(int(k) for k in a.ks.split(","))
+    except ValueError:
+        ks = ()
+    if not ks or min(ks) < 1:
+        print(f"--ks(={a.ks}) must be positive integers, comma-separated", file=sys.stderr)
+        return 2
     from xstage.provenance import provenance
     wall = time.time()
     out_dir = Path(a.out)
@@ -209,7 +216,6 @@ def main(argv=None) -> int:
     max_bytes = max(total, max(KS) * max(BS) * 8) + MiB
     probe = Probe(max_bytes)
     probe.run(16, 32 * KiB, 16, 16, 1)      # warm-up: module load, first launch
-    ks = tuple(int(k) for k in a.ks.split(","))
     rows, bursts, producers, skipped = [], [], [], 0
     for K, B, dest, fence in _grid(probe.sm_count, a.quick, ks):
         if time.time() - wall > a.budget_s:
