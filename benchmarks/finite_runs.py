@@ -1,6 +1,6 @@
 """Finite runs simulated as run (issue 15, target 3): N bursts from an empty path, against the committed records.
 
-    python benchmarks/finite_runs.py [--json OUT] [--drain-order] [--probe-only]
+    python benchmarks/finite_runs.py [--json OUT] [--drain-order] [--spread-law] [--new-probe DIR] [--probe-only]
 
 1. Host probe (``data/calibration-extra/host-probe-*``, free-running, zero gap, n bursts from empty, trial 0):
    ``xstage sim bursts -K K -B B -G 0 -n n`` per (K, B) gives ``drained_us`` (first issue to the last byte
@@ -18,6 +18,18 @@
    exp(-a p / (K - 1))): a fitted on a recorded split (the 30 (K, B) runs permuted with seed 0, the first 15
    fitted, the other 15 held out; a from the grid 0, 0.5, ..., 3 minimising the fitted runs' median |relative
    error| of the median span), then both halves reported beside ``fair`` on the same halves.
+4. ``--spread-law``: the drain spread as a law of K, fixed here (session 5) before any of its held-out
+   figures was computed. One spread a_K per K of the probe's grid (8, 16, 32, 64, 132), each fitted on that
+   K's runs of item 3's *fitted* half only (same seed-0 split; K = 32 has one fitted run), minimising their
+   median |relative error| of the median span: a on 0, 0.25, ..., 4, then in 0.05 steps within 0.2 of the
+   coarse best (ties: the smaller a). Between the grid's K, a(K) is linear in log2 K; outside it, held at
+   the nearest end (``xstage.sim.fluid_ordered.spread_of_k``). Why one number per K and no smooth law: a
+   producer's share is set by where the K CTAs land among the link's arbitration domains (SM, TPC, GPC,
+   crossbar port), which the block scheduler fixes per K; the 3a47e1b records do not say which SMs ran,
+   and the fitted half shows no monotone trend in K (K = 16 the least fair). No B dependence (the fitted
+   half's best a moves with B at K = 132 and 64 one way, at K = 16 the other). Reported: the fitted and the
+   held-out half beside ``fair`` and item 3's single a; with ``--new-probe DIR``, every run of a later probe
+   (its own trial 0, the same reduction), all held out, split into K of the fitted grid and K outside it.
 |relative error| median / p90 / share within 10 % per figure and platform. Platforms: the committed wide-grid
 folders' own (v1) and their schema-2 refits (``*-wide-two-stage-relax``).
 """
@@ -32,6 +44,7 @@ import pandas as pd
 
 from xstage.records import load_records
 from xstage.sim.bursts import BurstConfig, simulate_bursts
+from xstage.sim.fluid_ordered import spread_of_k
 from xstage.sim.platform import load_platform
 
 EXTRA = Path("data/calibration-extra")
@@ -64,10 +77,12 @@ def _probe_runs(folder: Path) -> pd.DataFrame:
 
 
 def probe(folder: Path, p, spread=None, first=None) -> dict:
+    """``spread``: None (fair), one a for every run, or a per-K table {K: a} (``spread_of_k``)."""
     first = _probe_runs(folder) if first is None else first
     rows = []
     for r in first.itertuples():
-        s = _run(p, r.producers, r.bytes_per_producer, 0.0, r.bursts, 0, spread=spread)
+        a = spread_of_k(r.producers, spread) if isinstance(spread, dict) else spread
+        s = _run(p, r.producers, r.bytes_per_producer, 0.0, r.bursts, 0, spread=a)
         rows.append({"K": r.producers, "B": r.bytes_per_producer, "n": r.bursts, "drained_us": s["drained_us"],
                      "fence_us": r.fence_us, "T_iss_us": s["T_iss_us"], "span_median_us": r.span_median_us})
     f = pd.DataFrame(rows)
@@ -75,11 +90,15 @@ def probe(folder: Path, p, spread=None, first=None) -> dict:
             "T_iss_median_vs_span_median": _errs(f["T_iss_us"], f["span_median_us"]), "runs": f.to_dict("records")}
 
 
+def _split(first: pd.DataFrame):
+    perm = np.random.default_rng(SPLIT_SEED).permutation(len(first))
+    return first.iloc[np.sort(perm[:15])], first.iloc[np.sort(perm[15:])]
+
+
 def drain_order(folder: Path, p) -> dict:
     """Fair against ordered on the recorded split (module docstring, item 3)."""
     first = _probe_runs(folder)
-    perm = np.random.default_rng(SPLIT_SEED).permutation(len(first))
-    fit, held = first.iloc[np.sort(perm[:15])], first.iloc[np.sort(perm[15:])]
+    fit, held = _split(first)
     loss = {a: probe(folder, p, a, fit)["T_iss_median_vs_span_median"]["median_rel_err"] for a in SPREADS}
     a = min(SPREADS, key=lambda s: (loss[s], s))
     out = {"split": {"seed": SPLIT_SEED, "fitted": fit[["producers", "bytes_per_producer"]].values.tolist(),
@@ -90,6 +109,55 @@ def drain_order(folder: Path, p) -> dict:
         out[half] = {"fair": {k: f[k] for k in ("drained_us_vs_fence", "T_iss_median_vs_span_median")},
                      "ordered": {k: o[k] for k in ("drained_us_vs_fence", "T_iss_median_vs_span_median")},
                      "runs_ordered": o["runs"]}
+    return out
+
+
+def _median_err(p, rows: pd.DataFrame, a: float, cache: dict) -> float:
+    errs = []
+    for r in rows.itertuples():
+        key = (r.producers, r.bytes_per_producer, r.bursts, a)
+        if key not in cache:
+            cache[key] = _run(p, r.producers, r.bytes_per_producer, 0.0, r.bursts, 0, spread=a)["T_iss_us"]
+        errs.append(abs(cache[key] / r.span_median_us - 1))
+    return float(np.median(errs))
+
+
+def fit_spread_law(fit: pd.DataFrame, p) -> tuple[dict, dict]:
+    """a_K per K on the fitted runs (module docstring, item 4): coarse 0.25 grid, then 0.05 around its best."""
+    table, losses, cache = {}, {}, {}
+    for K, rows in fit.groupby("producers"):
+        coarse = {round(0.25 * i, 2): _median_err(p, rows, round(0.25 * i, 2), cache) for i in range(17)}
+        best = min(coarse, key=lambda s: (coarse[s], s))
+        fine = {a: _median_err(p, rows, a, cache) for a in
+                (round(best + 0.05 * j, 2) for j in range(-4, 5)) if a >= 0}
+        loss = {**coarse, **fine}
+        table[int(K)] = min(loss, key=lambda s: (loss[s], s))
+        losses[str(int(K))] = {str(k): v for k, v in sorted(loss.items())}
+    return table, losses
+
+
+def spread_law(folder: Path, p, single_a: float, new_probe: Path | None) -> dict:
+    """Item 4: the per-K law fitted on the fitted half, reported on both halves and on a later probe."""
+    first = _probe_runs(folder)
+    fit, held = _split(first)
+    table, losses = fit_spread_law(fit, p)
+    out = {"law": {"table": {str(k): v for k, v in table.items()}, "interpolation": "linear in log2 K, held at the ends",
+                   "fitted_on": "the fitted half of the seed-0 split", "single_spread_item3": single_a},
+           "fit_loss_by_K_and_spread": losses}
+    key = "T_iss_median_vs_span_median"
+    halves = [("fitted", folder, fit), ("held_out", folder, held)]
+    if new_probe is not None:
+        new = _probe_runs(new_probe)
+        grid_k = set(first["producers"])
+        halves += [("new_probe_all", new_probe, new), ("new_probe_grid_K", new_probe, new[new["producers"].isin(grid_k)]),
+                   ("new_probe_other_K", new_probe, new[~new["producers"].isin(grid_k)])]
+        out["new_probe_folder"] = str(new_probe)
+    for half, src, rows in halves:
+        if rows.empty:
+            continue
+        res = {"fair": probe(src, p, None, rows), "single_a": probe(src, p, single_a, rows), "law": probe(src, p, table, rows)}
+        out[half] = {m: {k: r[k] for k in ("drained_us_vs_fence", key)} for m, r in res.items()}
+        out[half]["runs_law"] = res["law"]["runs"]
     return out
 
 
@@ -120,9 +188,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None)
     ap.add_argument("--drain-order", action="store_true", help="also fit and report drain order ordered (item 3)")
+    ap.add_argument("--spread-law", action="store_true", help="also fit and report the per-K spread law (item 4)")
+    ap.add_argument("--new-probe", default=None, help="a later probe folder, held out for the spread law (item 4)")
     ap.add_argument("--probe-only", action="store_true", help="host platforms, probe runs only (no lockstep runs)")
     a = ap.parse_args(argv)
-    probe_dir = sorted(EXTRA.glob("host-probe-*"))[-1]
+    probe_dir = EXTRA / "host-probe-3a47e1b"     # the probe of items 1-4 (a later one: --new-probe)
+    if a.new_probe is not None and not (Path(a.new_probe) / "runs.csv.gz").is_file():
+        print(f"--new-probe: {a.new_probe} holds no runs.csv.gz (a host_probe.py output folder)", file=sys.stderr)
+        return 2
+    if a.json and Path(a.json).exists():
+        print(f"--json: {a.json} exists (records are never overwritten)", file=sys.stderr)
+        return 2
     from xstage.provenance import provenance
     out = {"probe_folder": str(probe_dir), "target": "medians and drained_us within 10 %",
            "provenance": provenance(with_gpu=False)}
@@ -145,6 +221,19 @@ def main(argv=None) -> int:
                                     f"{d[half][o]['drained_us_vs_fence']['median_rel_err']:.1%} / "
                                     f"{d[half][o]['drained_us_vs_fence']['p90_rel_err']:.1%};" for o in ("fair", "ordered")),
                           flush=True)
+            if a.spread_law:
+                # item 3's one spread: fitted now with --drain-order, else its recorded value (1.0 on both platforms,
+                # finite-runs-drain-order.json)
+                single = res["drain_order"]["drain_spread"] if "drain_order" in res else 1.0
+                res["spread_law"] = law = spread_law(probe_dir, p, single, None if a.new_probe is None else Path(a.new_probe))
+                print(f"{label}: spread law a(K) = {law['law']['table']}", flush=True)
+                for half in (h for h in ("fitted", "held_out", "new_probe_all", "new_probe_grid_K", "new_probe_other_K") if h in law):
+                    m = law[half]
+                    print(f"  {half} (n={m['law']['drained_us_vs_fence']['n']}): median span |err| median / p90"
+                          + "".join(f" {o} {m[o]['T_iss_median_vs_span_median']['median_rel_err']:.1%} / "
+                                    f"{m[o]['T_iss_median_vs_span_median']['p90_rel_err']:.1%};" for o in ("fair", "single_a", "law"))
+                          + f" drained_us (law) {m['law']['drained_us_vs_fence']['median_rel_err']:.1%} / "
+                            f"{m['law']['drained_us_vs_fence']['p90_rel_err']:.1%}", flush=True)
         out[label] = res
         line = f"{label}:"
         if "lockstep_rate_runs" in res:

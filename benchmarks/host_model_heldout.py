@@ -6,7 +6,7 @@
    recorded (whole (K, B) pairs, fraction 0.3, seed 0; the ``split`` column of points.parquet) is kept; each
    model is fitted on the ``fit`` points only and judged on the ``heldout`` ones (T_iss and period median /
    p90 |relative error|, the issue's targets 5 % / 15 %).
-2. The host probe (``--probe``, default the newest data/calibration-extra/host-probe-*): long zero-gap
+2. The host probe (``--probe``, default data/calibration-extra/host-probe-3a47e1b, the record's): long zero-gap
    free-running runs from an empty path, none of them fitted. Per run the models predict the sender-side
    time to issue all n K B bytes (from empty: full speed until Q(K) is outstanding, then R:
    max(n T_iss0, (n V - Q(K)) / R), with the floor Q_shared for a relaxing capacity) and the outstanding
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     ap.add_argument("--probe", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    probe = Path(a.probe) if a.probe else sorted(Path("data/calibration-extra").glob("host-probe-*"))[-1]
+    probe = Path(a.probe) if a.probe else Path("data/calibration-extra/host-probe-3a47e1b")
     wide = wide_heldout(Path(a.wide))
     res = {"wide_grid": wide, "probe": probe_check(probe, {k: v for k, v in wide.items() if k != "split"}),
            "probe_folder": str(probe), "targets": "held-out T_iss and period: median <= 5 %, p90 <= 15 %"}

@@ -11,7 +11,10 @@ SM's bytes have left (``ReplayConfig.cover_us``: a prefetch window).
 
 ``resimulate_law`` fills ``sim_two_stage_wave(us)`` / ``sim_two_stage_int(us)`` beside today's one-stage
 replay (``moe_records.resimulate``); ``speedup_errors`` gives the speedup error in percentage points and the
-schedule naming over configurations whose orders differ, for any replay column pair. ``adopted_law`` reads the
+schedule naming over configurations whose orders differ, for any replay column pair, and, given each
+configuration's timing spread (``timing_spread``: the larger of the two schedules' interquartile range /
+median), the naming over those of them whose measured margin |speedup - 1| exceeds that spread (a tie within
+the spread has no winner a replay of medians could name). ``adopted_law`` reads the
 law that a held-out record adopted (``data/predictions/moe-law-heldout-*.json``, ``adopted`` true: better than
 the one-stage replay on held-out data), with the record's name as provenance.
 """
@@ -87,19 +90,38 @@ def resimulate_law(kernel: pd.DataFrame, platform, law: TwoStageLaw, prefix: str
     return out
 
 
-def speedup_errors(measured_speedup, replayed_speedup, identical) -> dict:
+def timing_spread(kernel: pd.DataFrame) -> pd.Series:
+    """Per configuration: the larger of its expert-wave and interleaved rows' (time_p75 - time_p25) / time
+    (every rank's rows; NaN where the records hold no quartiles)."""
+    sched = kernel[kernel["variant"].isin(["expert_wave", "interleaved"])]
+    if not {"time_p25(us)", "time_p75(us)"} <= set(sched.columns):
+        return pd.Series(math.nan, index=pd.Index(sched["config"].unique(), name="config"), dtype=float)
+    iqr = (sched["time_p75(us)"].astype(float) - sched["time_p25(us)"].astype(float)) / sched["time(us)"].astype(float)
+    return iqr.groupby(sched["config"]).max()
+
+
+def speedup_errors(measured_speedup, replayed_speedup, identical, spread=None) -> dict:
     """Speedup error |replayed - measured| x 100 (percentage points: median, p90, n) and the schedule named
-    right over configurations whose two orders differ (``n_distinct``, ``n_names_winner``, fraction)."""
+    right over configurations whose two orders differ (``n_distinct``, ``n_names_winner``, fraction); with
+    ``spread`` (each configuration's timing spread, NaN unknown) also over those whose measured margin
+    |speedup - 1| exceeds it (``n_beyond_spread``, ``n_names_winner_beyond_spread``, fraction)."""
     m, s = np.asarray(measured_speedup, dtype=float), np.asarray(replayed_speedup, dtype=float)
     ident = np.asarray(identical, dtype=bool)
     have = np.isfinite(m) & np.isfinite(s)
     pp = np.abs(s[have] - m[have]) * 100
     dist = have & ~ident
-    agree = np.sign(s[dist] - 1) == np.sign(m[dist] - 1)
-    return {"n": int(have.sum()), "median_pp": float(np.median(pp)) if len(pp) else math.nan,
-            "p90_pp": float(np.percentile(pp, 90)) if len(pp) else math.nan,
-            "n_distinct": int(dist.sum()), "n_names_winner": int(agree.sum()),
-            "names_winner": float(agree.mean()) if dist.any() else math.nan}
+    right = np.sign(s - 1) == np.sign(m - 1)
+    agree = right[dist]
+    out = {"n": int(have.sum()), "median_pp": float(np.median(pp)) if len(pp) else math.nan,
+           "p90_pp": float(np.percentile(pp, 90)) if len(pp) else math.nan,
+           "n_distinct": int(dist.sum()), "n_names_winner": int(agree.sum()),
+           "names_winner": float(agree.mean()) if dist.any() else math.nan}
+    if spread is not None:
+        sp = np.asarray(spread, dtype=float)
+        beyond = dist & np.isfinite(sp) & (np.abs(m - 1) > sp)
+        out.update({"n_beyond_spread": int(beyond.sum()), "n_names_winner_beyond_spread": int(right[beyond].sum()),
+                    "names_winner_beyond_spread": float(right[beyond].mean()) if beyond.any() else math.nan})
+    return out
 
 
 def adopted_law(data_dir: Path) -> TwoStageLaw | None:
@@ -126,17 +148,23 @@ def adopted_law(data_dir: Path) -> TwoStageLaw | None:
 def law_summary(kernel: pd.DataFrame, c: pd.DataFrame, platform, data_root: Path) -> dict:
     """``xstage results moe`` keys beside today's: the one-stage replay's speedup error (``c``: ``per_config``
     with ``sim_speedup``) and, where a held-out record adopted a law (``adopted_law``), the same figures and
-    the schedule naming under that law (rows of the law's platform only), with the record that fitted it."""
+    the schedule naming under that law (rows of the law's platform only), with the record that fitted it;
+    ``*_beyond_spread``: the naming over the configurations whose orders differ and whose measured margin
+    exceeds their timing spread (``timing_spread``), beside the naming over all of them."""
     out = {}
     if "sim_speedup" in c:
-        e = speedup_errors(c["speedup_interleaved"], c["sim_speedup"], c["schedules_identical"])
+        e = speedup_errors(c["speedup_interleaved"], c["sim_speedup"], c["schedules_identical"],
+                           timing_spread(kernel).reindex(c["config"]).to_numpy())
         if e["n"]:
-            out.update({"median_speedup_error_pp": e["median_pp"], "p90_speedup_error_pp": e["p90_pp"]})
+            out.update({"median_speedup_error_pp": e["median_pp"], "p90_speedup_error_pp": e["p90_pp"],
+                        "n_beyond_spread_with_sim": e["n_beyond_spread"],
+                        "sign_agreement_with_sim_beyond_spread": e["names_winner_beyond_spread"]})
     law = adopted_law(data_root) if platform is not None else None
     if law is None:
         return out
     if law.platform and "platform" in kernel:  # the law holds for the platform its records ran on
         kernel = kernel[kernel["platform"] == law.platform]
+    spread = timing_spread(kernel).reindex(c["config"]).to_numpy()
     k = resimulate_law(kernel, platform, law)
     if "sim_two_stage_wave(us)" not in k:
         return out
@@ -145,10 +173,14 @@ def law_summary(kernel: pd.DataFrame, c: pd.DataFrame, platform, data_root: Path
     k = collapse_ranks(k[k["variant"] == "interleaved"])
     rep = k.drop_duplicates("config", keep="last").set_index("config")
     sim = (rep["sim_two_stage_wave(us)"] / rep["sim_two_stage_int(us)"]).reindex(c["config"]).to_numpy()
-    e = speedup_errors(c["speedup_interleaved"], sim, c["schedules_identical"])
+    e = speedup_errors(c["speedup_interleaved"], sim, c["schedules_identical"], spread)
     out.update({"median_speedup_error_pp_two_stage": e["median_pp"], "p90_speedup_error_pp_two_stage": e["p90_pp"],
                 "n_distinct_two_stage": e["n_distinct"], "sim_two_stage_names_winner": e["n_names_winner"],
-                "sign_agreement_two_stage": e["names_winner"], "two_stage_law_record": law.source,
+                "sign_agreement_two_stage": e["names_winner"],
+                "n_beyond_spread_two_stage": e["n_beyond_spread"],
+                "sim_two_stage_names_winner_beyond_spread": e["n_names_winner_beyond_spread"],
+                "sign_agreement_two_stage_beyond_spread": e["names_winner_beyond_spread"],
+                "two_stage_law_record": law.source,
                 "two_stage_law_r_sm_GBps": law.r_sm_GBps, "two_stage_law_Q_eff_MiB": law.q_eff_MiB,
                 "two_stage_law_per_sm": law.per_sm, "two_stage_law_epilogue_fixed": law.epilogue_fixed,
                 "two_stage_law_cover_us": law.cover_us})

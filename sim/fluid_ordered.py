@@ -92,3 +92,18 @@ class OrderedFluidQueue(FluidQueue):
 
     def _next_finish(self) -> float:
         return min(e[0] / a for e, a in zip(self._active, self._cur))
+
+
+def spread_of_k(K: int, table: dict) -> float:
+    """A drain spread a(K) from a per-K table ({K: a}): linear in log2 K between the table's K, held at the
+    nearest end outside them (the per-K spread law of ``benchmarks/finite_runs.py --spread-law``)."""
+    table = {int(k): float(v) for k, v in table.items()}
+    ks = sorted(table)
+    if not ks:
+        raise ValueError("table must name at least one K")
+    if K <= ks[0] or K >= ks[-1]:
+        return table[ks[0] if K <= ks[0] else ks[-1]]
+    hi = next(i for i, k in enumerate(ks) if k >= K)
+    k0, k1 = ks[hi - 1], ks[hi]
+    t = (math.log2(K) - math.log2(k0)) / (math.log2(k1) - math.log2(k0))
+    return float((1 - t) * table[k0] + t * table[k1])

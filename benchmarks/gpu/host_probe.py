@@ -17,14 +17,16 @@ Completion is seen four ways per trial:
                      yet in host memory when the done flag was seen
     copy engine      cudaMemcpyAsync device -> the same pinned memory (copy.csv.gz), for the link's rate
 Sender side: per burst and producer the issue span (start -> stores issued + __syncthreads); bursts.csv.gz
-keeps, per configuration (first trial) and burst index, quantiles over producers (start, end, span), and runs.csv.gz the
+keeps, per configuration (first trial) and burst index, quantiles over producers (start, end, span),
+producers.csv.gz per trial and producer its SM (``%smid``), its last issue end, the end of its burst n/2 - 1 and its
+median / p90 span (which SMs win, run to run), and runs.csv.gz the
 sender-side times at which 10 %, 20 %, ... 100 % of the bytes were issued, from which the outstanding
 bytes (issued - drained at R) when the issuer slows are estimated (benchmarks/host_probe_fit.py).
 
 Correctness: the destination is poisoned (0xFF) before the first trial of every configuration and checked
 after it (producer, burst and offset fields of every word; the hash on a 1/64 sample). Each spin is
 bounded; a failed check or an error flag stops the run with a message. Writes DIR/runs.csv.gz,
-DIR/bursts.csv.gz, DIR/copy.csv.gz, DIR/meta.json (provenance, grid, timings).
+DIR/bursts.csv.gz, DIR/producers.csv.gz, DIR/copy.csv.gz, DIR/meta.json (provenance, grid, timings).
 """
 
 import argparse
@@ -43,8 +45,8 @@ BS = tuple(b * KiB for b in (4, 16, 32, 64, 128, 256))
 THREADS = 512
 
 
-def _grid(sm_count, quick):
-    ks = [k for k in KS if k <= sm_count] if not quick else [16, min(132, sm_count)]
+def _grid(sm_count, quick, ks=KS):
+    ks = [k for k in ks if k <= sm_count] if not quick else [16, min(132, sm_count)]
     bs = BS if not quick else (32 * KiB, 128 * KiB)
     for fence in ("system", "gpu"):
         for dest in ("fresh", "rewritten"):
@@ -124,7 +126,7 @@ class Probe:
         r = rec.get().reshape(K, n, 2).astype(np.int64)
         f = fin.get().reshape(K, 2).astype(np.int64)
         t0 = int(r[:, 0, 0].min())
-        return {"rec_us": (r - t0) / 1e3, "fence_us": (f[:, 0].max() - t0) / 1e3,
+        return {"rec_us": (r - t0) / 1e3, "sm_of": sm_of.get().astype(np.int64), "fence_us": (f[:, 0].max() - t0) / 1e3,
                 "flag_written_us": (f[:, 1].max() - t0) / 1e3,
                 "kernel_us": cp.cuda.get_elapsed_time(e0, e1) * 1e3,
                 "flag_host_us": (t_done - t_start) / 1e3, "launch_to_start_host_us": (t_start - t_launch) / 1e3,
@@ -182,7 +184,12 @@ def _summarize(K, B, n, dest, fence, trial, out, total):
                            "burst": np.arange(n), "start_min_us": start.min(0), "start_median_us": np.median(start, 0),
                            "end_median_us": np.median(end, 0), "end_max_us": end.max(0),
                            "span_median_us": np.median(span, 0), "span_p90_us": np.percentile(span, 90, axis=0)})
-    return row, bursts
+    half = max(0, n // 2 - 1)
+    producers = pd.DataFrame({"producers": K, "bytes_per_producer": B, "dest": dest, "fence": fence, "trial": trial,
+                              "producer": np.arange(K), "sm": out["sm_of"], "end_last_us": end[:, -1],
+                              "end_half_us": end[:, half], "span_median_us": np.median(span, 1),
+                              "span_p90_us": np.percentile(span, 90, axis=1)})
+    return row, bursts, producers
 
 
 def main(argv=None) -> int:
@@ -192,7 +199,15 @@ def main(argv=None) -> int:
     ap.add_argument("--total-MiB", type=float, default=192.0)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--ks", default=",".join(map(str, KS)), help="producer counts, comma-separated (default: %(default)s)")
     a = ap.parse_args(argv)
+    try:
+        ks = tuple(int(k) for k in a.ks.split(","))
+    except ValueError:
+        ks = ()
+    if not ks or min(ks) < 1:
+        print(f"--ks(={a.ks}) must be positive integers, comma-separated", file=sys.stderr)
+        return 2
     from xstage.provenance import provenance
     wall = time.time()
     out_dir = Path(a.out)
@@ -201,8 +216,8 @@ def main(argv=None) -> int:
     max_bytes = max(total, max(KS) * max(BS) * 8) + MiB
     probe = Probe(max_bytes)
     probe.run(16, 32 * KiB, 16, 16, 1)      # warm-up: module load, first launch
-    rows, bursts, skipped = [], [], 0
-    for K, B, dest, fence in _grid(probe.sm_count, a.quick):
+    rows, bursts, producers, skipped = [], [], [], 0
+    for K, B, dest, fence in _grid(probe.sm_count, a.quick, ks):
         if time.time() - wall > a.budget_s:
             skipped += 1
             continue
@@ -214,9 +229,10 @@ def main(argv=None) -> int:
             if t == 0 and fence == "system" and not probe.verify(K, B, n, slots):
                 print(f"VERIFY FAILED K={K} B={B} dest={dest}", file=sys.stderr)
                 return 1
-            row, b = _summarize(K, B, n, dest, fence, t, out, n * K * B)
+            row, b, prod = _summarize(K, B, n, dest, fence, t, out, n * K * B)
             row["verified"] = t == 0 and fence == "system"
             rows.append(row)
+            producers.append(prod)
             if t == 0:
                 bursts.append(b)
         r = rows[-1]
@@ -229,9 +245,10 @@ def main(argv=None) -> int:
     print(copy.groupby("bytes")["GBps"].median().to_string(), flush=True)
     pd.DataFrame(rows).to_csv(out_dir / "runs.csv.gz", index=False)
     pd.concat(bursts, ignore_index=True).to_csv(out_dir / "bursts.csv.gz", index=False)
+    pd.concat(producers, ignore_index=True).to_csv(out_dir / "producers.csv.gz", index=False)
     copy.to_csv(out_dir / "copy.csv.gz", index=False)
     meta = {"kind": "host-probe", "provenance": provenance(with_gpu=True), "total_bytes_target": total,
-            "trials": a.trials, "threads_per_cta": THREADS, "grid": {"K": list(KS), "B": list(BS)},
+            "trials": a.trials, "threads_per_cta": THREADS, "grid": {"K": list(ks), "B": list(BS)},
             "configs_skipped_for_budget": skipped, "wall_s": time.time() - wall, "protocol": __doc__}
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     print(f"{len(rows)} runs, {skipped} configurations skipped, {time.time() - wall:.0f} s", flush=True)

@@ -51,6 +51,27 @@ def test_speedup_errors_count_winners_only_where_orders_differ():
     assert e["names_winner"] == pytest.approx(2 / 3)
 
 
+def test_naming_beyond_the_timing_spread_leaves_out_ties_and_unknown_spreads():
+    measured, replayed = [1.05, 0.98, 1.00, 1.10, 0.99], [1.02, 1.01, 1.00, 0.95, 1.01]
+    e = L.speedup_errors(measured, replayed, [False, False, True, False, False], [0.01, 0.03, 0.0, 0.02, math.nan])
+    # beyond: 1.05 (margin 0.05 > 0.01, named) and 1.10 (0.10 > 0.02, missed); 0.98 is within its 0.03, the
+    # identical order has no winner, the unknown spread is left out
+    assert e["n_distinct"] == 4 and e["n_names_winner"] == 1
+    assert e["n_beyond_spread"] == 2 and e["n_names_winner_beyond_spread"] == 1
+    assert e["names_winner_beyond_spread"] == pytest.approx(0.5)
+    assert "n_beyond_spread" not in L.speedup_errors(measured, replayed, [False] * 5)
+
+
+def test_timing_spread_is_the_wider_schedule_iqr_over_its_median():
+    k = pd.DataFrame({"config": ["a", "a", "a", "b", "b"],
+                      "variant": ["expert_wave", "interleaved", "grouped_mm", "expert_wave", "interleaved"],
+                      "time(us)": [100.0, 50.0, 10.0, 10.0, 10.0], "time_p25(us)": [99.0, 49.0, 0.0, 9.9, 9.8],
+                      "time_p75(us)": [101.0, 52.0, 20.0, 10.1, 10.0]})
+    s = L.timing_spread(k)
+    assert s["a"] == pytest.approx(0.06) and s["b"] == pytest.approx(0.02)   # grouped_mm's 2.0 not counted
+    assert L.timing_spread(k.drop(columns=["time_p25(us)"])).isna().all()
+
+
 def test_slower_store_rate_stretches_the_replay():
     k = pd.DataFrame(_rows({"expert_wave": 120.0, "interleaved": 100.0}))
     p = load_platform("h200-pcie-host")

@@ -118,3 +118,15 @@ def test_bad_drain_order_config(kw, field):
     with pytest.raises(InputError) as e:
         BurstConfig(4, 4096, 0.0, 10, **kw)
     assert e.value.field == field
+
+
+def test_spread_of_k_interpolates_in_log2_k_and_holds_at_the_ends():
+    from xstage.sim.fluid_ordered import spread_of_k
+
+    table = {"8": 1.0, "16": 2.0, 32: 1.5}
+    assert spread_of_k(8, table) == 1.0 and spread_of_k(16, table) == 2.0 and spread_of_k(32, table) == 1.5
+    assert spread_of_k(4, table) == 1.0 and spread_of_k(132, table) == 1.5          # held at the nearest end
+    assert spread_of_k(12, table) == pytest.approx(1.0 + (np.log2(12) - 3.0))      # linear in log2 K
+    assert spread_of_k(24, table) == pytest.approx(2.0 - 0.5 * (np.log2(24) - 4.0))
+    with pytest.raises(ValueError):
+        spread_of_k(8, {})
