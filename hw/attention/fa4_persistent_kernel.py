@@ -35,6 +35,7 @@ class PersistentSm90(FlashAttentionForwardSm90):
     """Only these methods are ours; the rest (producer, mainloop, softmax, scheduler loop) is FA4's."""
 
     stagger_send = False  # PersistentSm90Stagger: the send is issued inside the next mainloop
+    split = False  # PersistentSm90Split (fa4_split_kernel): the block range read from the split scheduler's unit
 
     def _get_shared_storage_cls(self):
         """FA4's storage with the sQ range doubled: [sQ | sO] (Python, at trace time inside FA4's __call__)."""
@@ -91,6 +92,8 @@ class PersistentSm90(FlashAttentionForwardSm90):
             aux_data=utils.AuxData(), fastdiv_mods=None):
         # FA4 laid sO over sQ's start; ours is the second half of the doubled range
         sO_own = cute.make_tensor(sO.iterator + cute.cosize(sO.layout), sO.layout)
+        if cutlass.const_expr(self.split):
+            block_info = self.split_info(block_info)
         if cutlass.const_expr(dynamic()):
             m90.SingleTileScheduler.ring = SimpleNamespace(ptr=self.smem_slot(pipeline_q, self.xsched_off), producer=False)
         if cutlass.const_expr(self.stagger_send):

@@ -32,7 +32,7 @@ def add_flags(p) -> None:
     p.add_argument("--pers-diag", default="stagger",
                    help="further kernels of hw/attention/fa4_persistent.py to time (pfa4_<k>, fused_vmm_pers_<k>; "
                         "comma list of stagger, waitend, lsu, drain1 (stock one-tile grid), drainll / staggerll "
-                        "(own chunk last); '' for none)")
+                        "(own chunk last), staggersplit (staggerll, last wave split along K/V); '' for none)")
     p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
