@@ -24,7 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PLANS = {"stock": ("stock", "single"), "drain1": ("drain", "single"), "drain": ("drain", "static"),
          "draindyn": ("drain", "dynamic"), "stagger": ("stagger", "static"), "staggerll": ("stagger", "local_last"),
-         "staggerdyn": ("stagger", "dynamic"), "staggersplit": ("staggersplit", "local_last_split")}
+         "staggerdyn": ("stagger", "dynamic"), "staggersplit": ("staggersplit", "local_last_split"),
+         "staggersplit1": ("staggersplit1", "local_last_split"), "staggersplitw": ("staggersplitw", "local_last_split"),
+         "staggerll1": ("stagger1", "local_last")}
 
 
 def stub_modules():
@@ -92,9 +94,9 @@ def compile_ptx(plan: str, dump: Path) -> Path:
                                "local_last": sch.local_last_scheduler(0, 8),
                                "dynamic": sch.dynamic_scheduler(0x7F0000001000),
                                "local_last_split": sch.split_scheduler(0x7F0000100000, 0, 8)}[sched]
-    if kern == "staggersplit":
+    if kern.startswith("staggersplit"):
         import xstage.hw.attention.fa4_split_kernel as sk
-        cls = sk.PersistentSm90Split
+        cls = sk.KERNELS[kern]
     else:
         cls = m90.FlashAttentionForwardSm90 if kern == "stock" else pk.KERNELS[kern]
     fa = cls(BFloat16, 128, 128, 1, is_causal=False, is_local=False, pack_gqa=False, tile_m=128, tile_n=128,

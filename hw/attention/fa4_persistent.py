@@ -51,12 +51,17 @@ SCHEDULERS = ("static", "single", "local_last", "dynamic", "local_last_dynamic",
 # "drain": PersistentSm90 (the kernel); "stagger": its send staggered across CTAs into the next mainloop;
 # the diagnostics, to tell why a drain does or does not hide the stores: "waitend" (FA4's epilogue: the
 # read-wait right after the store) and "lsu" (FA4's non-TMA epilogue)
-# "staggersplit": stagger + the split last wave's in-kernel merge (fa4_split_kernel; scheduler local_last_split)
-KERNELS = ("drain", "waitend", "lsu", "stagger", "staggersplit")
+# "stagger1": the sends spread over the whole next mainloop, not its first half; "staggersplit" / "staggersplit1":
+# stagger / stagger1 + the split last wave's in-kernel merge (fa4_split_kernel; scheduler local_last_split only)
+# "staggersplitw": the split kernel with each send spread over its CTA's window until it next stages a tile
+KERNELS = ("drain", "waitend", "lsu", "stagger", "stagger1", "staggersplit", "staggersplit1", "staggersplitw")
+SPLIT_KERNELS = ("staggersplit", "staggersplit1", "staggersplitw")
 # further names the bench and smoke take (pfa4_<name>, fused_vmm_pers_<name>): (kernel, scheduler)
 PLANS = {"drain1": ("drain", "single"), "drainll": ("drain", "local_last"), "staggerll": ("stagger", "local_last"),
          "draindyn": ("drain", "dynamic"), "staggerdyn": ("stagger", "dynamic"),
-         "staggerlldyn": ("stagger", "local_last_dynamic"), "staggersplit": ("staggersplit", "local_last_split")}
+         "staggerlldyn": ("stagger", "local_last_dynamic"), "staggerll1": ("stagger1", "local_last"),
+         "staggersplit": ("staggersplit", "local_last_split"), "staggersplit1": ("staggersplit1", "local_last_split"),
+         "staggersplitw": ("staggersplitw", "local_last_split")}
 MAX_TILES = (1 << 20) - 1024  # the dynamic scheduler's ring word holds tile + grid in 20 bits (fa4_schedulers)
 NAMES = KERNELS + tuple(p for p in PLANS if p not in KERNELS)
 
@@ -119,6 +124,24 @@ def split_unit(u: int, whole: int) -> tuple:
     return whole + pair, split_word(SPLIT_PARTS, half), pair
 
 
+def split_window(u: int, whole: int, units: int, grid: int, n: int) -> int:
+    """The "staggersplitw" kernel: the interior K/V steps (hook calls: a unit of b blocks has b - 1) after unit u until its CTA
+    next stages a tile: the next unit u + grid if it is whole (n blocks) or an owner (the second half), through it
+    and the unit after if it is a partner (the first half, ceil(n / 2) blocks); 0 if u is the CTA's last unit (the
+    kernel's ``window``, same arithmetic: at most two split units per CTA, as split < grid)."""
+    n_p = (n + 1) // 2
+    u1 = u + grid
+    if u1 >= units:
+        return 0
+    if u1 < whole:
+        return n - 1
+    k1 = u1 - whole
+    if k1 % 2:
+        return n - n_p - 1
+    after = 0 if u1 + grid >= units else (n - n_p - 1 if (k1 + grid) % 2 else n_p - 1)
+    return n_p - 1 + after
+
+
 def split_tiles(blocks: int, heads: int, batch: int, rank: int, world: int, sms: int) -> list:
     """(m_block, head, batch) of the tiles the split schedule merges from two halves (the rest are whole tiles,
     computed exactly as stock FA4 computes them)."""
@@ -135,10 +158,10 @@ def kernel_class(kernel: str = "drain"):
     """The subclass of FA4's ``FlashAttentionForwardSm90`` (imports the CuTe DSL on first use)."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel {kernel!r} is not one of {KERNELS}")
-    if kernel == "staggersplit":
-        from xstage.hw.attention.fa4_split_kernel import PersistentSm90Split
+    if kernel in SPLIT_KERNELS:
+        from xstage.hw.attention.fa4_split_kernel import KERNELS as split_classes
 
-        return PersistentSm90Split
+        return split_classes[kernel]
     from xstage.hw.attention.fa4_persistent_kernel import KERNELS as classes
 
     return classes[kernel]
@@ -153,9 +176,9 @@ def installed(scheduler: str = "static", kernel: str = "drain", rank: int = 0, w
     for "local_last"), from our own compile cache."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler {scheduler!r} is not one of {SCHEDULERS}")
-    if (scheduler == "local_last_split") != (kernel == "staggersplit"):
-        raise ValueError(f"kernel {kernel!r} with scheduler {scheduler!r}: the split last wave needs kernel "
-                         "'staggersplit' and scheduler 'local_last_split' together (one merges what the other splits)")
+    if (scheduler == "local_last_split") != (kernel in SPLIT_KERNELS):
+        raise ValueError(f"kernel {kernel!r} with scheduler {scheduler!r}: the split last wave needs a kernel of "
+                         f"{SPLIT_KERNELS} and scheduler 'local_last_split' together (one merges what the other splits)")
     cls = kernel_class(kernel)
     import flash_attn.cute.flash_fwd_sm90 as m90
     import flash_attn.cute.interface as fi

@@ -111,8 +111,8 @@ class SplitScheduler(LocalLastScheduler):
     """The local-last order with its last partial wave split along K/V (``fa4_persistent.split_plan`` /
     ``split_unit``, same arithmetic): unit u < whole is tile u whole; unit whole + 2i + h is K/V half h of tile
     whole + i (h = 0: the partner, h = 1: the owner of pair i). The tile coordinate's split slot carries FA4's
-    packed split word (parts << 16 | half), and each unit's (split word, pair) is also written to ``cur`` (a
-    per-thread register pair the kernel makes at trace time: its block range and epilogue read it).
+    packed split word (parts << 16 | half), and each unit's (split word, pair, unit, whole, units) is also written
+    to ``cur`` (per-thread registers the kernel makes at trace time: its block range and epilogue read them).
     ``workspace_addr`` (the pair slots) is set per subclass (``split_scheduler``): compiled in."""
 
     workspace_addr = 0
@@ -136,6 +136,9 @@ class SplitScheduler(LocalLastScheduler):
         word = cutlass.select_(is_whole, Int32(1 << 16), Int32(2 << 16) | (k & 1))
         self.cur[0] = word
         self.cur[1] = cutlass.select_(is_whole, Int32(-1), k >> 1)
+        self.cur[2] = u
+        self.cur[3] = p.whole
+        self.cur[4] = p.total_blocks_cluster
         block, head_idx, batch_idx = self.decode(t)
         return WorkTileInfo((block, head_idx, batch_idx, Int32(word)), u < p.total_blocks_cluster)
 

@@ -25,7 +25,7 @@ from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
 from quack import layout_utils
 
 from xstage.hw.attention.fa4_persistent import SPLIT_THREADS, SPLIT_WORDS, split_word
-from xstage.hw.attention.fa4_persistent_kernel import (STAGGER_GROUPS, STAGGER_SPAN, STORE_WARP, Fa4LayoutError,
+from xstage.hw.attention.fa4_persistent_kernel import (STAGGER_GROUPS, STORE_WARP, Fa4LayoutError,
                                                        PersistentSm90Stagger)
 from xstage.hw.attention.fa4_schedulers import SplitScheduler
 
@@ -60,7 +60,7 @@ class PersistentSm90Split(PersistentSm90Stagger):
             raise Fa4LayoutError("staggersplit: needs the split scheduler (fa4_schedulers.SplitScheduler)")
         if block_info.is_causal or block_info.is_local or block_info.is_split_kv:
             raise Fa4LayoutError("staggersplit: only non-causal, non-local, unsplit forwards")
-        cur = cute.make_rmem_tensor((2,), Int32)
+        cur = cute.make_rmem_tensor((5,), Int32)  # split word, pair, unit, whole, units
         sched.cur = cur
         self.xcur, self.xws = cur, sched.workspace_addr
         # the timeout counter: the workspace's last word (fa4_persistent.split_workspace_bytes, the same SM count)
@@ -151,10 +151,75 @@ class PersistentSm90Split(PersistentSm90Stagger):
                                         check_inf: cutlass.Constexpr = True):
         """The stagger hook with the step counted within the unit's own K/V range (a half for a split unit)."""
         n_min, n_max = self.xinfo.get_n_block_min_max(seqlen, Int32(0))
-        due = 1 + (cute.arch.block_idx()[0] % STAGGER_GROUPS) * (n_max - n_min) // (STAGGER_GROUPS * STAGGER_SPAN)
+        due = 1 + (cute.arch.block_idx()[0] % STAGGER_GROUPS) * (n_max - n_min) // (STAGGER_GROUPS * self.stagger_span)
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
             if n_max - 1 - n_block == due:
                 self.send_pending()
         return FlashAttentionForwardSm90.mma_one_n_block_intrawg_overlap(
             self, smem_pipe_read, n_block, mma_qk_fn, mma_pv_fn, pipeline_k, pipeline_v, acc_O, tOrP,
             smem_copy_params, softmax, seqlen, scores_scale, score_mod_fn, mask_fn, check_inf)
+
+
+class PersistentSm90Split1(PersistentSm90Split):
+    """The split kernel with the sends spread over the whole next unit (as "stagger1")."""
+
+    stagger_span = 1
+
+
+class PersistentSm90SplitWindow(PersistentSm90Split):
+    """The split kernel with each staged tile's send spread over its CTA's whole send window: the K/V steps until
+    the CTA next stages a tile (a whole tile, or an owner's merge), across the partner units in between, counted
+    down in the stagger slot (word 4). A CTA whose next units are partners keeps its tile pending through them
+    (a partner touches no sO), so the last whole wave's sends spread over the split phase, not its first half."""
+
+    stagger_span = 1
+    xslot_words = 6  # + the steps left until the pending send is due (word 5 unused: an even slot size)
+
+    @cute.jit
+    def window(self, seqlen):
+        """Hook calls (interior K/V steps) until this CTA's next staging epilogue, after the current unit."""
+        n = (seqlen.seqlen_k + self.tile_n - 1) // self.tile_n
+        n_p = (n + 1) // 2  # FA4's split arithmetic: the partner's half (split 0) is ceil(n / 2) blocks
+        n_o = n - n_p
+        u, whole, units, grid = self.xcur[2], self.xcur[3], self.xcur[4], cute.arch.grid_dim()[0]
+        u1 = u + grid
+        k1 = u1 - whole
+        after = cutlass.select_(u1 + grid < units, cutlass.select_(((k1 + grid) & 1) == 1, n_o - 1, n_p - 1), 0)
+        split = cutlass.select_((k1 & 1) == 1, n_o - 1, n_p - 1 + after)
+        return cutlass.select_(u1 >= units, Int32(0), cutlass.select_(u1 < whole, n - 1, split))
+
+    @cute.jit
+    def epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O, tiled_mma, tidx,
+                 m_block, head_idx, batch_idx):
+        word, pair = self.xcur[0], self.xcur[1]
+        if word == PARTNER:
+            self.publish(acc_O, lse, pair, tidx)  # a pending send stays pending: its window runs on
+        else:
+            if word == OWNER:
+                self.merge(acc_O, lse, pair, tidx)
+            PersistentSm90Stagger.epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O,
+                                           tiled_mma, tidx, m_block, head_idx, batch_idx)
+            if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
+                slot = self.slot()
+                slot[4] = 1 + (cute.arch.block_idx()[0] % STAGGER_GROUPS) * self.window(seqlen) // (
+                    STAGGER_GROUPS * self.stagger_span)
+
+    @cute.jit
+    def mma_one_n_block_intrawg_overlap(self, smem_pipe_read, n_block, mma_qk_fn, mma_pv_fn, pipeline_k,
+                                        pipeline_v, acc_O, tOrP, smem_copy_params, softmax, seqlen,
+                                        scores_scale=None, score_mod_fn=None, mask_fn=None,
+                                        check_inf: cutlass.Constexpr = True):
+        """Count the pending send's steps down; issue it when they run out."""
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
+            slot = self.slot()
+            if slot[0] == 1:
+                slot[4] = slot[4] - 1
+                if slot[4] == 0:
+                    self.send_pending()
+        return FlashAttentionForwardSm90.mma_one_n_block_intrawg_overlap(
+            self, smem_pipe_read, n_block, mma_qk_fn, mma_pv_fn, pipeline_k, pipeline_v, acc_O, tOrP,
+            smem_copy_params, softmax, seqlen, scores_scale, score_mod_fn, mask_fn, check_inf)
+
+
+KERNELS = {"staggersplit": PersistentSm90Split, "staggersplit1": PersistentSm90Split1,
+           "staggersplitw": PersistentSm90SplitWindow}

@@ -57,7 +57,7 @@ def test_installed_restores_after_an_error(monkeypatch):
 
 def test_each_kernel_has_its_own_compile_cache(monkeypatch):
     fi, _ = fake_flash_attn(monkeypatch)
-    kernels = [k for k in P.KERNELS if k != "staggersplit"]  # its own scheduler: test_split_plan_compiles_...
+    kernels = [k for k in P.KERNELS if k not in P.SPLIT_KERNELS]  # their own scheduler: test_split_plan_...
     caches = {P.forward_impl(fi._flash_attn_fwd, kernel=k)(0, 0, 0)[2] for k in kernels}
     assert len(caches) == len(kernels)
 
@@ -233,6 +233,8 @@ def test_split_tiles_are_the_last_wave_of_the_local_last_order():
 
 def test_split_kernel_and_scheduler_go_together(monkeypatch):
     assert P.resolve("staggersplit") == ("staggersplit", "local_last_split")
+    assert P.resolve("staggersplit1") == ("staggersplit1", "local_last_split")
+    assert P.resolve("staggerll1") == ("stagger1", "local_last")
     for sched, kern in (("static", "staggersplit"), ("local_last_split", "stagger"), ("local_last", "staggersplit")):
         with pytest.raises(ValueError, match="split last wave needs"):
             with P.installed(scheduler=sched, kernel=kern):
@@ -250,7 +252,7 @@ def test_split_plan_compiles_into_an_in_process_cache_per_workspace(monkeypatch)
     sch.split_scheduler = lambda addr, r, w: f"split-{addr:x}-{r}-{w}"
     monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_schedulers", sch)
     kern = types.ModuleType("xstage.hw.attention.fa4_split_kernel")
-    kern.PersistentSm90Split = "class-split"
+    kern.KERNELS = {k: "class-split" for k in P.SPLIT_KERNELS}
     monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_split_kernel", kern)
     monkeypatch.setattr(P, "_workspace", lambda: types.SimpleNamespace(data_ptr=lambda: 0xbee0))
     q = types.SimpleNamespace(shape=(1, 16384, 3, 128))
@@ -258,3 +260,18 @@ def test_split_plan_compiles_into_an_in_process_cache_per_workspace(monkeypatch)
     assert (cls, sched, cache) == ("class-split", "split-bee0-1-8", {})  # the workspace address is compiled in
     assert m90.SingleTileScheduler == "single"
     assert P.split_workspace_bytes(132) == (132 * P.SPLIT_WORDS * P.SPLIT_THREADS + 1) * 4
+
+
+def test_split_window_runs_through_partner_units_to_the_next_staging():
+    whole, split, units, grid = P.split_plan(384, 132)  # M = 16K: 264 whole, 120 split, 504 units
+    n = 128
+    assert P.split_window(5, whole, units, grid, n) == n - 1  # next unit whole
+    assert P.split_window(132 + 4, whole, units, grid, n) == 63 + 63  # even CTA: two partner halves follow
+    assert P.split_window(132 + 5, whole, units, grid, n) == 63  # odd CTA: the owner half stages next
+    assert P.split_window(132 + 110, whole, units, grid, n) == 63  # even CTA >= 108: one partner unit, then the end
+    assert P.split_window(264 + 5, whole, units, grid, n) == 63  # the owner of pair 2 has one more owner unit
+    assert P.split_window(396 + 5, whole, units, grid, n) == 0  # last unit: sent at the end of the kernel
+    for u in range(units):  # never past the CTA's remaining interior steps
+        rest = [v for v in range(u + grid, units, grid)]
+        steps = sum(n - 1 if v < whole else (n + 1) // 2 - 1 if (v - whole) % 2 == 0 else n // 2 - 1 for v in rest)
+        assert 0 <= P.split_window(u, whole, units, grid, n) <= steps
