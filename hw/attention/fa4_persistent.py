@@ -34,6 +34,9 @@ last partial wave holds more remote tiles than the own chunk can cover (M = 16K:
 along K/V into a partner and an owner unit on neighbouring CTAs (``split_plan`` / ``split_unit``), which run side
 by side; the owner merges the partner's normalised O and row LSEs from a global workspace in its epilogue (no
 extra kernel) and stores through the stagger epilogue: most remote tiles end half a wave before the kernel does.
+"staggersplitw" also spreads each staged tile's send over its CTA's window until it next stages one (through the
+partner units): the split's half-length units would otherwise squeeze the last whole wave's sends into a quarter
+of a tile (measured: docs/attention.md, "The split last wave").
 
 Installed by rebinding, only while one of our calls runs (``installed``): FA4's interface builds
 ``FlashAttentionForwardSm90`` and ``FlashAttentionForwardSm90.__call__`` reads the module global
@@ -47,7 +50,7 @@ import contextlib
 SCHEDULERS = ("static", "single", "local_last", "dynamic", "local_last_dynamic", "local_last_split")  # FA4's
 # StaticPersistentTileScheduler; FA4's own one-tile grid; the static scheduler over local_last_tile's order; each
 # CTA's next tile from an atomic counter (fa4_schedulers: LocalLastScheduler, DynamicScheduler); both; the
-# local-last order with its last partial wave split along K/V (split_unit; kernel "staggersplit" only)
+# local-last order with its last partial wave split along K/V (split_unit; the SPLIT_KERNELS only)
 # "drain": PersistentSm90 (the kernel); "stagger": its send staggered across CTAs into the next mainloop;
 # the diagnostics, to tell why a drain does or does not hide the stores: "waitend" (FA4's epilogue: the
 # read-wait right after the store) and "lsu" (FA4's non-TMA epilogue)
