@@ -24,7 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PLANS = {"stock": ("stock", "single"), "drain1": ("drain", "single"), "drain": ("drain", "static"),
          "draindyn": ("drain", "dynamic"), "stagger": ("stagger", "static"), "staggerll": ("stagger", "local_last"),
-         "staggerdyn": ("stagger", "dynamic")}
+         "staggerdyn": ("stagger", "dynamic"), "staggersplit": ("staggersplit", "local_last_split"),
+         "staggersplit1": ("staggersplit1", "local_last_split"), "staggersplitw": ("staggersplitw", "local_last_split"),
+         "staggerll1": ("stagger1", "local_last")}
 
 
 def stub_modules():
@@ -90,8 +92,13 @@ def compile_ptx(plan: str, dump: Path) -> Path:
     compile_ptx.single = single
     m90.SingleTileScheduler = {"single": single, "static": StaticPersistentTileScheduler,
                                "local_last": sch.local_last_scheduler(0, 8),
-                               "dynamic": sch.dynamic_scheduler(0x7F0000001000)}[sched]
-    cls = m90.FlashAttentionForwardSm90 if kern == "stock" else pk.KERNELS[kern]
+                               "dynamic": sch.dynamic_scheduler(0x7F0000001000),
+                               "local_last_split": sch.split_scheduler(0x7F0000100000, 0, 8)}[sched]
+    if kern.startswith("staggersplit"):
+        import xstage.hw.attention.fa4_split_kernel as sk
+        cls = sk.KERNELS[kern]
+    else:
+        cls = m90.FlashAttentionForwardSm90 if kern == "stock" else pk.KERNELS[kern]
     fa = cls(BFloat16, 128, 128, 1, is_causal=False, is_local=False, pack_gqa=False, tile_m=128, tile_n=128,
              num_stages=2, num_threads=384, Q_in_regs=False, intra_wg_overlap=True, mma_pv_is_rs=True,
              mask_mod=None, score_mod=None, has_aux_tensors=False, q_subtile_factor=1, paged_kv_non_tma=False)

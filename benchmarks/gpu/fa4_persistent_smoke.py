@@ -6,6 +6,10 @@ Per M: fresh random inputs; stock FA4 and PersistentSm90 into NaN-poisoned HBM o
 written, PersistentSm90 against stock FA4 (bitwise flag, max |diff|) and both against a float32 reference on
 three row slices; then a short CUDA-event timing of both (median of 20, for orientation only: the sweep's
 matched pairs are the measurement), and once more into a poisoned output after the timing (bitwise again). Writes one JSON file (with provenance); exit status 1 if a check failed.
+The split kernel ("staggersplit": its last partial wave's tiles merged from two K/V halves, another summation
+order) is held to the float32 reference and the 1e-2 bound against stock FA4, its whole tiles to bitwise equality
+with stock FA4; after the timing it must repeat its own first output bitwise, then (flags reset?) run on fresh
+random inputs against the reference again; no owner may have timed out (``split_timeouts``).
 """
 
 import argparse
@@ -26,6 +30,7 @@ def main(argv=None) -> int:
     import torch
 
     from xstage.hw.attention import fa4
+    from xstage.hw.attention import fa4_persistent as P
     from xstage.hw.attention.fa4_layout import row_slices
     from xstage.provenance import provenance
     from xstage.records import atomic_write_text
@@ -33,6 +38,8 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     kernels = [x.strip() for x in args.kernels.split(",") if x.strip()]
     fas = [("fa4", fa4.load())] + [("pfa4" if kn == "drain" else f"pfa4_{kn}", fa4.load_persistent(kn)) for kn in kernels]
+    split = {("pfa4" if kn == "drain" else f"pfa4_{kn}") for kn in kernels if P.resolve(kn)[1] == "local_last_split"}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows, ok, failed = [], True, set()
     for M in [int(x) for x in args.seq_lens.split(",")]:
         gen = torch.Generator(device="cuda").manual_seed(M)
@@ -64,9 +71,18 @@ def main(argv=None) -> int:
                     row.setdefault(f"{name}_ref", []).append(e)
                     if not e["ok"]:
                         failed.add(name)
+            whole = torch.ones((1, M, args.heads, 1), dtype=torch.bool, device="cuda")
+            for m, h, _ in P.split_tiles(M // 128, args.heads, 1, 0, 8, sms):
+                whole[0, m * 128:(m + 1) * 128, h] = False
+            row["split_tiles"] = int((~whole).sum()) // 128
             for name, o in outs.items():
                 if name == "fa4":
                     continue
+                if name in split:  # whole tiles: stock FA4's arithmetic; split tiles: another summation order
+                    w = whole.expand_as(o)
+                    row[f"{name}_whole_bitwise_equal"] = bool(torch.equal(outs["fa4"][w], o[w]))
+                    if not row[f"{name}_whole_bitwise_equal"]:
+                        failed.add(name)
                 row[f"{name}_bitwise_equal"] = bool(torch.equal(outs["fa4"], o))
                 row[f"{name}_max_abs_diff"] = float(torch.nan_to_num((outs["fa4"].float() - o.float()).abs(),
                                                                      nan=float("inf")).max())
@@ -85,20 +101,35 @@ def main(argv=None) -> int:
                     ts.append(a.elapsed_time(b) * 1e3)
                 row[f"{name}_us_median"] = sorted(ts[3:])[len(ts[3:]) // 2]
                 if name != "fa4":  # after 23 launches: still every tile (the dynamic scheduler resets its counter)
+                    first = o.clone() if name in split else outs["fa4"]  # the split kernel: its own first output
                     o.fill_(float("nan"))
                     fa(q, k, v, o)
                     torch.cuda.synchronize()
-                    row[f"{name}_after_timing_equal"] = bool(torch.equal(outs["fa4"], o))
+                    row[f"{name}_after_timing_equal"] = bool(torch.equal(first, o))
                     if not row[f"{name}_after_timing_equal"]:
+                        failed.add(name)
+                if name in split:  # fresh inputs after many launches: a stale partial or flag would show here
+                    q2, k2, v2 = (torch.randn(q.shape, device="cuda", generator=gen).to(torch.bfloat16) for _ in range(3))
+                    o2 = torch.full_like(q2, float("nan"))
+                    fa(q2, k2, v2, o2)
+                    torch.cuda.synchronize()
+                    errs = [fa4.err_vs_ref(o2[0, r0:r1], fa4.reference_rows(q2, k2, v2, r0, r1))
+                            for r0, r1 in row_slices(M, 128)]
+                    row[f"{name}_fresh_unwritten"] = int(torch.isnan(o2).sum())
+                    row[f"{name}_fresh_ref"] = errs
+                    if row[f"{name}_fresh_unwritten"] or not all(e["ok"] for e in errs):
                         failed.add(name)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if not k.endswith("_trace")}, default=str), flush=True)
         for key in [k for k in row if k.endswith("_trace")]:
             print(row[key], file=sys.stderr)
+    timeouts = P.split_timeouts()
+    if timeouts:
+        failed |= split
     ok = ok and not failed
     passed = [kn for kn, (name, _) in zip(kernels, fas[1:]) if name not in failed]
     doc = {"ok": ok, "kernels": kernels, "passed": passed, "rows": rows, "provenance": provenance(with_gpu=True),
-           "scheduler": fa4.PERSISTENT_SCHEDULER}
+           "scheduler": fa4.PERSISTENT_SCHEDULER, "split_timeouts": timeouts}
     atomic_write_text(args.out, json.dumps(doc, indent=1, default=str), overwrite=True)
     if args.passed:
         atomic_write_text(args.passed, ",".join(passed) + "\n", overwrite=True)

@@ -152,6 +152,13 @@ def recheck_pfa4(case, fns, log) -> list:
     for name in [n for n in fns if n.startswith("pfa4")]:
         check_pfa4(case, fns, name, want, rows, case.lay.label(), log)
         rows[-1]["variant"] = f"{name}_vs_fa4_after_timing"
+    from xstage.hw.attention.fa4_persistent import SPLIT_KERNELS, split_timeouts
+
+    if any(pers_kernel(n) in SPLIT_KERNELS for n in fns):  # an owner that gave up waiting wrote NaN and counted
+        n = split_timeouts()
+        rows.append({"config": case.lay.label(), "variant": "split_timeouts", "timeouts": n, "ok": n == 0})
+        if n:
+            log(f"  split kernel: {n} owner threads timed out waiting for their partner")
     fns["fa4"]()
     torch.cuda.synchronize()
     return rows

@@ -35,6 +35,8 @@ class PersistentSm90(FlashAttentionForwardSm90):
     """Only these methods are ours; the rest (producer, mainloop, softmax, scheduler loop) is FA4's."""
 
     stagger_send = False  # PersistentSm90Stagger: the send is issued inside the next mainloop
+    split = False  # PersistentSm90Split (fa4_split_kernel): the block range read from the split scheduler's unit
+    xslot_words = 4  # the stagger slot: flag, m_block, head, batch (+ the window kernel's step counter)
 
     def _get_shared_storage_cls(self):
         """FA4's storage with the sQ range doubled: [sQ | sO] (Python, at trace time inside FA4's __call__)."""
@@ -51,7 +53,7 @@ class PersistentSm90(FlashAttentionForwardSm90):
         # small slots in the padding before sV, reached from the Q mbarrier pointer (the one smem pointer both
         # load and mma get that is not swizzled): the stagger kernel's pending send (flag, m_block, head, batch),
         # the dynamic scheduler's tile ring (two tagged words)
-        extra = {"xslot": 4} if self.stagger_send else {}
+        extra = {"xslot": self.xslot_words} if self.stagger_send else {}
         if dynamic():
             extra["xsched"] = 2
         if not extra:
@@ -91,6 +93,8 @@ class PersistentSm90(FlashAttentionForwardSm90):
             aux_data=utils.AuxData(), fastdiv_mods=None):
         # FA4 laid sO over sQ's start; ours is the second half of the doubled range
         sO_own = cute.make_tensor(sO.iterator + cute.cosize(sO.layout), sO.layout)
+        if cutlass.const_expr(self.split):
+            block_info = self.split_info(block_info)
         if cutlass.const_expr(dynamic()):
             m90.SingleTileScheduler.ring = SimpleNamespace(ptr=self.smem_slot(pipeline_q, self.xsched_off), producer=False)
         if cutlass.const_expr(self.stagger_send):
@@ -113,7 +117,7 @@ class PersistentSm90(FlashAttentionForwardSm90):
 
     def slot(self):
         """The stagger kernel's pending-send slot (flag, m_block, head, batch) in shared memory, as a new tensor."""
-        return cute.make_tensor(self.xsend.slot_ptr, cute.make_layout(4))
+        return cute.make_tensor(self.xsend.slot_ptr, cute.make_layout(self.xslot_words))
 
     @cute.jit
     def send_pending(self):
@@ -176,6 +180,7 @@ class PersistentSm90Stagger(PersistentSm90):
     landing together; a send not yet issued when the next epilogue comes goes first, the last at the end."""
 
     stagger_send = True
+    stagger_span = STAGGER_SPAN  # the sends spread over 1 / span of the next mainloop
 
     @cute.jit
     def epilogue(self, acc_O, lse, mO, mLSE, sO, seqlen, gmem_tiled_copy_O, tma_atom_O, tiled_mma, tidx,
@@ -206,7 +211,7 @@ class PersistentSm90Stagger(PersistentSm90):
                                         scores_scale=None, score_mod_fn=None, mask_fn=None,
                                         check_inf: cutlass.Constexpr = True):
         n = (seqlen.seqlen_k + self.tile_n - 1) // self.tile_n
-        due = 1 + (cute.arch.block_idx()[0] % STAGGER_GROUPS) * n // (STAGGER_GROUPS * STAGGER_SPAN)
+        due = 1 + (cute.arch.block_idx()[0] % STAGGER_GROUPS) * n // (STAGGER_GROUPS * self.stagger_span)
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == STORE_WARP:
             if n - 1 - n_block == due:
                 self.send_pending()
@@ -215,5 +220,12 @@ class PersistentSm90Stagger(PersistentSm90):
             smem_copy_params, softmax, seqlen, scores_scale, score_mod_fn, mask_fn, check_inf)
 
 
+class PersistentSm90Stagger1(PersistentSm90Stagger):
+    """The stagger kernel with the sends spread over the whole next mainloop (step 1 + (b mod 16)·n/16): half the
+    posting rate of "stagger" while a wave's 132 tiles drain."""
+
+    stagger_span = 1
+
+
 KERNELS = {"drain": PersistentSm90, "waitend": PersistentSm90WaitEnd, "lsu": PersistentSm90Lsu,
-           "stagger": PersistentSm90Stagger}
+           "stagger": PersistentSm90Stagger, "stagger1": PersistentSm90Stagger1}

@@ -2,6 +2,8 @@
 ``StaticPersistentTileScheduler`` (FA4's SM90 ``__call__`` reads them for its module global ``SingleTileScheduler``):
 
 - ``LocalLastScheduler``: the static grid-stride over a permuted tile order, this rank's own-chunk tiles last;
+- ``SplitScheduler``: the local-last order with its last partial wave split along K/V into partner/owner units
+  (kernel "staggersplit", ``fa4_split_kernel``);
 - ``DynamicScheduler``: each CTA's next tile from a global atomic counter (the CTA that finishes first takes the
   next tile, as the hardware's block dispatch does for the stock one-tile grid), handed from the producer warp
   to the consumer warpgroups through a two-entry ring in shared memory.
@@ -53,7 +55,13 @@ class LocalLastScheduler(StaticPersistentTileScheduler):
         return cls(params, cute.arch.block_idx()[0], loc=loc, ip=ip)  # FA4's creates its own class
 
     def get_current_work(self, *, loc=None, ip=None) -> WorkTileInfo:
-        p, t = self.params, self._tile_idx
+        t = self._tile_idx
+        block, head_idx, batch_idx = self.decode(t)
+        return WorkTileInfo((block, head_idx, batch_idx, Int32(0)), t < self.params.total_blocks_cluster)
+
+    def decode(self, t):
+        """(m_block, head, batch) of the t-th tile of the local-last order."""
+        p = self.params
         is_remote = t < p.remote_total
         u = cutlass.select_(is_remote, t, t - p.remote_total)
         hb_r, j_r = divmod(u, p.remote_divmod)
@@ -63,7 +71,7 @@ class LocalLastScheduler(StaticPersistentTileScheduler):
         hb = cutlass.select_(is_remote, hb_r, hb_l)
         block = cutlass.select_(is_remote, block_r, own + j_l)
         batch_idx, head_idx = divmod(hb, p.num_head_divmod)
-        return WorkTileInfo((Int32(block), Int32(head_idx), Int32(batch_idx), Int32(0)), t < p.total_blocks_cluster)
+        return Int32(block), Int32(head_idx), Int32(batch_idx)
 
     def __new_from_mlir_values__(self, values):
         obj_list = []
@@ -82,6 +90,69 @@ def local_last_scheduler(rank: int, world: int):
         _LOCAL_LAST[rank, world] = type(f"LocalLastScheduler_r{rank}w{world}", (LocalLastScheduler,),
                                         {"rank": rank, "world": world})
     return _LOCAL_LAST[rank, world]
+
+
+@dataclass
+class SplitParams(ParamsBase):
+    """LocalLastParams (same meaning) + the split plan's whole-tile count; total_blocks_cluster counts units."""
+
+    num_block_cluster_divmod: FastDivmodDivisorV2
+    num_head_divmod: FastDivmodDivisorV2
+    total_blocks_cluster: Int32  # units: whole + 2 · split (the grid and the validity bound)
+    remote_divmod: FastDivmodDivisorV2
+    chunk_divmod: FastDivmodDivisorV2
+    chunk: Int32
+    remote_total: Int32
+    whole: Int32  # units below this are whole tiles (the full waves)
+    cluster_shape_m: cutlass.Constexpr[int] = 1
+
+
+class SplitScheduler(LocalLastScheduler):
+    """The local-last order with its last partial wave split along K/V (``fa4_persistent.split_plan`` /
+    ``split_unit``, same arithmetic): unit u < whole is tile u whole; unit whole + 2i + h is K/V half h of tile
+    whole + i (h = 0: the partner, h = 1: the owner of pair i). The tile coordinate's split slot carries FA4's
+    packed split word (parts << 16 | half), and each unit's (split word, pair, unit, whole, units) is also written
+    to ``cur`` (per-thread registers the kernel makes at trace time: its block range and epilogue read them).
+    ``workspace_addr`` (the pair slots) is set per subclass (``split_scheduler``): compiled in."""
+
+    workspace_addr = 0
+    cur = None
+
+    @classmethod
+    def to_underlying_arguments(cls, args, *, scheduling_mode=None, loc=None, ip=None):
+        base = super().to_underlying_arguments(args)
+        sms = cutlass.utils.HardwareInfo().get_device_multiprocessor_count()
+        tiles = args.num_block * args.num_head * args.num_batch
+        whole = tiles - tiles % sms
+        units = whole + 2 * (tiles - whole)
+        return SplitParams(base.num_block_cluster_divmod, base.num_head_divmod, Int32(units), base.remote_divmod,
+                           base.chunk_divmod, base.chunk, base.remote_total, Int32(whole))
+
+    def get_current_work(self, *, loc=None, ip=None) -> WorkTileInfo:
+        p, u = self.params, self._tile_idx
+        is_whole = u < p.whole
+        k = u - p.whole
+        t = cutlass.select_(is_whole, u, p.whole + (k >> 1))
+        word = cutlass.select_(is_whole, Int32(1 << 16), Int32(2 << 16) | (k & 1))
+        self.cur[0] = word
+        self.cur[1] = cutlass.select_(is_whole, Int32(-1), k >> 1)
+        self.cur[2] = u
+        self.cur[3] = p.whole
+        self.cur[4] = p.total_blocks_cluster
+        block, head_idx, batch_idx = self.decode(t)
+        return WorkTileInfo((block, head_idx, batch_idx, Int32(word)), u < p.total_blocks_cluster)
+
+
+_SPLIT = {}
+
+
+def split_scheduler(workspace_addr: int, rank: int, world: int):
+    """The ``SplitScheduler`` subclass of one workspace and (rank, world) (FA4 reads it at trace time)."""
+    key = (workspace_addr, rank, world)
+    if key not in _SPLIT:
+        _SPLIT[key] = type(f"SplitScheduler_{workspace_addr:x}_r{rank}w{world}", (SplitScheduler,),
+                           {"workspace_addr": workspace_addr, "rank": rank, "world": world})
+    return _SPLIT[key]
 
 
 TAG_SHIFT, TAG_MASK, TILE_MASK = 20, 0x7FF, (1 << 20) - 1  # ring word: (k mod 2048) << 20 | tile (bit 31 stays 0)

@@ -57,8 +57,9 @@ def test_installed_restores_after_an_error(monkeypatch):
 
 def test_each_kernel_has_its_own_compile_cache(monkeypatch):
     fi, _ = fake_flash_attn(monkeypatch)
-    caches = {P.forward_impl(fi._flash_attn_fwd, kernel=k)(0, 0, 0)[2] for k in P.KERNELS}
-    assert len(caches) == len(P.KERNELS)
+    kernels = [k for k in P.KERNELS if k not in P.SPLIT_KERNELS]  # their own scheduler: test_split_plan_...
+    caches = {P.forward_impl(fi._flash_attn_fwd, kernel=k)(0, 0, 0)[2] for k in kernels}
+    assert len(caches) == len(kernels)
 
 
 def test_lse_and_unknown_kernels_are_refused():
@@ -183,3 +184,94 @@ def test_dynamic_plans_compile_into_an_in_process_cache_per_counter(monkeypatch)
     assert P.forward_impl(fi._flash_attn_fwd, kernel="staggerll", rank=2)(q, 0, 0)[1:] == \
         ("ll-2-8", "cache:fwd-xstage-persistent-local_last-r2w8-stagger")
     assert m90.SingleTileScheduler == "single"
+
+
+@pytest.mark.parametrize("tiles,sms", [(384, 132), (768, 132), (1536, 132), (192, 132), (264, 132), (60, 132),
+                                       (7, 4), (1, 2), (5, 2)])
+def test_split_plan_covers_every_tile_once_and_partners_come_first(tiles, sms):
+    whole, split, units, grid = P.split_plan(tiles, sms)
+    assert whole % sms == 0 and split == tiles - whole < sms and units == whole + 2 * split
+    seen = {}
+    for u in range(units):
+        t, word, pair = P.split_unit(u, whole)
+        seen.setdefault(t, []).append((u, word, pair))
+    assert sorted(seen) == list(range(tiles))
+    for t, parts in seen.items():
+        if t < whole:
+            assert parts == [(t, P.split_word(1, 0), -1)]  # a whole tile: FA4's full K/V range, no pair
+            continue
+        (up, wp, pp), (uo, wo, po) = parts
+        assert (wp, wo) == (P.split_word(2, 0), P.split_word(2, 1)) and pp == po == t - whole
+        assert up < uo and up % grid != uo % grid  # the partner first, on another CTA: no owner waits on itself
+
+
+def test_split_plan_at_16k_leaves_six_remote_tiles_to_the_last_half_wave():
+    """The lead's count: at M = 16K (3 heads, W = 8, 132 SMs) the last partial wave holds 120 tiles, 72 of them
+    remote; unsplit, all 72 end with the kernel. Split, pairs run side by side: 66 tiles end half a wave early,
+    6 remote tiles (192 KiB) are left to drain after the end; at 32K and 64K none."""
+    for M, late_remote in ((16384, 6), (32768, 0), (65536, 0)):
+        blocks, sms = M // 128, 132
+        whole, split, units, grid = P.split_plan(blocks * 3, sms)
+        late = 0
+        for i, (m, h, b) in enumerate(P.split_tiles(blocks, 3, 1, 0, 8, sms)):
+            owner = whole + 2 * i + 1
+            remote = not (0 <= m < blocks // 8)
+            late += remote and (owner - whole) // grid == (units - whole - 1) // grid
+        assert late == late_remote, M
+
+
+def test_split_tiles_are_the_last_wave_of_the_local_last_order():
+    tiles = P.split_tiles(128, 3, 1, 0, 8, 132)
+    assert len(tiles) == 120
+    own = [m < 16 for m, _, _ in tiles]
+    assert own == [False] * 72 + [True] * 48
+    at64k = P.split_tiles(512, 3, 1, 0, 8, 132)  # 1536 tiles = 11 waves + 84: own chunk only
+    assert len(at64k) == 84 and all(m < 64 for m, _, _ in at64k)
+    with pytest.raises(ValueError, match="sms"):
+        P.split_plan(10, 1)
+
+
+def test_split_kernel_and_scheduler_go_together(monkeypatch):
+    assert P.resolve("staggersplit") == ("staggersplit", "local_last_split")
+    assert P.resolve("staggersplit1") == ("staggersplit1", "local_last_split")
+    assert P.resolve("staggerll1") == ("stagger1", "local_last")
+    for sched, kern in (("static", "staggersplit"), ("local_last_split", "stagger"), ("local_last", "staggersplit")):
+        with pytest.raises(ValueError, match="split last wave needs"):
+            with P.installed(scheduler=sched, kernel=kern):
+                pass
+    run = P.forward_impl(lambda *a, **k: pytest.fail("must not run"), kernel="staggersplit", rank=0, world=8)
+    with pytest.raises(ValueError, match="head dim 64"):
+        run(types.SimpleNamespace(shape=(1, 8192, 3, 64)), 0, types.SimpleNamespace(shape=(1, 8192, 3, 64)))
+    with pytest.raises(ValueError, match="multiple of 128 x world"):
+        run(types.SimpleNamespace(shape=(1, 8192 + 128, 3, 128)), 0, types.SimpleNamespace(shape=(1, 8192, 3, 128)))
+
+
+def test_split_plan_compiles_into_an_in_process_cache_per_workspace(monkeypatch):
+    fi, m90 = fake_flash_attn(monkeypatch)
+    sch = types.ModuleType("xstage.hw.attention.fa4_schedulers")
+    sch.split_scheduler = lambda addr, r, w: f"split-{addr:x}-{r}-{w}"
+    monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_schedulers", sch)
+    kern = types.ModuleType("xstage.hw.attention.fa4_split_kernel")
+    kern.KERNELS = {k: "class-split" for k in P.SPLIT_KERNELS}
+    monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_split_kernel", kern)
+    monkeypatch.setattr(P, "_workspace", lambda: types.SimpleNamespace(data_ptr=lambda: 0xbee0))
+    q = types.SimpleNamespace(shape=(1, 16384, 3, 128))
+    cls, sched, cache = P.forward_impl(fi._flash_attn_fwd, kernel="staggersplit", rank=1)(q, 0, q)
+    assert (cls, sched, cache) == ("class-split", "split-bee0-1-8", {})  # the workspace address is compiled in
+    assert m90.SingleTileScheduler == "single"
+    assert P.split_workspace_bytes(132) == (132 * P.SPLIT_WORDS * P.SPLIT_THREADS + 1) * 4
+
+
+def test_split_window_runs_through_partner_units_to_the_next_staging():
+    whole, split, units, grid = P.split_plan(384, 132)  # M = 16K: 264 whole, 120 split, 504 units
+    n = 128
+    assert P.split_window(5, whole, units, grid, n) == n - 1  # next unit whole
+    assert P.split_window(132 + 4, whole, units, grid, n) == 63 + 63  # even CTA: two partner halves follow
+    assert P.split_window(132 + 5, whole, units, grid, n) == 63  # odd CTA: the owner half stages next
+    assert P.split_window(132 + 110, whole, units, grid, n) == 63  # even CTA >= 108: one partner unit, then the end
+    assert P.split_window(264 + 5, whole, units, grid, n) == 63  # the owner of pair 2 has one more owner unit
+    assert P.split_window(396 + 5, whole, units, grid, n) == 0  # last unit: sent at the end of the kernel
+    for u in range(units):  # never past the CTA's remaining interior steps
+        rest = [v for v in range(u + grid, units, grid)]
+        steps = sum(n - 1 if v < whole else (n + 1) // 2 - 1 if (v - whole) % 2 == 0 else n // 2 - 1 for v in rest)
+        assert 0 <= P.split_window(u, whole, units, grid, n) <= steps

@@ -32,7 +32,9 @@ def add_flags(p) -> None:
     p.add_argument("--pers-diag", default="stagger",
                    help="further kernels of hw/attention/fa4_persistent.py to time (pfa4_<k>, fused_vmm_pers_<k>; "
                         "comma list of stagger, waitend, lsu, drain1 (stock one-tile grid), drainll / staggerll "
-                        "(own chunk last); '' for none)")
+                        "(own chunk last), staggerll1 (sends over the whole next mainloop), staggersplit / staggersplitw "
+                        "(staggerll with the last wave split along K/V; w: each send spread over its CTA's window); "
+                        "'' for none)")
     p.add_argument("--tag", default="", help="suffix of the record file names (e.g. 'persistent')")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--budget-s", type=float, default=400.0, help="start no new M after this many seconds")
