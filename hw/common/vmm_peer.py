@@ -87,15 +87,18 @@ def _map_rw(cu, va: int, nbytes: int, handle, dev: int, what: str) -> None:
 
 
 class _Context:
-    """The device's primary context made current on this thread where none is (released by ``close``)."""
+    """The device's primary context (torch's, the runtime's) retained and made current on this thread, so a
+    rank may build its range from any thread; ``close`` releases the retain (the runtime keeps its own)."""
 
     def __init__(self, cu, dev: int):
         self.cu, self.dev, self.retained = cu, dev, False
-        ctx = _call(cu, "cuCtxGetCurrent", cu.cuCtxGetCurrent())
-        if ctx is None or int(ctx) == 0:
-            pctx = _call(cu, "cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(cu.CUdevice(dev)))
-            self.retained = True
+        pctx = _call(cu, "cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(cu.CUdevice(dev)))
+        self.retained = True
+        try:
             _call(cu, "cuCtxSetCurrent", cu.cuCtxSetCurrent(pctx))
+        except RuntimeError:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self.retained:
@@ -248,16 +251,27 @@ class LocalPeers:
         self.ctx.close()
 
 
-def peer_alloc(store, dev=None, timeout_s: float = 60.0, key: str = "xstage-vmm-peer"):
-    """``Fa4Case``'s ``vmm_alloc(chunk_bytes, W, rank, dtype)`` on W GPUs, one process per GPU: a ``PeerRange``
-    whose descriptors travel over abstract Unix sockets named through ``store`` (a torch.distributed store,
-    e.g. ``torch.distributed.distributed_c10d._get_default_store()`` under torchrun). Collective: every rank
-    calls the returned function in the same order (each call agrees a fresh socket prefix)."""
+def peer_alloc(store=None, dev=None, timeout_s: float = 60.0, key: str = "xstage-vmm-peer"):
+    """``Fa4Case``'s ``vmm_alloc(chunk_bytes, W, rank, dtype)`` on W GPUs, one process per GPU (torchrun): a
+    ``PeerRange`` whose descriptors travel over abstract Unix sockets named through ``store`` (a
+    torch.distributed store; None: the default group's). Collective: every rank calls the returned function
+    in the same order (each call agrees a fresh socket prefix). The W-rank FA4 path it is for::
+
+        rng = peer_alloc()(lay.chunk_bytes, W, rank, torch.bfloat16)         # after init_process_group
+        out = fa4_layout.my_heads(fa4_layout.receive_view(rng.tensor, lay), lay)  # (1, M, H, d) over all ranks
+        dist.barrier(); fa(q, k, v, out); torch.cuda.synchronize(); dist.barrier()  # then D_rank is complete
+
+    (the barrier after the synchronize: a rank's own chunk is complete once every peer's kernel is done)."""
     calls = itertools.count()
 
     def alloc(chunk_bytes, world, rank, dtype):
         import torch
 
+        nonlocal store
+        if store is None:
+            from torch.distributed import distributed_c10d
+
+            store = distributed_c10d._get_default_store()
         device = torch.cuda.current_device() if dev is None else dev
         prefix = store_prefix(store, rank, f"{key}-{next(calls)}", timeout_s)
         return PeerRange(chunk_bytes, world, rank, dtype, device,

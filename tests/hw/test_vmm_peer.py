@@ -40,9 +40,6 @@ class FakeDriver:
     def cuInit(self, flags):
         return (0,)
 
-    def cuCtxGetCurrent(self):
-        return 0, 0
-
     def cuDevicePrimaryCtxRetain(self, dev):
         self.log.append(("retain", dev))
         return 0, 7

@@ -76,6 +76,7 @@ def _run(torch, world, rank, chunk_bytes, chunk_major):
             want = _expected_chunk(torch, vals, j, rows, world, rank, stride // 4)
             bad = int((sep[j] != want).sum())
             assert bad == 0, f"chunk {j}: {bad} of {want.numel()} elements wrong (W={world}, rank={rank})"
+            assert torch.equal(rng.chunk(j), sep[j][:chunk_bytes // 4])
         # and the other way: what a peer writes into its own buffer appears in the range
         peer = (rank + 1) % world
         sep[peer][:16] = torch.arange(16, dtype=torch.int32, device=DEV) + 1000

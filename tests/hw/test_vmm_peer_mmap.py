@@ -48,13 +48,21 @@ class MmapDriver:
         self.CUmemAccess_flags = ns(CU_MEM_ACCESS_FLAGS_PROT_READWRITE=3)
         self.CUmemAllocationProp = self.CUmemAccessDesc = _Struct
         self.CUdevice = int
-        self.live, self.reserved = {}, {}
+        self.live, self.reserved, self.contexts = {}, {}, 0
 
     def cuInit(self, flags):
         return (0,)
 
-    def cuCtxGetCurrent(self):
-        return 0, 1
+    def cuDevicePrimaryCtxRetain(self, dev):
+        self.contexts += 1
+        return 0, "primary"
+
+    def cuCtxSetCurrent(self, ctx):
+        return (0,)
+
+    def cuDevicePrimaryCtxRelease(self, dev):
+        self.contexts -= 1
+        return (0,)
 
     def cuMemGetAllocationGranularity(self, prop, flag):
         return 0, GRAN
@@ -117,7 +125,7 @@ def host(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(checks, "DEV", "cpu")
     yield cu
-    assert not cu.live and not cu.reserved  # every handle released, every range freed
+    assert not cu.live and not cu.reserved and cu.contexts == 0  # every handle, range and retain released
 
 
 @pytest.mark.parametrize("world,rank", [(2, 0), (3, 1), (4, 3)])
@@ -143,3 +151,38 @@ def test_a_chunk_mapped_at_the_wrong_place_fails_the_checks(host, monkeypatch):
     monkeypatch.setattr(vmm_peer, "_map_rw", swap_ranks_0_and_1)
     with pytest.raises(AssertionError, match="elements wrong"):
         checks.test_receive_layout_through_the_range_lands_in_every_peers_own_chunk(torch, 2, 0)
+
+
+def test_peer_alloc_two_thread_ranks_through_one_store_share_the_memory(host):
+    import threading
+
+    class Store(dict):
+        def set(self, k, v):
+            self[k] = v.encode()
+
+        def get(self, k):
+            return self[k]
+
+    store, ranges, errors = Store(), [None, None], []
+
+    def rank_main(r):
+        try:
+            ranges[r] = vmm_peer.peer_alloc(store, dev=0, timeout_s=20)(GRAN, 2, r, torch.int32)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in (1, 0)]  # rank 1 waits for rank 0's prefix
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    try:
+        assert not errors and None not in ranges, errors
+        n = GRAN // 4
+        ranges[0].tensor[:] = torch.arange(2 * n, dtype=torch.int32)
+        assert torch.equal(ranges[1].tensor, torch.arange(2 * n, dtype=torch.int32))
+        assert list(store) == ["xstage-vmm-peer-0"]
+    finally:
+        for rg in ranges:
+            if rg is not None:
+                rg.free()
