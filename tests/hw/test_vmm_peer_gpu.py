@@ -88,7 +88,7 @@ def _run(torch, world, rank, chunk_bytes, chunk_major):
                 obj.free()
 
 
-@pytest.mark.parametrize("world,rank", [(2, 0), (3, 1), (4, 3)])
+@pytest.mark.parametrize("world,rank", [(1, 0), (2, 0), (3, 1), (4, 3)])
 def test_receive_layout_through_the_range_lands_in_every_peers_own_chunk(torch, world, rank):
     row_bytes = world * H * D * 4
     _run(torch, world, rank, math.lcm(_gran(), row_bytes), chunk_major=False)
@@ -139,3 +139,14 @@ def test_two_ranks_as_threads_exchange_real_descriptors_and_see_one_memory(torch
         for rg in ranges:
             if rg is not None:
                 rg.free()
+
+
+def test_bad_input_is_one_line_naming_the_field(torch):
+    from xstage.errors import InputError
+    from xstage.hw.common.vmm_peer import PeerRange
+
+    for kw, field in (({"world": 0}, "world"), ({"chunk_bytes": 0}, "chunk_bytes"), ({"rank": 2}, "rank")):
+        args = {"chunk_bytes": 1 << 21, "world": 2, "rank": 0, "dtype": torch.int32, "exchange": lambda fd: []} | kw
+        with pytest.raises(ValueError) as info:
+            PeerRange(**args)
+        assert isinstance(info.value, InputError) and info.value.field == field and "\n" not in str(info.value)
