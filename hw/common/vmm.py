@@ -4,9 +4,11 @@ buffers, and one CUDA VMM virtual range whose chunks live in different places.
 Why: a kernel that takes one output tensor with strides (FA4's ``out=``, a GEMM's D) can write an
 All-to-All's receive layout directly if all W receive buffers sit in ONE virtual range at a uniform
 stride. On W GPUs the range maps the peers' exported allocations (``cuMemImportFromShareableHandle`` +
-``cuMemMap`` at ``va + j·size``); on one GPU (W ranks emulated) ``MixedRange`` maps this rank's chunk
-to device memory and the others to host memory (``cuMemCreate`` with a HOST or HOST_NUMA location),
-so device stores to the remote chunks cross PCIe as posted writes, as remote stores would.
+``cuMemMap`` at ``va + j·size``: ``vmm_peer.PeerRange``, descriptors exchanged by ``vmm_fds``); on one
+GPU (W ranks emulated) ``MixedRange`` maps this rank's chunk to device memory and the others to host
+memory (``cuMemCreate`` with a HOST or HOST_NUMA location), so device stores to the remote chunks cross
+PCIe as posted writes, as remote stores would. Both: ``.tensor`` (1-D over the range), ``.view(shape,
+strides)``, ``.free()``.
 
 Driver calls through ``cuda.bindings.driver`` (cuda-python); each returns ``(CUresult, value…)``.
 """
@@ -56,6 +58,22 @@ def tensor_over(ptr: int, nbytes: int, dtype, device_index: int = 0):
     except Exception as err:  # noqa: BLE001
         errors.append(f"cupy: {err!r}")
     raise RuntimeError(f"cannot wrap {int(ptr):#x} as a CUDA tensor: " + "; ".join(errors))
+
+
+def strided_view(flat, shape, strides, dtype=None):
+    """``flat`` (a 1-D tensor, offset 0) as ``shape`` with element ``strides`` of ``dtype`` (default: flat's),
+    refused (InputError) where an element would lie outside it: the one strided output a kernel writes."""
+    from xstage.errors import InputError
+
+    if dtype is not None and dtype != flat.dtype:
+        flat = flat.view(dtype)
+    shape, strides = tuple(int(n) for n in shape), tuple(int(s) for s in strides)
+    if len(shape) != len(strides) or any(n < 1 for n in shape) or any(s < 0 for s in strides):
+        raise InputError("shape/strides", (shape, strides), "must pair up, sizes >= 1, strides >= 0")
+    last = sum((n - 1) * s for n, s in zip(shape, strides))
+    if last >= flat.numel():
+        raise InputError("shape/strides", (shape, strides), f"reach element {last}; the range holds {flat.numel()}")
+    return flat.as_strided(shape, strides, 0)
 
 
 class HostMapped:
@@ -136,7 +154,8 @@ class MixedRange:
             raise RuntimeError("no host location for cuMemCreate: " + "; ".join(errors))
         self.granularity = math.lcm(self._granularity(on_dev), self._granularity(on_host))
         if chunk_bytes % self.granularity:
-            raise RuntimeError(f"chunk of {chunk_bytes} B is not a multiple of the VMM granularity {self.granularity} B")
+            raise RuntimeError(f"chunk of {chunk_bytes} B is not a multiple of the VMM granularity "
+                               f"{self.granularity} B")
         self.chunk_bytes, self.total = chunk_bytes, chunk_bytes * world
         self.va = int(_ok(cu, cu.cuMemAddressReserve(self.total, self.granularity, 0, 0)))
         try:
@@ -155,6 +174,10 @@ class MixedRange:
         except Exception:
             self.free()
             raise
+
+    def view(self, shape, strides, dtype=None):
+        """A strided tensor (element strides, offset 0) over the range (``strided_view``)."""
+        return strided_view(self.tensor, shape, strides, dtype)
 
     def _prop(self, loc_type, loc_id):
         cu = self.cu
