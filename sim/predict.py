@@ -36,7 +36,10 @@ not the X-Stage; a tile log's first wave or a run into local memory measures it)
 SMs' stores share one rate, so an SM storing alone gets more of it than one of 132: ``ReplayConfig``) and
 ``send_step_offset`` (K/V steps added to the stagger's due step: 1 for the persistent FA4 ``stagger`` kernel) and
 ``hold`` (``issue``: the SM waits for a store's bytes to leave before its next mainloop, today's; ``next_epilogue``:
-only at its next epilogue, as the persistent FA4 kernels' code does: ``_hold_us``).
+only at its next epilogue, as the persistent FA4 kernels' code does: ``_hold_us``), ``stagger_span`` (the sends
+spread over 1 / span of the window: 2, today's; 1: FA4's ``stagger1`` kernels) and ``due_over`` (what the due
+step counts: ``tile``, the next tile's K/V steps, today's; ``unit`` / ``window``, the FA4 split kernels' next unit
+or send window across partner units: ``sim.predict_sends``).
 
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
@@ -51,7 +54,8 @@ import numpy as np
 from xstage.errors import InputError, require_int, require_positive
 from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
-from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items, send_due_steps, staggered_mainloops
+from xstage.sim.predict_sends import DUE_OVER, split_send_mainloops, unit_steps
+from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items, staggered_mainloops
 from xstage.sim.schedules import TILE_COLUMNS
 
 SENDS = ("tile_end", "stagger")
@@ -89,6 +93,8 @@ class FaKernel:
     sm_pool_GBps: float | None = None      # the SMs' stores share this rate (ReplayConfig.sm_pool_GBps); None: off
     send_step_offset: int = 0              # K/V steps added to the stagger's due step (1: PersistentSm90Stagger)
     hold: str = "issue"                    # where a store holds its SM: issue (today) | next_epilogue (_hold_us)
+    stagger_span: int = 2                  # the stagger's sends spread over 1 / span of the window (1: FA4 stagger1)
+    due_over: str = "tile"                 # the due step counts: tile (today) | unit | window (sim.predict_sends)
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -129,7 +135,15 @@ class FaKernel:
         off = require_int("send_step_offset", self.send_step_offset, minimum=0)
         if off and self.send != "stagger":
             raise InputError("send_step_offset", off, "only applies with send=stagger")
-        if off and off + (SEND_SLOTS - 1) * self.kv_steps // (2 * SEND_SLOTS) >= self.kv_steps:
+        span = require_int("stagger_span", self.stagger_span)
+        if span != 2 and self.send != "stagger":
+            raise InputError("stagger_span", span, "only applies with send=stagger")
+        if self.due_over not in DUE_OVER:
+            raise InputError("due_over", self.due_over, f"must be one of {', '.join(DUE_OVER)}")
+        if self.due_over != "tile" and (self.send != "stagger" or self.hold != "issue"):
+            raise InputError("due_over", self.due_over, "needs send=stagger and hold=issue")
+        if self.due_over == "tile" and (off or span != 2) and \
+                off + (SEND_SLOTS - 1) * self.kv_steps // (span * SEND_SLOTS) >= self.kv_steps:
             raise InputError("send_step_offset", off, f"puts the last due step past the {self.kv_steps} K/V steps")
         if self.hold not in HOLDS:
             raise InputError("hold", self.hold, f"must be one of {', '.join(HOLDS)}")
@@ -194,10 +208,10 @@ def _staggered(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray:
     its hook runs in FA4's per-K/V-step method, which the first step (``first_half_block_overlap``) does not
     call, so its offset is 1 -- read from the kernel's code, not fitted. Same shift as ``staggered_mainloops``
     (send at delta_j into tile j's Q-loop = move delta_j from tile j to the tile before it)."""
-    if not k.send_step_offset:
+    if not k.send_step_offset and k.stagger_span == 2:
         return staggered_mainloops(schedule, ml, k.kv_steps)
     sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
-    delta = (send_due_steps(sm, k.kv_steps) + k.send_step_offset) * ml / k.kv_steps
+    delta = _due_steps(k, sm) * ml / k.kv_steps
     first = np.ones(len(ml), dtype=bool)
     first[1:] = sm[1:] != sm[:-1]          # schedule order is program-major
     last = np.ones(len(ml), dtype=bool)
@@ -205,6 +219,12 @@ def _staggered(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray:
     out = ml - np.where(first, 0.0, delta)
     out[:-1] += np.where(last[:-1], 0.0, delta[1:])
     return out
+
+
+def _due_steps(k: FaKernel, sm: np.ndarray) -> np.ndarray:
+    """The due step per program: send_step_offset + (p mod 16) * n // (16 * stagger_span) (span 2:
+    ``send_due_steps``)."""
+    return (sm % SEND_SLOTS) * k.kv_steps // (k.stagger_span * SEND_SLOTS) + k.send_step_offset
 
 
 def _hold_us(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray | None:
@@ -219,7 +239,7 @@ def _hold_us(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray | None:
     if k.send != "stagger":
         return ml.copy()
     sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
-    delta = (send_due_steps(sm, k.kv_steps) + k.send_step_offset) * ml / k.kv_steps
+    delta = _due_steps(k, sm) * ml / k.kv_steps
     first = np.ones(len(ml), dtype=bool)
     first[1:] = sm[1:] != sm[:-1]
     return ml - np.where(first, 0.0, delta)
@@ -238,6 +258,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     programs = k.num_sms or platform.sm_count
     fa_sched, fa_share, _ = _items(k, programs, k.fa_tail_parts)
     schedule, share, owner = _items(k, programs, k.tail_parts)
+    steps = unit_steps(schedule, share, k.kv_steps)
     T = int(owner.sum())
     nbytes = _tile_remote_bytes(k, schedule, owner)
     K = min(programs, len(share))
@@ -255,8 +276,11 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     only = replay(fa_sched, fa_share * qloop, np.zeros(len(fa_share)), platform, cfg)
     ml = share * qloop * float(k.mainloop_factor)
     hold = _hold_us(k, schedule, ml)
-    if k.send == "stagger":
+    if k.send == "stagger" and k.due_over == "tile":
         ml = _staggered(k, schedule, ml)
+    elif k.send == "stagger":
+        ml, nbytes = split_send_mainloops(schedule, ml, nbytes, owner, steps, k.due_over, k.stagger_span,
+                                          k.send_step_offset)
     fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps), cover_per_tile_us=hold)
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)
@@ -271,6 +295,8 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         "mainloop_factor": k.mainloop_factor, "sm_pool_GBps": k.sm_pool_GBps, "tile_bytes": k.tile_bytes,
         **({"send_step_offset": k.send_step_offset} if k.send_step_offset else {}),
         **({"hold": k.hold} if k.hold != "issue" else {}),
+        **({"stagger_span": k.stagger_span} if k.stagger_span != 2 else {}),
+        **({"due_over": k.due_over} if k.due_over != "tile" else {}),
         "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
         "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
         "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),
