@@ -58,6 +58,8 @@ is the GPU's, not the kernel's):
 ``drift_sensitivity`` in the record (computed after the third rule's run, judges nothing, not held out): the
 first rule's law with the persistent programs' spread s on a grid, rows within target per kernel, to say which
 drift each kernel's rows would need (what a per-CTA end-time record of FA4 would have to show).
+``split_drift_sensitivity`` (added after the fourth rule's first run, judges nothing): the same grid with the fourth
+rule's structure.
 
 Fourth rule, fixed before its first run on ``pers6a`` / ``pers6`` / ``pers6b`` (session 5, second round; committed
 with ``FaKernel.stagger_span`` / ``due_over`` before any ``fa4_law_split`` figure of these runs was computed; its
@@ -210,13 +212,14 @@ def predict_row(r: dict, platform, laws: dict, spread: float = 0.0) -> None:
 SENSITIVITY_SPREADS = (0.0, 0.002, 0.004, 0.007, 0.01, 0.015, 0.021, 0.03)
 
 
-def drift_sensitivity(table: list, platform, laws: dict) -> dict:
-    """{kernel: {s: rows within target}} for the persistent rows under the first rule's law with spread s."""
+def drift_sensitivity(table: list, platform, laws: dict, kw: str = "kw") -> dict:
+    """{kernel: {s: rows within target}} for the persistent rows under the first rule's law with spread s (``kw``:
+    the first rule's structure, or "kw_split", the fourth rule's)."""
     law = laws["fa4"]
     out = {}
     for r in (r for r in table if r["kind"] == "persistent"):
         for sp in SENSITIVITY_SPREADS:
-            k = FaKernel(**r["kw"], exit_waits_for_drain=True, sm_store_GBps=law["r_sm_GBps"],
+            k = FaKernel(**r[kw], exit_waits_for_drain=True, sm_store_GBps=law["r_sm_GBps"],
                          shared_buffer_MiB=law["Q_eff_MiB"], program_spread=sp, fa_program_spread=sp)
             ok = within(predict_fa(k, platform)["E_res_us"], r["measured_E_res_us"])
             d = out.setdefault(r["kernel"], {}).setdefault(str(sp), {"within": 0, "n": 0})
@@ -233,6 +236,8 @@ def summary(table: list) -> dict:
             groups.setdefault(f"{r['set'].split('/')[-1]} {r['kernel']}", []).append(r)
     for kernel in sorted({r["kernel"] for r in table if r["kind"] == "persistent"}):
         groups[f"kernel {kernel}"] = [r for r in table if r["kind"] == "persistent" and r["kernel"] == kernel]
+    for M in sorted({r["M"] for r in table if r["kind"] == "persistent"}):
+        groups[f"M {M}"] = [r for r in table if r["kind"] == "persistent" and r["M"] == M]
     return {name: {k: {"within": int(sum(r[f"{k}_within"] for r in g)), "n": len(g),
                        "median_abs_error_us": float(np.median([abs(r[f"{k}_E_res_us"] - r["measured_E_res_us"])
                                                                 for r in g]))} for k in KEYS}
@@ -269,8 +274,11 @@ def main(argv=None) -> int:
               + " ".join(f"{r[k + '_E_res_us']:>9.0f}" for k in KEYS) + "  " + "/".join(yn[r[k + "_within"]] for k in KEYS))
     summ = summary(table)
     sens = drift_sensitivity(table, platform, laws)
+    split_sens = drift_sensitivity(table, platform, laws, "kw_split")
     print("drift sensitivity (first rule's law, spread s; judges nothing): " + "; ".join(
         f"{kern} " + " ".join(f"{sp}:{v['within']}/{v['n']}" for sp, v in d.items()) for kern, d in sens.items()))
+    print("the same with the fourth rule's structure (judges nothing): " + "; ".join(
+        f"{kern} " + " ".join(f"{sp}:{v['within']}/{v['n']}" for sp, v in d.items()) for kern, d in split_sens.items()))
     for name, d in summ.items():
         print(f"{name:>28}: " + "  ".join(f"{k} {v['within']}/{v['n']} ({v['median_abs_error_us']:.0f})" for k, v in d.items()))
     if args.out:
@@ -278,6 +286,7 @@ def main(argv=None) -> int:
                           "fully held out (no fit used these runs)",
                   "platform": args.platform, "tolerance": TOLERANCE, "runs": list(runs), "laws_from": LAWS,
                   "laws": laws, "rule": RULES[args.verdict], "verdict_key": args.verdict, "drift_sensitivity": sens,
+                  "split_drift_sensitivity": split_sens,
                   "program_spread_persistent": laws_record["tile_spreads"]["fa"], "summary": summ, "rows": table,
                   "provenance": provenance()}
         atomic_write_text(args.out, json.dumps(record, indent=1, default=str))
