@@ -53,7 +53,7 @@ def test_unit_steps_are_fa4s_split_arithmetic():
 def test_window_is_the_kernels(M, sms):
     s, share, owner, st = _split(M, sms)
     whole, _, units, grid = split_plan(3 * M // 128, sms)
-    for b in range(0, sms, 7):
+    for b in range(sms):
         lo, hi = s.sm_offsets[b], s.sm_offsets[b + 1]
         for j in np.flatnonzero(owner[lo:hi]):
             got = 0 if j == hi - lo - 1 else send_window(int(j), st[lo:hi], owner[lo:hi], "window")[1]
