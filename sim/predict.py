@@ -55,7 +55,8 @@ from xstage.errors import InputError, require_int, require_positive
 from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
 from xstage.sim.predict_sends import DUE_OVER, split_send_mainloops, unit_steps
-from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items, staggered_mainloops
+from xstage.sim.predict_sends import hold_us as _hold_us, staggered_items as _staggered
+from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items
 from xstage.sim.schedules import TILE_COLUMNS
 
 SENDS = ("tile_end", "stagger")
@@ -201,50 +202,6 @@ def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int, fa_wav
     return k.qloop_fixed_us + k.kv_steps * 4.0 * k.block_m * k.block_n * k.head_dim / rate
 
 
-def _staggered(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray:
-    """Per-item mainloops that send each tile at its program's due step of the next Q-loop: the Triton
-    kernel's ``(p mod 16) * n // 32`` (``staggered_mainloops``), plus ``send_step_offset`` K/V steps.
-    PersistentSm90Stagger (``hw/attention/fa4_persistent_kernel.py``) sends at step ``1 + (b mod 16) * n // 32``:
-    its hook runs in FA4's per-K/V-step method, which the first step (``first_half_block_overlap``) does not
-    call, so its offset is 1 -- read from the kernel's code, not fitted. Same shift as ``staggered_mainloops``
-    (send at delta_j into tile j's Q-loop = move delta_j from tile j to the tile before it)."""
-    if not k.send_step_offset and k.stagger_span == 2:
-        return staggered_mainloops(schedule, ml, k.kv_steps)
-    sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
-    delta = _due_steps(k, sm) * ml / k.kv_steps
-    first = np.ones(len(ml), dtype=bool)
-    first[1:] = sm[1:] != sm[:-1]          # schedule order is program-major
-    last = np.ones(len(ml), dtype=bool)
-    last[:-1] = sm[:-1] != sm[1:]
-    out = ml - np.where(first, 0.0, delta)
-    out[:-1] += np.where(last[:-1], 0.0, delta[1:])
-    return out
-
-
-def _due_steps(k: FaKernel, sm: np.ndarray) -> np.ndarray:
-    """The due step per program: send_step_offset + (p mod 16) * n // (16 * stagger_span) (span 2:
-    ``send_due_steps``)."""
-    return (sm % SEND_SLOTS) * k.kv_steps // (k.stagger_span * SEND_SLOTS) + k.send_step_offset
-
-
-def _hold_us(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray | None:
-    """Per replay item (unshifted mainloops ``ml``), how far it may run before it needs the previous item's
-    store to have left its SM: None for ``hold = issue`` (today: the next mainloop waits for it). ``next_epilogue``
-    (``hw/attention/fa4_persistent_kernel.py``: PersistentSm90's and PersistentSm90Stagger's epilogues wait for
-    the previous TMA store's shared-memory read, ``cp_async_bulk_wait_group(0, read=True)``, at the start of the
-    next epilogue, not after the store): up to the end of the item's own tile's Q-loop. Tile-end send: the whole
-    item; stagger (an item runs from its tile's send point delta_j to the next tile's): qloop_j - delta_j."""
-    if k.hold == "issue":
-        return None
-    if k.send != "stagger":
-        return ml.copy()
-    sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
-    delta = _due_steps(k, sm) * ml / k.kv_steps
-    first = np.ones(len(ml), dtype=bool)
-    first[1:] = sm[1:] != sm[:-1]
-    return ml - np.where(first, 0.0, delta)
-
-
 def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_MiB: float) -> Platform:
     """``platform`` as a two-stage X-Stage (platform schema version 2): each producer's bytes leave its SM
     at r_sm (``sm_store_GBps``) into a shared buffer of Q_eff (``shared_buffer_MiB``, the same at every K,
@@ -258,7 +215,6 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     programs = k.num_sms or platform.sm_count
     fa_sched, fa_share, _ = _items(k, programs, k.fa_tail_parts)
     schedule, share, owner = _items(k, programs, k.tail_parts)
-    steps = unit_steps(schedule, share, k.kv_steps)
     T = int(owner.sum())
     nbytes = _tile_remote_bytes(k, schedule, owner)
     K = min(programs, len(share))
@@ -279,8 +235,8 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     if k.send == "stagger" and k.due_over == "tile":
         ml = _staggered(k, schedule, ml)
     elif k.send == "stagger":
-        ml, nbytes = split_send_mainloops(schedule, ml, nbytes, owner, steps, k.due_over, k.stagger_span,
-                                          k.send_step_offset)
+        ml, nbytes = split_send_mainloops(schedule, ml, nbytes, owner, unit_steps(schedule, share, k.kv_steps),
+                                          k.due_over, k.stagger_span, k.send_step_offset)
     fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps), cover_per_tile_us=hold)
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)

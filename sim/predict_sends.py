@@ -1,10 +1,10 @@
-"""Where the persistent FA4 split kernels issue each staged tile's store: the send points of ``FaKernel.due_over``.
+"""Where a staggered FlashAttention kernel issues each staged tile's store (``FaKernel.send = "stagger"``).
 
 The replay runs each program as mainloop -> issue -> next mainloop, so a store issued partway through a later
-mainloop is replayed by moving the boundary between two of the program's items to that point (as
-``sim.schedule_fa.staggered_mainloops`` does for the send one item later). The Triton stagger and the FA4 stagger
-without a split count the send's due step in the next tile's K/V steps (``due_over = "tile"``: ``sim.predict``'s
-``_staggered``, unchanged). The split kernels (``hw/attention/fa4_split_kernel.py``) count it otherwise, read from
+mainloop is replayed by moving the boundary between two of the program's items to that point. The Triton stagger
+and the FA4 stagger without a split count the send's due step in the next tile's K/V steps (``due_over = "tile"``:
+``staggered_items``, with ``due_steps``; ``hold_us``: how far the next mainloop may run before it waits for the
+store, ``FaKernel.hold``). The split kernels (``hw/attention/fa4_split_kernel.py``) count it otherwise, read from
 their code (b: the CTA = the replay's program; span: ``stagger_span``; off: ``send_step_offset``; a unit of s K/V
 blocks calls the per-step hook s - 1 times, the d-th call after d blocks):
 
@@ -18,16 +18,17 @@ blocks calls the per-step hook s - 1 times, the d-th call after d blocks):
              window's end
 
 A unit stages a tile when it is whole or an owner (``fa_work_items``' owner flag); the program's last staged
-tile is sent at the program's end. Pure numpy; the predictor (``sim.predict``) calls ``split_send_mainloops``.
+tile is sent at the program's end (``split_send_mainloops``). Pure numpy; ``k`` is a ``sim.predict.FaKernel``.
 """
 
 import numpy as np
 
 from xstage.errors import InputError
-from xstage.sim.schedules import TILE_N_BLOCK
+from xstage.sim.schedule_fa import SEND_SLOTS, staggered_mainloops
+from xstage.sim.schedules import TILE_N_BLOCK, TILE_SM
 
 DUE_OVER = ("tile", "unit", "window")
-SLOTS = 16  # PersistentSm90Stagger's STAGGER_GROUPS: CTAs b, b + 16, ... share a due step
+SLOTS = SEND_SLOTS  # 16, PersistentSm90Stagger's STAGGER_GROUPS too: CTAs b, b + 16, ... share a due step
 
 
 def unit_steps(schedule, share, n_steps: int) -> np.ndarray:
@@ -98,3 +99,47 @@ def split_send_mainloops(schedule, ml, nbytes, stages, steps, rule: str, span: i
         out_ml[lo:hi] = np.maximum(np.diff(np.concatenate([[0.0], B])), 0.0)
         out_b[lo:hi] = pb
     return out_ml, out_b
+
+
+def staggered_items(k, schedule, ml: np.ndarray) -> np.ndarray:
+    """Per-item mainloops that send each tile at its program's due step of the next Q-loop: the Triton
+    kernel's ``(p mod 16) * n // 32`` (``staggered_mainloops``), plus ``send_step_offset`` K/V steps.
+    PersistentSm90Stagger (``hw/attention/fa4_persistent_kernel.py``) sends at step ``1 + (b mod 16) * n // 32``:
+    its hook runs in FA4's per-K/V-step method, which the first step (``first_half_block_overlap``) does not
+    call, so its offset is 1 -- read from the kernel's code, not fitted. Same shift as ``staggered_mainloops``
+    (send at delta_j into tile j's Q-loop = move delta_j from tile j to the tile before it)."""
+    if not k.send_step_offset and k.stagger_span == 2:
+        return staggered_mainloops(schedule, ml, k.kv_steps)
+    sm = schedule.tiles[:, TILE_SM].astype(np.int64)
+    delta = due_steps(k, sm) * ml / k.kv_steps
+    first = np.ones(len(ml), dtype=bool)
+    first[1:] = sm[1:] != sm[:-1]          # schedule order is program-major
+    last = np.ones(len(ml), dtype=bool)
+    last[:-1] = sm[:-1] != sm[1:]
+    out = ml - np.where(first, 0.0, delta)
+    out[:-1] += np.where(last[:-1], 0.0, delta[1:])
+    return out
+
+
+def due_steps(k, sm: np.ndarray) -> np.ndarray:
+    """The due step per program: send_step_offset + (p mod 16) * n // (16 * stagger_span) (span 2:
+    ``send_due_steps``)."""
+    return (sm % SLOTS) * k.kv_steps // (k.stagger_span * SLOTS) + k.send_step_offset
+
+
+def hold_us(k, schedule, ml: np.ndarray) -> np.ndarray | None:
+    """Per replay item (unshifted mainloops ``ml``), how far it may run before it needs the previous item's
+    store to have left its SM: None for ``hold = issue`` (today: the next mainloop waits for it). ``next_epilogue``
+    (``hw/attention/fa4_persistent_kernel.py``: PersistentSm90's and PersistentSm90Stagger's epilogues wait for
+    the previous TMA store's shared-memory read, ``cp_async_bulk_wait_group(0, read=True)``, at the start of the
+    next epilogue, not after the store): up to the end of the item's own tile's Q-loop. Tile-end send: the whole
+    item; stagger (an item runs from its tile's send point delta_j to the next tile's): qloop_j - delta_j."""
+    if k.hold == "issue":
+        return None
+    if k.send != "stagger":
+        return ml.copy()
+    sm = schedule.tiles[:, TILE_SM].astype(np.int64)
+    delta = due_steps(k, sm) * ml / k.kv_steps
+    first = np.ones(len(ml), dtype=bool)
+    first[1:] = sm[1:] != sm[:-1]
+    return ml - np.where(first, 0.0, delta)
