@@ -62,7 +62,7 @@ drift each kernel's rows would need (what a per-CTA end-time record of FA4 would
 rule's structure.
 
 Fourth rule, fixed before its first run on ``pers6a`` / ``pers6`` / ``pers6b`` (session 5, second round; committed
-with ``FaKernel.stagger_span`` / ``due_over`` before any ``fa4_law_split`` figure of these runs was computed; its
+in 9c93cb9, after ``FaKernel.stagger_span`` / ``due_over`` in 5baee41, before any ``fa4_law_split`` figure of these runs was computed; its
 author had read their measured residuals in docs/attention.md, but ran no prediction on them first; on the earlier
 runs the column equals ``fa4_law``, checked). The runs add kernels
 whose send rules and last wave the first rule cannot describe (``hw/attention/fa4_persistent_kernel.py``,
