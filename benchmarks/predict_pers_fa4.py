@@ -62,9 +62,9 @@ drift each kernel's rows would need (what a per-CTA end-time record of FA4 would
 rule's structure.
 
 Fourth rule, fixed before its first run on ``pers6a`` / ``pers6`` / ``pers6b`` (session 5, second round; committed
-in 9c93cb9, after ``FaKernel.stagger_span`` / ``due_over`` in 5baee41, before any ``fa4_law_split`` figure of these runs was computed; its
-author had read their measured residuals in docs/attention.md, but ran no prediction on them first; on the earlier
-runs the column equals ``fa4_law``, checked). The runs add kernels
+in 9c93cb9, after ``FaKernel.stagger_span`` / ``due_over`` in 5baee41, before any ``fa4_law_split`` figure of
+these runs was computed; its author had read their measured residuals in docs/attention.md, but ran no prediction
+on them first; on the earlier runs the column equals ``fa4_law``, checked). The runs add kernels
 whose send rules and last wave the first rule cannot describe (``hw/attention/fa4_persistent_kernel.py``,
 ``fa4_split_kernel.py``, ``fa4_persistent.split_plan`` / ``split_unit`` / ``split_window``). The law is the first
 rule's (the adopted one: the FA4 law as recorded, ``hold = issue``, no program spread, nothing refitted); the
@@ -116,7 +116,8 @@ from xstage.sim.predict import FaKernel, predict_fa
 TOLERANCE = {"rel": 0.20, "abs_us": 20.0}
 RUNS = ("attention-fa4/pers4", "attention-fa4/pers5", "attention-fa4/pers5b")
 LAWS = "predictions/fa-heldout-v2-h200-pcie-host.json"
-KEYS = ("fa4_law_split", "fa4_law_drift", "fa4_law_hold", "fa4_law", "triton_law", "one_stage", "sm_stage_moe", "fa4_law_offset0")
+KEYS = ("fa4_law_split", "fa4_law_drift", "fa4_law_hold", "fa4_law", "triton_law", "one_stage", "sm_stage_moe",
+        "fa4_law_offset0")
 
 
 RULES = {
