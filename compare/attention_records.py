@@ -275,7 +275,9 @@ def fa4_rows(folder: Path, platform: str | None = None) -> list:
 # first record here that predicted it (one record per run). The persistent kernels' predictions are of their own
 # residual (``e_res_own_paired_<tag>_us``), stock FA4's of the paired one (``e_res_paired_<tag>_us``).
 PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),       # run1, rep: the FA4 law
-               ("predictions/fa4-persistent-heldout-h200-pcie-host.json", "fa4_law"))  # pers4, pers5, pers5b
+               ("predictions/fa4-persistent-heldout-h200-pcie-host.json", "fa4_law"),  # pers4, pers5, pers5b
+               # pers6a, pers6, pers6b: the fourth rule (the FA4 law + the split last wave and send rules)
+               ("predictions/fa4-persistent-split-heldout-h200-pcie-host.json", "fa4_law_split"))
 
 
 def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:

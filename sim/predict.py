@@ -36,7 +36,10 @@ not the X-Stage; a tile log's first wave or a run into local memory measures it)
 SMs' stores share one rate, so an SM storing alone gets more of it than one of 132: ``ReplayConfig``) and
 ``send_step_offset`` (K/V steps added to the stagger's due step: 1 for the persistent FA4 ``stagger`` kernel) and
 ``hold`` (``issue``: the SM waits for a store's bytes to leave before its next mainloop, today's; ``next_epilogue``:
-only at its next epilogue, as the persistent FA4 kernels' code does: ``_hold_us``).
+only at its next epilogue, as the persistent FA4 kernels' code does: ``_hold_us``), ``stagger_span`` (the sends
+spread over 1 / span of the window: 2, today's; 1: FA4's ``stagger1`` kernels) and ``due_over`` (what the due
+step counts: ``tile``, the next tile's K/V steps, today's; ``unit`` / ``window``, the FA4 split kernels' next unit
+or send window across partner units: ``sim.predict_sends``).
 
 The fused time is the later of the last issue end and the last byte drained (a kernel is not done
 while its system-memory writes are in flight). E_res = fused - FA-only; the hiding ratio is
@@ -51,7 +54,9 @@ import numpy as np
 from xstage.errors import InputError, require_int, require_positive
 from xstage.sim.platform import Platform
 from xstage.sim.replay import ReplayConfig, replay
-from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items, send_due_steps, staggered_mainloops
+from xstage.sim.predict_sends import DUE_OVER, split_send_mainloops, unit_steps
+from xstage.sim.predict_sends import hold_us as _hold_us, staggered_items as _staggered
+from xstage.sim.schedule_fa import ORDERS, SEND_SLOTS, fa_work_items
 from xstage.sim.schedules import TILE_COLUMNS
 
 SENDS = ("tile_end", "stagger")
@@ -89,6 +94,8 @@ class FaKernel:
     sm_pool_GBps: float | None = None      # the SMs' stores share this rate (ReplayConfig.sm_pool_GBps); None: off
     send_step_offset: int = 0              # K/V steps added to the stagger's due step (1: PersistentSm90Stagger)
     hold: str = "issue"                    # where a store holds its SM: issue (today) | next_epilogue (_hold_us)
+    stagger_span: int = 2                  # the stagger's sends spread over 1 / span of the window (1: FA4 stagger1)
+    due_over: str = "tile"                 # the due step counts: tile (today) | unit | window (sim.predict_sends)
 
     def __post_init__(self):
         for name in ("seq_len", "heads", "head_dim", "block_m", "block_n", "out_bytes", "world_size"):
@@ -129,7 +136,15 @@ class FaKernel:
         off = require_int("send_step_offset", self.send_step_offset, minimum=0)
         if off and self.send != "stagger":
             raise InputError("send_step_offset", off, "only applies with send=stagger")
-        if off and off + (SEND_SLOTS - 1) * self.kv_steps // (2 * SEND_SLOTS) >= self.kv_steps:
+        span = require_int("stagger_span", self.stagger_span)
+        if span != 2 and self.send != "stagger":
+            raise InputError("stagger_span", span, "only applies with send=stagger")
+        if self.due_over not in DUE_OVER:
+            raise InputError("due_over", self.due_over, f"must be one of {', '.join(DUE_OVER)}")
+        if self.due_over != "tile" and (self.send != "stagger" or self.hold != "issue"):
+            raise InputError("due_over", self.due_over, "needs send=stagger and hold=issue")
+        if self.due_over == "tile" and (off or span != 2) and \
+                off + (SEND_SLOTS - 1) * self.kv_steps // (span * SEND_SLOTS) >= self.kv_steps:
             raise InputError("send_step_offset", off, f"puts the last due step past the {self.kv_steps} K/V steps")
         if self.hold not in HOLDS:
             raise InputError("hold", self.hold, f"must be one of {', '.join(HOLDS)}")
@@ -187,44 +202,6 @@ def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int, fa_wav
     return k.qloop_fixed_us + k.kv_steps * 4.0 * k.block_m * k.block_n * k.head_dim / rate
 
 
-def _staggered(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray:
-    """Per-item mainloops that send each tile at its program's due step of the next Q-loop: the Triton
-    kernel's ``(p mod 16) * n // 32`` (``staggered_mainloops``), plus ``send_step_offset`` K/V steps.
-    PersistentSm90Stagger (``hw/attention/fa4_persistent_kernel.py``) sends at step ``1 + (b mod 16) * n // 32``:
-    its hook runs in FA4's per-K/V-step method, which the first step (``first_half_block_overlap``) does not
-    call, so its offset is 1 -- read from the kernel's code, not fitted. Same shift as ``staggered_mainloops``
-    (send at delta_j into tile j's Q-loop = move delta_j from tile j to the tile before it)."""
-    if not k.send_step_offset:
-        return staggered_mainloops(schedule, ml, k.kv_steps)
-    sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
-    delta = (send_due_steps(sm, k.kv_steps) + k.send_step_offset) * ml / k.kv_steps
-    first = np.ones(len(ml), dtype=bool)
-    first[1:] = sm[1:] != sm[:-1]          # schedule order is program-major
-    last = np.ones(len(ml), dtype=bool)
-    last[:-1] = sm[:-1] != sm[1:]
-    out = ml - np.where(first, 0.0, delta)
-    out[:-1] += np.where(last[:-1], 0.0, delta[1:])
-    return out
-
-
-def _hold_us(k: FaKernel, schedule, ml: np.ndarray) -> np.ndarray | None:
-    """Per replay item (unshifted mainloops ``ml``), how far it may run before it needs the previous item's
-    store to have left its SM: None for ``hold = issue`` (today: the next mainloop waits for it). ``next_epilogue``
-    (``hw/attention/fa4_persistent_kernel.py``: PersistentSm90's and PersistentSm90Stagger's epilogues wait for
-    the previous TMA store's shared-memory read, ``cp_async_bulk_wait_group(0, read=True)``, at the start of the
-    next epilogue, not after the store): up to the end of the item's own tile's Q-loop. Tile-end send: the whole
-    item; stagger (an item runs from its tile's send point delta_j to the next tile's): qloop_j - delta_j."""
-    if k.hold == "issue":
-        return None
-    if k.send != "stagger":
-        return ml.copy()
-    sm = schedule.tiles[:, TILE_COLUMNS.index("sm")].astype(np.int64)
-    delta = (send_due_steps(sm, k.kv_steps) + k.send_step_offset) * ml / k.kv_steps
-    first = np.ones(len(ml), dtype=bool)
-    first[1:] = sm[1:] != sm[:-1]
-    return ml - np.where(first, 0.0, delta)
-
-
 def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_MiB: float) -> Platform:
     """``platform`` as a two-stage X-Stage (platform schema version 2): each producer's bytes leave its SM
     at r_sm (``sm_store_GBps``) into a shared buffer of Q_eff (``shared_buffer_MiB``, the same at every K,
@@ -255,8 +232,11 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     only = replay(fa_sched, fa_share * qloop, np.zeros(len(fa_share)), platform, cfg)
     ml = share * qloop * float(k.mainloop_factor)
     hold = _hold_us(k, schedule, ml)
-    if k.send == "stagger":
+    if k.send == "stagger" and k.due_over == "tile":
         ml = _staggered(k, schedule, ml)
+    elif k.send == "stagger":
+        ml, nbytes = split_send_mainloops(schedule, ml, nbytes, owner, unit_steps(schedule, share, k.kv_steps),
+                                          k.due_over, k.stagger_span, k.send_step_offset)
     fused = replay(schedule, ml, nbytes, stage, replace(cfg, sm_pool_GBps=k.sm_pool_GBps), cover_per_tile_us=hold)
     fa_us = only.makespan_us
     fused_us = max(fused.makespan_us, fused.drain_end_us)
@@ -271,6 +251,8 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
         "mainloop_factor": k.mainloop_factor, "sm_pool_GBps": k.sm_pool_GBps, "tile_bytes": k.tile_bytes,
         **({"send_step_offset": k.send_step_offset} if k.send_step_offset else {}),
         **({"hold": k.hold} if k.hold != "issue" else {}),
+        **({"stagger_span": k.stagger_span} if k.stagger_span != 2 else {}),
+        **({"due_over": k.due_over} if k.due_over != "tile" else {}),
         "remote_MiB": float(nbytes.sum()) / 2**20, "a2a_us": a2a_us,
         "fa_us": fa_us, "fused_us": fused_us, "serial_us": fa_us + a2a_us, "E_res_us": e_res,
         "hiding_ratio": 1.0 - e_res / a2a_us if a2a_us > 0 else float("nan"),

@@ -49,3 +49,21 @@ def test_a_record_adds_only_its_run_and_platform(tmp_path):
     assert out[0] == {**rows[0], "e_res_predicted_x_us": 5.0, "prediction_record": "predictions/r.json",
                       "prediction_column": "law", "prediction_held_out": True}
     assert out[1:] == rows[1:]
+
+
+def test_split_kernels_get_the_fourth_rules_prediction():
+    rows = _fa4(summarize(data_dir()))
+    path, column = PREDICTIONS[2]
+    assert column == "fa4_law_split"
+    rec = json.loads((data_dir() / path).read_text())
+    for run in ("pers6a", "pers6", "pers6b"):
+        for M in ((16384,) if run == "pers6a" else (8192, 16384, 32768, 65536)):
+            r = rows[(run, M)]
+            assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (path, column, True)
+            want = {x["variant"]: x for x in rec["rows"] if x["set"] == f"attention-fa4/{run}" and x["M"] == M}
+            assert {f"e_res_predicted_{v[len('fused_'):]}_us" for v in want} == \
+                {k for k in r if k.startswith("e_res_predicted_")}
+            for v, x in want.items():
+                tag = v[len("fused_"):]
+                assert r[f"e_res_predicted_{tag}_us"] == x["fa4_law_split_E_res_us"]
+                assert r[f"e_res_own_paired_{tag}_us"] == pytest.approx(x["measured_E_res_us"], abs=1e-6)

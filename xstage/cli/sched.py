@@ -98,6 +98,11 @@ def register(sub):
     pr.add_argument("--hold", default=None, help="where a store holds its SM: issue (the next mainloop waits for "
                     "its bytes to leave; default) or next_epilogue (only at the next epilogue: the persistent FA4 "
                     "kernels' code)")
+    pr.add_argument("--stagger-span", default=None, help="--send stagger's sends spread over 1 / span of the window "
+                    "(default 2: its first half; 1: the whole, FA4's stagger1 kernels)")
+    pr.add_argument("--due-over", default=None, help="what the stagger's due step counts: tile (the next tile's K/V "
+                    "steps; default) | unit (the next unit's: FA4's split kernels) | window (the K/V steps until the "
+                    "program next stages a tile: staggersplitw)")
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
@@ -291,12 +296,13 @@ def run_replay_moe(args) -> int:
 
 PREDICT_FLAGS = ("head_dim", "block_m", "block_n", "world_size", "rank", "remote_fraction", "fa_us", "send",
                  "sm_store_GBps", "shared_buffer_MiB", "order", "tail_parts", "fa_tail_parts", "program_spread",
-                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps", "send_step_offset", "hold")
+                 "fa_program_spread", "mainloop_factor", "sm_pool_GBps", "send_step_offset", "hold", "stagger_span", "due_over")
 
 
 def _fa_kernel(args):
     """The FaKernel that ``replay fa``'s predictor flags describe (tile sizes default to --shape's)."""
     from xstage.sim.predict import HOLDS, SENDS, FaKernel
+    from xstage.sim.predict_sends import DUE_OVER
     from xstage.sim.schedule_fa import ORDERS
     from xstage.sim.workloads.catalog import fa_catalog
     shapes = fa_catalog()["shapes"]
@@ -307,6 +313,8 @@ def _fa_kernel(args):
         raise InputError("--send", args.send, f"must be one of {', '.join(SENDS)}")
     if args.hold is not None and args.hold not in HOLDS:
         raise InputError("--hold", args.hold, f"must be one of {', '.join(HOLDS)}")
+    if args.due_over is not None and args.due_over not in DUE_OVER:
+        raise InputError("--due-over", args.due_over, f"must be one of {', '.join(DUE_OVER)}")
     if args.order is not None and args.order not in ORDERS:
         raise InputError("--order", args.order, f"must be one of {', '.join(ORDERS)}")
     if not args.exit_waits_for_drain:
@@ -331,7 +339,8 @@ def _fa_kernel(args):
         mainloop_factor=number("--mainloop-factor", args.mainloop_factor, minimum=0, allow_equal=False, default=1.0),
         sm_pool_GBps=number("--sm-pool-GBps", args.sm_pool_GBps, minimum=0, allow_equal=False),
         send_step_offset=integer("--send-step-offset", args.send_step_offset, minimum=0, default=0),
-        hold=args.hold or "issue")
+        hold=args.hold or "issue", stagger_span=integer("--stagger-span", args.stagger_span, default=2),
+        due_over=args.due_over or "tile")
     for flag, field, text in (("--program-spread", "program_spread", args.program_spread),
                               ("--fa-program-spread", "fa_program_spread", args.fa_program_spread)):
         if text is not None:
