@@ -1,0 +1,150 @@
+"""The PersistentSm90 tile log's CPU side (hw/attention/fa4_tile_log.py: buffer indexing, decoding, per-wave figures;
+the hand-over in fa4_persistent; benchmarks/fa4_tile_log_summary.py) on synthetic stamps. The logged kernel itself
+runs on the GPU (benchmarks/gpu/fa4_tile_log.py)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xstage.hw.attention import fa4_persistent as P
+from xstage.hw.attention import fa4_tile_log as T
+
+from .test_fa4_persistent import fake_flash_attn
+
+F = len(T.LOG_FIELDS)
+
+
+def synthetic(grid=4, waves=3, loop_us=100.0, drift_us=2.0, partial=2, blocks=64, world=8):
+    """A (grid, 8, F) buffer: CTA c's wave k runs [k·loop + c·drift·k, +loop) in us (range grows by
+    (grid - 1)·drift per wave), sends at its end; the last wave holds ``partial`` units; m_block = unit mod blocks."""
+    buf = np.zeros((grid, 8, F), dtype=np.int64)
+    for k in range(waves + 1):
+        for c in range(grid if k < waves else partial):
+            start = 1_000_000 + int((k * loop_us + c * drift_us * k) * 1e3)
+            w = buf[c, k]
+            w[T.FIELD["start_ns"]], w[T.FIELD["end_ns"]] = start, start + int(loop_us * 1e3)
+            w[T.FIELD["send_ns"]] = w[T.FIELD["end_ns"]]
+            w[T.FIELD["m_block"]] = (c + k * grid) % blocks
+            w[T.FIELD["split_word"]] = 1 << 16
+    return buf
+
+
+def test_word_index_is_the_c_order_of_the_buffer_shape():
+    ctas, slots = 3, 5
+    idx = [T.word_index(c, k, f, slots) for c in range(ctas) for k in range(slots) for f in range(F)]
+    assert idx == list(range(ctas * slots * F))  # no overlap, no hole, as (ctas, slots, fields) C order
+    flat = np.zeros(ctas * slots * F, dtype=np.int64)
+    flat[T.word_index(2, 4, T.FIELD["end_ns"], slots)] = 7
+    flat[T.word_index(2, 4, T.FIELD["head"], slots)] = 1
+    cols = T.decode(flat.reshape(ctas, slots, F))
+    assert cols["cta"].tolist() == [2] and cols["slot"].tolist() == [4] and cols["head"].tolist() == [1]
+
+
+def test_decode_keeps_only_slots_that_ran_and_refuses_another_shape():
+    cols = T.decode(synthetic())
+    assert cols["slot"].size == 4 * 3 + 2
+    with pytest.raises(ValueError, match="shape"):
+        T.decode(np.zeros((4, 8, F - 1), dtype=np.int64))
+
+
+def test_wave_spread_and_its_growth_per_wave():
+    cols = T.decode(synthetic(grid=4, waves=3, loop_us=100.0, drift_us=2.0))
+    waves = T.wave_spreads(cols)
+    assert [w["end_range_us"] for w in waves[:3]] == pytest.approx([0.0, 6.0, 12.0])
+    assert waves[1]["end_iqr_us"] == pytest.approx(3.0)  # ends 0, 2, 4, 6: quartiles 1.5 and 4.5
+    assert waves[3]["units"] == 2 and waves[0]["mainloop_us"] == pytest.approx(100.0)
+    d = T.drift_per_wave(waves, 4)
+    assert d["full_waves"] == 3 and d["range_slope_us"] == pytest.approx(6.0)
+    assert d["range_per_wave"] == pytest.approx(0.06) and d["iqr_per_wave"] == pytest.approx(0.03)
+    assert T.drift_per_wave(waves[:1], 4)["range_per_wave"] is None
+
+
+def test_remote_sends_leave_out_the_own_chunk_and_the_partners():
+    cols = T.decode(synthetic(grid=4, waves=3, blocks=64, world=8))  # own chunk of rank 0: m_blocks 0..7
+    last = T.wave_drain(cols, 3, 64, 8, 0, 52.5)
+    assert last["units"] == 2 and last["remote_sends"] == 2  # m_blocks 12, 13
+    first = T.wave_drain(cols, 0, 64, 8, 0, 52.5)
+    assert first["remote_sends"] == 0  # m_blocks 0..3
+    assert last["drain_us"] == pytest.approx(2 * T.TILE_BYTES / 52.5e3)
+    cols["split_word"][cols["slot"] == 3] = T.PARTNER_WORD
+    assert T.wave_drain(cols, 3, 64, 8, 0, 52.5)["remote_sends"] == 0
+
+
+def test_queue_replay_counts_what_drains_after_the_last_mainloop():
+    cols = T.decode(synthetic(grid=4, waves=3, loop_us=100.0, drift_us=0.0, blocks=64))
+    per = T.TILE_BYTES / 52.5e3
+    q = T.queue_replay(cols, 64, 8, 0, 52.5)
+    # the last wave's 2 remote tiles are issued at the last mainloop end (lockstep): 2 drains after it
+    assert q["link_done_after_end_us"] == pytest.approx(2 * per)
+    assert q["unfinished_at_end_sends"] == 2
+    cols["send_ns"][cols["slot"] == 3] -= int(10 * per * 1e3)  # sent well before the end: all drained
+    assert T.queue_replay(cols, 64, 8, 0, 52.5)["link_done_after_end_us"] < 0
+
+
+def test_launch_summary_names_its_waves():
+    s = T.launch_summary(T.decode(synthetic()), 64, 8, 0, 52.5)
+    assert s["ctas"] == 4 and s["slots"] == 4 and s["last_wave"]["slot"] == 3 and s["second_last_wave"]["slot"] == 2
+    assert s["compute_span_us"] == pytest.approx(300 + 1 * 2.0 * 3 + 100)  # the last wave's CTA 1 ends last
+    with pytest.raises(ValueError, match="no slot"):
+        T.launch_summary(T.decode(np.zeros((2, 2, F), dtype=np.int64)), 64, 8, 0, 52.5)
+
+
+def test_tile_log_buffer_is_checked_and_compiled_in(monkeypatch):
+    torch = pytest.importorskip("torch")
+    fi, _ = fake_flash_attn(monkeypatch)
+    kern = type(sys)("xstage.hw.attention.fa4_tile_log_kernel")
+    kern.logged_class = lambda cls, addr, slots: f"{cls}+log{slots}"
+    monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_tile_log_kernel", kern)
+    good = torch.zeros((132, 16, F), dtype=torch.int64)
+    assert P.check_tile_log(good, 132) == (good.data_ptr(), 16)
+    for bad in (torch.zeros((131, 16, F), dtype=torch.int64), torch.zeros((132, 16, F), dtype=torch.int32),
+                torch.zeros((132, F, 16), dtype=torch.int64).transpose(1, 2)):
+        with pytest.raises(ValueError, match="tile_log"):
+            P.check_tile_log(bad, 132)
+    with P.installed("static", "stagger", tile_log=(good.data_ptr(), 16)):
+        assert fi.FlashAttentionForwardSm90 == "class-stagger+log16"
+        assert fi._flash_attn_fwd.compile_cache == {}  # the address is compiled in: never the disk cache
+    with P.installed("static", "stagger"):
+        assert fi.FlashAttentionForwardSm90 == "class-stagger"  # the default class, its own cache
+        assert fi._flash_attn_fwd.compile_cache == "cache:fwd-xstage-persistent-static-stagger"
+
+
+def load_summary():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fa4_tile_log_summary.py"
+    spec = importlib.util.spec_from_file_location("fa4_tile_log_summary", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_summary_of_a_run_folder(tmp_path):
+    pd = pytest.importorskip("pandas")
+    S = load_summary()
+    frames = []
+    for launch in range(3):
+        f = pd.DataFrame(T.decode(synthetic(blocks=128)))
+        f.insert(0, "launch", launch)
+        f.insert(0, "mode", "fused")
+        f.insert(0, "kernel", "stagger")
+        f.insert(0, "M", 16384)
+        f["launch_us"] = 500.0 + launch
+        frames.append(f)
+    pd.concat(frames).to_parquet(tmp_path / "tile-log.parquet", index=False)
+    run = {"config": {"world_size": 8, "rank": 0}, "provenance": {"git_commit": "x"},
+           "rows": [{"M": 16384, "kernel": "stagger", "ok": True, "fused_us_nolog": 560.0, "fa_us_nolog": 540.0,
+                     "fused_us_log": 561.0, "fused_log_cost_us": 1.0}]}
+    (tmp_path / "tile-log-run.json").write_text(json.dumps(run))
+    assert S.main([str(tmp_path), "--records", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "tile-log-summary.json").read_text())
+    row = doc["rows"][0]
+    assert row["launches"] == 3 and row["run_residual_us"] == pytest.approx(20.0) and row["log_cost_us"] == 1.0
+    assert row["drift.range_per_wave"] == pytest.approx(0.06) and row["launch_us_log"] == pytest.approx(501.0)
+    assert row["records_residual_us"] is None
+    with pytest.raises(Exception, match="already exists"):
+        S.main([str(tmp_path)])
+    with pytest.raises(Exception, match="has no"):
+        S.main([str(tmp_path / "nothing")])
