@@ -25,7 +25,10 @@ from xstage.provenance import provenance
 from xstage.records import atomic_write_text
 
 RECORDS = ("pers4", "pers5", "pers5b", "pers6", "pers6b")
-KEEP = ("compute_span_us", "drift.range_slope_us", "drift.iqr_slope_us", "drift.mainloop_us", "drift.range_per_wave",
+SENSITIVITY = "predictions/fa4-persistent-drift-h200-pcie-host.json"  # drift_sensitivity (benchmarks/predict_pers_fa4.py)
+CONGESTION_US = 10.0  # fused minus FA-only mainloop stretch per wave at or above which a kernel's sends cost compute
+TARGET = {"rel": 0.20, "abs_us": 20.0}  # the predictor's tolerance, for "the replay leaves the measured residual"
+KEEP = ("compute_span_us", "finish_spread_us", "mainloop_excess.per_wave_us", "mainloop_excess.sum_us", "drift.range_slope_us", "drift.iqr_slope_us", "drift.mainloop_us", "drift.range_per_wave",
         "drift.iqr_per_wave", "last_wave.units", "last_wave.remote_sends", "last_wave.drain_us",
         "last_wave.end_range_us", "last_wave.end_iqr_us", "last_wave.send_range_us", "second_last_wave.remote_sends",
         "second_last_wave.drain_us", "second_last_wave.end_range_us", "second_last_wave.send_range_us",
@@ -68,17 +71,53 @@ def record_residuals(root: Path) -> dict:
     return {k: float(np.median(v)) for k, v in got.items()}
 
 
+def needed_drift(sens: dict, kernel: str):
+    """The spreads s of the drift sweep at which every row of ``kernel`` is within target (None: not in the sweep)."""
+    if kernel not in sens:
+        return None
+    return [float(s) for s, v in sens[kernel].items() if v["within"] == v["n"]]
+
+
+def verdict(fa: dict, fused: dict, sens: dict) -> dict:
+    """Which explanation one kernel and M support, by fixed rules: "congestion" if its fused mainloops stretch,
+    wave against wave 0 within a launch, by ``CONGESTION_US`` per wave more than its FA-only ones; else "order" if
+    its last wave sends no remote bytes; else "drift" if that wave's CTA end times spread at least as wide as the
+    drain of its remote bytes and the FIFO replay of the logged sends leaves the measured residual within
+    ``TARGET``; else "beyond replay" (the finish-spread growth, fused minus FA-only, printed beside)."""
+    stretch = fused["mainloop_excess.per_wave_us"] - fa["mainloop_excess.per_wave_us"]
+    res, replay = fused.get("records_residual_us"), max(0.0, fused["queue.link_done_after_end_us"])
+    spread_covers = fused["last_wave.end_range_us"] >= fused["last_wave.drain_us"]
+    replay_ok = res is not None and abs(replay - res) <= max(TARGET["abs_us"], TARGET["rel"] * abs(res))
+    if stretch >= CONGESTION_US:
+        why = "congestion"
+    elif fused["last_wave.remote_sends"] == 0:
+        why = "order"
+    elif spread_covers and replay_ok:
+        why = "drift"
+    else:
+        why = "beyond replay"
+    return {"kernel": fused["kernel"], "M": fused["M"], "explanation": why, "records_residual_us": res,
+            "replay_after_end_us": replay, "stretch_per_wave_us": stretch,
+            "stretch_sum_us": fused["mainloop_excess.sum_us"] - fa["mainloop_excess.sum_us"],
+            "finish_spread_growth_us": fused["finish_spread_us"] - fa["finish_spread_us"],
+            "drift_per_wave_fa": fa["drift.range_per_wave"], "drift_per_wave_fused": fused["drift.range_per_wave"],
+            "drift_needed_all_within": needed_drift(sens, fused["kernel"]),
+            "last_wave_end_range_us": fused["last_wave.end_range_us"], "last_wave_end_iqr_us": fused["last_wave.end_iqr_us"],
+            "last_wave_drain_us": fused["last_wave.drain_us"], "last_wave_remote_sends": fused["last_wave.remote_sends"],
+            "spread_covers_drain": spread_covers}
+
+
 def summarise(frame, run: dict, gbps: float, residuals: dict) -> list:
     cfg = run["config"]
     by_row = {(r["kernel"], r["M"]): r for r in run["rows"] if "kernel" in r}
     out = []
     for (kern, M, mode), g in frame.groupby(["kernel", "M", "mode"], sort=True):
         blocks = int(M) // 128
-        sums = [T.launch_summary({c: np.asarray(f[c]) for c in ("cta", "slot", *T.LOG_FIELDS)}, blocks,
-                                 cfg["world_size"], cfg["rank"], gbps) for _, f in g.groupby("launch")]
+        sums = [T.launch_summary(T.stamp_columns(f), blocks, cfg["world_size"], cfg["rank"], gbps)
+                for _, f in g.groupby("launch")]
         r = by_row.get((kern, int(M)), {})
         row = {"kernel": kern, "M": int(M), "mode": mode, "launches": len(sums), **median_of(sums),
-               "launch_us_log": float(g.groupby("launch")["launch_us"].first().median()),
+               "launch_us_log": float(g.groupby("launch")["launch(us)"].first().median()),
                "us_nolog": r.get(f"{mode}_us_nolog"), "us_log": r.get(f"{mode}_us_log"),
                "log_cost_us": r.get(f"{mode}_log_cost_us"), "checks_ok": r.get("ok")}
         if mode == "fused":
@@ -105,18 +144,27 @@ def main(argv=None) -> int:
     out = Path(args.json) if args.json else folder / "tile-log-summary.json"
     if out.exists() and not args.overwrite:
         raise InputError("--json", str(out), "already exists (pass --overwrite to replace it)")
-    import pandas as pd
+    from xstage.records import load_records
 
-    frame = pd.read_parquet(folder / "tile-log.parquet")
+    frame, _ = load_records(folder / "tile-log.parquet", "tile")
     run = json.loads((folder / "tile-log-run.json").read_text())
-    residuals = record_residuals(Path(args.records) if args.records else folder.parent)
+    root = Path(args.records) if args.records else folder.parent
+    residuals = record_residuals(root)
     rows = summarise(frame, run, args.gbps, residuals)
-    for r in rows:
-        print(f"{r['kernel']:>14} {r['M']:>6} {r['mode']:>5}  drift/wave {r['drift.range_per_wave']}  last wave: "
-              f"end range {r['last_wave.end_range_us']:.1f} us, drain {r['last_wave.drain_us']:.1f} us; "
-              f"replay {r['queue.link_done_after_end_us']:.1f} us; log cost {r['log_cost_us']}")
+    sens_path = root.parent / SENSITIVITY
+    sens = json.loads(sens_path.read_text()).get("drift_sensitivity", {}) if sens_path.exists() else {}
+    by = {(r["kernel"], r["M"], r["mode"]): r for r in rows}
+    verdicts = [verdict(by[k, M, "fa"], r, sens) for (k, M, mode), r in by.items()
+                if mode == "fused" and (k, M, "fa") in by and r["mainloop_excess.per_wave_us"] is not None
+                and by[k, M, "fa"]["mainloop_excess.per_wave_us"] is not None]
+    for v in verdicts:
+        print(f"{v['kernel']:>14} {v['M']:>6}  {v['explanation']:<13} residual {v['records_residual_us']}  replay "
+              f"{v['replay_after_end_us']:.1f}  stretch/wave {v['stretch_per_wave_us']:.1f}  drift/wave fa "
+              f"{v['drift_per_wave_fa']}  last wave: end range {v['last_wave_end_range_us']:.1f} us, drain "
+              f"{v['last_wave_drain_us']:.1f} us")
     doc = {"what": "per-CTA tile-log figures of the persistent FA4 kernels (median over logged launches)",
-           "source": str(folder), "gbps": args.gbps, "rows": rows, "run_provenance": run.get("provenance"),
+           "source": str(folder), "gbps": args.gbps, "verdict_rule": verdict.__doc__.split("\n\n")[0],
+           "congestion_us": CONGESTION_US, "target": TARGET, "verdicts": verdicts, "rows": rows, "run_provenance": run.get("provenance"),
            "provenance": provenance()}
     atomic_write_text(out, json.dumps(doc, indent=1), overwrite=args.overwrite)
     return 0

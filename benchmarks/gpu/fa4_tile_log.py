@@ -9,8 +9,8 @@ VMM mixed range, own chunk in HBM), the kernel with the log on runs into NaN-poi
 (every element of this rank's heads written, nothing else touched, against stock FA4 within 1e-2 relative:
 ``fa4_layout.check_destinations``; the FA-only output likewise), ``--launches`` logged launches (buffer zeroed
 before each) are kept, and the log's time cost is measured: ``--timed`` launches with the log off and on,
-alternated, CUDA events each (medians). Writes ``tile-log.parquet`` (one row per CTA, slot and launch:
-``fa4_tile_log.LOG_FIELDS`` + the launch's event time), ``tile-log-run.json`` (checks, times, provenance; ok
+alternated, CUDA events each (medians). Writes ``tile-log.parquet`` (the project's tile records, one row per unit
+and launch: ``fa4_tile_log.record_columns``), ``tile-log-run.json`` (checks, times, provenance; ok
 false if a check failed) and the log of the run; the figures: ``benchmarks/fa4_tile_log_summary.py``.
 """
 
@@ -86,13 +86,9 @@ def run_m(M, args, log, torch, frames, out_rows):
                         bufs[kn].zero_()
                         us = timed(fns[on], torch)
                         cols = T.decode(bufs[kn].cpu().numpy())
-                        f = pd.DataFrame(cols)
-                        f.insert(0, "launch", i)
-                        f.insert(0, "mode", mode)
-                        f.insert(0, "kernel", kn)
-                        f.insert(0, "M", M)
-                        f["launch_us"] = us
-                        frames.append(f)
+                        frames.append(pd.DataFrame(T.record_columns(cols, M=M, kernel=kn, mode=mode, launch=i,
+                                                                    launch_us=us, world=8, rank=0,
+                                                                    platform=args.platform)))
                     t_on, t_off = [], []
                     for _ in range(args.timed):
                         t_off.append(timed(fns[off], torch))
@@ -124,6 +120,7 @@ def main(argv=None) -> int:
     p.add_argument("--timed", type=int, default=15)
     p.add_argument("--slots", type=int, default=16)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--platform", default="h200-pcie-host", help="the platform name the records carry")
     args = p.parse_args(argv)
     from xstage.hw.attention import fa4_persistent as P
 
@@ -140,14 +137,15 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if (out / "tile-log-run.json").exists():
-        print(f"--out: {out} already holds a tile-log-run.json (measured data is not overwritten)", file=sys.stderr)
+    held = [n for n in ("tile-log-run.json", "tile-log.parquet") if (out / n).exists()]
+    if held:
+        print(f"--out: {out} already holds {held[0]} (measured data is not overwritten)", file=sys.stderr)
         return 2
     import pandas as pd
     import torch
 
     from xstage.provenance import provenance
-    from xstage.records import atomic_write_text
+    from xstage.records import atomic_write_text, save_records
 
     logf = open(out / "tile-log.log", "a")
 
@@ -156,6 +154,10 @@ def main(argv=None) -> int:
         logf.write(msg + "\n")
         logf.flush()
 
+    config = {"seq_lens": seq_lens, "kernels": args.kernel_list, "heads": args.heads, "head_dim": 128, "world_size": 8,
+              "rank": 0, "launches": args.launches, "timed": args.timed, "slots": args.slots, "seed": args.seed,
+              "platform": args.platform}
+    prov = provenance(with_gpu=True)
     args.bufs, frames, rows = {}, [], []
     for M in seq_lens:
         try:
@@ -164,17 +166,12 @@ def main(argv=None) -> int:
             rows.append({"M": M, "ok": False, "error": f"{type(err).__name__}: {err}"[:2000],
                          "trace": traceback.format_exc()[-4000:]})
             log(f"M={M}: {rows[-1]['error']}")
-        if frames:  # saved after every M
-            frame = pd.concat(frames, ignore_index=True)
-            tmp = out / "tile-log.parquet.tmp"
-            frame.to_parquet(tmp, index=False)
-            tmp.replace(out / "tile-log.parquet")
+        if frames:  # saved after every M (the project's tile records: xstage.records.tile)
+            save_records(out / "tile-log.parquet", "tile", pd.concat(frames, ignore_index=True),
+                         {"config": config, "provenance": prov}, overwrite=True)
     doc = {"what": "per-CTA tile timers of the persistent FA4 kernels (checks, log cost; stamps: tile-log.parquet)",
            "ok": bool(rows) and all(r.get("ok") for r in rows), "rows": rows,
-           "config": {"seq_lens": seq_lens, "kernels": args.kernel_list, "heads": args.heads, "head_dim": 128,
-                      "world_size": 8, "rank": 0, "launches": args.launches, "timed": args.timed,
-                      "slots": args.slots, "seed": args.seed},
-           "provenance": provenance(with_gpu=True)}
+           "config": config, "provenance": prov}
     atomic_write_text(out / "tile-log-run.json", json.dumps(doc, indent=1, default=str))
     return 0 if doc["ok"] else 1
 

@@ -124,16 +124,12 @@ def load_summary():
 def test_summary_of_a_run_folder(tmp_path):
     pd = pytest.importorskip("pandas")
     S = load_summary()
-    frames = []
-    for launch in range(3):
-        f = pd.DataFrame(T.decode(synthetic(blocks=128)))
-        f.insert(0, "launch", launch)
-        f.insert(0, "mode", "fused")
-        f.insert(0, "kernel", "stagger")
-        f.insert(0, "M", 16384)
-        f["launch_us"] = 500.0 + launch
-        frames.append(f)
-    pd.concat(frames).to_parquet(tmp_path / "tile-log.parquet", index=False)
+    from xstage.records import save_records
+
+    frames = [pd.DataFrame(T.record_columns(T.decode(synthetic(blocks=128)), M=16384, kernel="stagger", mode="fused",
+                                            launch=i, launch_us=500.0 + i, world=8, rank=0, platform="p"))
+              for i in range(3)]
+    save_records(tmp_path / "tile-log.parquet", "tile", pd.concat(frames), {"config": {}})
     run = {"config": {"world_size": 8, "rank": 0}, "provenance": {"git_commit": "x"},
            "rows": [{"M": 16384, "kernel": "stagger", "ok": True, "fused_us_nolog": 560.0, "fa_us_nolog": 540.0,
                      "fused_us_log": 561.0, "fused_log_cost_us": 1.0}]}
@@ -148,3 +144,68 @@ def test_summary_of_a_run_folder(tmp_path):
         S.main([str(tmp_path)])
     with pytest.raises(Exception, match="has no"):
         S.main([str(tmp_path / "nothing")])
+
+
+def test_mainloop_excess_is_later_waves_against_wave_zero():
+    buf = synthetic(grid=4, waves=3, loop_us=100.0, drift_us=0.0)
+    for k, extra in ((1, 30.0), (2, 10.0)):  # waves 1 and 2 run longer; the partial wave 3 as wave 0
+        buf[:, k, T.FIELD["end_ns"]] += int(extra * 1e3)
+    cols = T.decode(buf)
+    ex = T.mainloop_excess(cols)
+    assert ex["per_wave_us"] == pytest.approx(40.0 / 3) and ex["sum_us"] == pytest.approx(40.0)
+    cols["split_word"][cols["slot"] == 1] = T.PARTNER_WORD  # split halves are left out
+    assert T.mainloop_excess(cols)["sum_us"] == pytest.approx(10.0)
+
+
+def test_finish_spread_is_the_last_cta_against_the_median():
+    cols = T.decode(synthetic(grid=4, waves=3, loop_us=100.0, drift_us=2.0, partial=4))
+    # every CTA runs 4 waves; CTA c ends at 300 + 6c + 100 us: median of 0, 6, 12, 18 is 9
+    assert T.finish_spread(cols) == pytest.approx(18.0 - 9.0)
+
+
+def test_verdict_rules():
+    S = load_summary()
+    fa = {"mainloop_excess.per_wave_us": -5.0, "mainloop_excess.sum_us": -10.0, "finish_spread_us": 4.0,
+          "drift.range_per_wave": 0.02}
+    fused = {"kernel": "stagger", "M": 32768, "mainloop_excess.per_wave_us": -4.0, "mainloop_excess.sum_us": -8.0,
+             "finish_spread_us": 30.0, "drift.range_per_wave": 0.018, "records_residual_us": 12.0,
+             "queue.link_done_after_end_us": 3.0, "last_wave.end_range_us": 80.0, "last_wave.end_iqr_us": 30.0,
+             "last_wave.drain_us": 50.0, "last_wave.remote_sends": 80}
+    sens = {"stagger": {"0.0": {"within": 9, "n": 12}, "0.007": {"within": 12, "n": 12}}}
+    v = S.verdict(fa, fused, sens)
+    assert v["explanation"] == "drift" and v["drift_needed_all_within"] == [0.007]
+    assert v["finish_spread_growth_us"] == pytest.approx(26.0) and v["stretch_per_wave_us"] == pytest.approx(1.0)
+    assert S.verdict(fa, dict(fused, **{"last_wave.end_range_us": 40.0}), sens)["explanation"] == "beyond replay"
+    assert S.verdict(fa, dict(fused, records_residual_us=90.0), sens)["explanation"] == "beyond replay"
+    assert S.verdict(fa, dict(fused, **{"last_wave.remote_sends": 0}), sens)["explanation"] == "order"
+    assert S.verdict(fa, dict(fused, **{"mainloop_excess.per_wave_us": 6.0}), {})["explanation"] == "congestion"
+
+
+def test_tile_records_round_trip_to_the_same_figures():
+    pd = pytest.importorskip("pandas")
+    from xstage.records import check_columns
+
+    cols = T.decode(synthetic(grid=4, waves=3, blocks=64))
+    cols["split_word"][cols["slot"] == 3] = T.PARTNER_WORD  # a partner's send is NaN in the records
+    cols["send_ns"][cols["slot"] == 3] = 0
+    rec = pd.DataFrame(T.record_columns(cols, M=64 * 128, kernel="drain", mode="fused", launch=0, launch_us=1.0,
+                                        world=8, rank=0, platform="p"))
+    check_columns("tile", rec)
+    assert rec["mainloop_start(us)"].min() == 0.0 and rec["issue_start(us)"].isna().sum() == 2
+    assert rec["bytes_remote"].sum() == int(T.remote(cols, 64, 8, 0).sum()) * T.TILE_BYTES
+    back = T.stamp_columns(rec)
+    a, b = (T.launch_summary(c, 64, 8, 0, 52.5) for c in (cols, back))
+    assert b["drift"] == pytest.approx(a["drift"]) and b["last_wave"] == pytest.approx(a["last_wave"])
+    assert b["queue"] == pytest.approx(a["queue"]) and b["mainloop_excess"] == pytest.approx(a["mainloop_excess"])
+    fa = pd.DataFrame(T.record_columns(cols, M=64 * 128, kernel="drain", mode="fa", launch=0, launch_us=1.0,
+                                       world=8, rank=0, platform="p"))
+    assert fa["bytes_remote"].sum() == 0  # FA-only writes HBM
+
+
+def test_launch_summary_does_not_depend_on_the_timer_origin():
+    cols = T.decode(synthetic(grid=4, waves=3, blocks=64))
+    late = dict(cols, **{f: np.where(cols[f] > 0, cols[f] + 1_700_000_000_000_000_000, 0)
+                         for f in ("start_ns", "end_ns", "send_ns")})
+    a, b = (T.launch_summary(c, 64, 8, 0, 52.5) for c in (cols, late))
+    assert b["queue"] == pytest.approx(a["queue"], abs=1e-2) and b["drift"] == pytest.approx(a["drift"])
+    assert all(x == pytest.approx(y) for x, y in zip(b["waves"], a["waves"]))
