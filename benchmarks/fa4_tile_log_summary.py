@@ -3,7 +3,7 @@
     python benchmarks/fa4_tile_log_summary.py data/attention-fa4/pers7-tilelog \
         [--json data/attention-fa4/pers7-tilelog/tile-log-summary.json] [--gbps 52.5]
 
-Reads ``tile-log.parquet`` and ``tile-log-run.json`` of a ``benchmarks/gpu/fa4_tile_log.py`` run. Per kernel, M and
+Reads ``attention-tile.parquet`` and ``tile-log-run.json`` of a ``benchmarks/gpu/fa4_tile_log.py`` run. Per kernel, M,
 mode ("fa" / "fused"), the median over its logged launches of ``fa4_tile_log.launch_summary``: the spread of the CTA
 end times per wave (range, IQR) and its growth per wave (us, and over the median mainloop: the predictor's
 ``program_spread``), the last (and second-to-last) wave's end-time range against the drain of its remote bytes at
@@ -14,7 +14,6 @@ sweep records (``--records``: paired(fused_vmm_pers_<k>) - paired(pfa4_<k>), med
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,8 @@ RECORDS = ("pers4", "pers5", "pers5b", "pers6", "pers6b")
 SENSITIVITY = "predictions/fa4-persistent-drift-h200-pcie-host.json"  # drift_sensitivity (benchmarks/predict_pers_fa4.py)
 CONGESTION_US = 10.0  # fused minus FA-only mainloop stretch per wave at or above which a kernel's sends cost compute
 TARGET = {"rel": 0.20, "abs_us": 20.0}  # the predictor's tolerance, for "the replay leaves the measured residual"
-KEEP = ("compute_span_us", "finish_spread_us", "mainloop_excess.per_wave_us", "mainloop_excess.sum_us", "drift.range_slope_us", "drift.iqr_slope_us", "drift.mainloop_us", "drift.range_per_wave",
+KEEP = ("compute_span_us", "finish_spread_us", "mainloop_excess.per_wave_us", "mainloop_excess.sum_us",
+        "drift.range_slope_us", "drift.iqr_slope_us", "drift.mainloop_us", "drift.range_per_wave",
         "drift.iqr_per_wave", "last_wave.units", "last_wave.remote_sends", "last_wave.drain_us",
         "last_wave.end_range_us", "last_wave.end_iqr_us", "last_wave.send_range_us", "second_last_wave.remote_sends",
         "second_last_wave.drain_us", "second_last_wave.end_range_us", "second_last_wave.send_range_us",
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
     folder = Path(args.folder)
-    for name in ("tile-log.parquet", "tile-log-run.json"):
+    for name in ("attention-tile.parquet", "tile-log-run.json"):
         if not (folder / name).exists():
             raise InputError("folder", str(folder), f"has no {name}")
     if not args.gbps > 0:
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
         raise InputError("--json", str(out), "already exists (pass --overwrite to replace it)")
     from xstage.records import load_records
 
-    frame, _ = load_records(folder / "tile-log.parquet", "tile")
+    frame, _ = load_records(folder / "attention-tile.parquet", "tile")
     run = json.loads((folder / "tile-log-run.json").read_text())
     root = Path(args.records) if args.records else folder.parent
     residuals = record_residuals(root)
@@ -164,7 +164,8 @@ def main(argv=None) -> int:
               f"{v['last_wave_drain_us']:.1f} us")
     doc = {"what": "per-CTA tile-log figures of the persistent FA4 kernels (median over logged launches)",
            "source": str(folder), "gbps": args.gbps, "verdict_rule": verdict.__doc__.split("\n\n")[0],
-           "congestion_us": CONGESTION_US, "target": TARGET, "verdicts": verdicts, "rows": rows, "run_provenance": run.get("provenance"),
+           "congestion_us": CONGESTION_US, "target": TARGET, "verdicts": verdicts, "rows": rows,
+           "run_provenance": run.get("provenance"),
            "provenance": provenance()}
     atomic_write_text(out, json.dumps(doc, indent=1), overwrite=args.overwrite)
     return 0

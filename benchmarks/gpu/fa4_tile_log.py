@@ -9,7 +9,7 @@ VMM mixed range, own chunk in HBM), the kernel with the log on runs into NaN-poi
 (every element of this rank's heads written, nothing else touched, against stock FA4 within 1e-2 relative:
 ``fa4_layout.check_destinations``; the FA-only output likewise), ``--launches`` logged launches (buffer zeroed
 before each) are kept, and the log's time cost is measured: ``--timed`` launches with the log off and on,
-alternated, CUDA events each (medians). Writes ``tile-log.parquet`` (the project's tile records, one row per unit
+alternated, CUDA events each (medians). Writes ``attention-tile.parquet`` (the project's tile records, one row per unit
 and launch: ``fa4_tile_log.record_columns``), ``tile-log-run.json`` (checks, times, provenance; ok
 false if a check failed) and the log of the run; the figures: ``benchmarks/fa4_tile_log_summary.py``.
 """
@@ -112,7 +112,7 @@ def run_m(M, args, log, torch, frames, out_rows):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="folder for tile-log.parquet, tile-log-run.json, tile-log.log")
+    p.add_argument("--out", required=True, help="folder for attention-tile.parquet, tile-log-run.json, tile-log.log")
     p.add_argument("--seq-lens", default="16384,32768,65536")
     p.add_argument("--kernels", default="drain,staggerll,stagger,staggersplitw")
     p.add_argument("--heads", type=int, default=3)
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    held = [n for n in ("tile-log-run.json", "tile-log.parquet") if (out / n).exists()]
+    held = [n for n in ("tile-log-run.json", "attention-tile.parquet") if (out / n).exists()]
     if held:
         print(f"--out: {out} already holds {held[0]} (measured data is not overwritten)", file=sys.stderr)
         return 2
@@ -167,9 +167,9 @@ def main(argv=None) -> int:
                          "trace": traceback.format_exc()[-4000:]})
             log(f"M={M}: {rows[-1]['error']}")
         if frames:  # saved after every M (the project's tile records: xstage.records.tile)
-            save_records(out / "tile-log.parquet", "tile", pd.concat(frames, ignore_index=True),
+            save_records(out / "attention-tile.parquet", "tile", pd.concat(frames, ignore_index=True),
                          {"config": config, "provenance": prov}, overwrite=True)
-    doc = {"what": "per-CTA tile timers of the persistent FA4 kernels (checks, log cost; stamps: tile-log.parquet)",
+    doc = {"what": "per-CTA tile timers of the persistent FA4 kernels (checks, log cost; stamps: attention-tile.parquet)",
            "ok": bool(rows) and all(r.get("ok") for r in rows), "rows": rows,
            "config": config, "provenance": prov}
     atomic_write_text(out / "tile-log-run.json", json.dumps(doc, indent=1, default=str))

@@ -266,19 +266,6 @@ def split_timeouts() -> int:
     return int(_WORKSPACES[dev][-1].item()) if dev in _WORKSPACES else 0
 
 
-def check_tile_log(buf, sms: int) -> tuple:
-    """(address, slots) of a tile-log buffer: a contiguous zeroed int64 tensor (sms, slots, fields)
-    (``fa4_tile_log``); refuses another shape or dtype."""
-    from xstage.hw.attention.fa4_tile_log import LOG_FIELDS
-
-    shape = tuple(buf.shape)
-    if len(shape) != 3 or shape[0] != sms or shape[2] != len(LOG_FIELDS) or shape[1] < 1:
-        raise ValueError(f"tile_log shape {shape}: must be ({sms}, slots, {len(LOG_FIELDS)})")
-    if str(buf.dtype) != "torch.int64" or not buf.is_contiguous():
-        raise ValueError(f"tile_log dtype {buf.dtype}: must be a contiguous torch.int64 tensor")
-    return buf.data_ptr(), shape[1]
-
-
 def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain", rank: int = 0, world: int = 8,
                  tile_log=None):
     """``fwd`` (``_flash_attn_fwd``'s signature) run with ``kernel_class(kernel)`` installed (``kernel`` may be
@@ -301,6 +288,8 @@ def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain", rank: in
         log = None
         if tile_log is not None:
             import torch
+
+            from xstage.hw.attention.fa4_tile_log import check_tile_log
 
             log = check_tile_log(tile_log, torch.cuda.get_device_properties(q.device).multi_processor_count)
         with installed(scheduler, kernel, rank, world, log):

@@ -24,6 +24,17 @@ def word_index(cta: int, slot: int, field: int, slots: int) -> int:
     return (cta * slots + slot) * len(LOG_FIELDS) + field
 
 
+def check_tile_log(buf, sms: int) -> tuple:
+    """(address, slots) of a tile-log buffer for ``fa4_persistent.installed``: a contiguous int64 tensor (sms, slots,
+    fields), zeroed by the caller; refuses another shape or dtype (ValueError)."""
+    shape = tuple(buf.shape)
+    if len(shape) != 3 or shape[0] != sms or shape[2] != len(LOG_FIELDS) or shape[1] < 1:
+        raise ValueError(f"tile_log shape {shape}: must be ({sms}, slots, {len(LOG_FIELDS)})")
+    if str(buf.dtype) != "torch.int64" or not buf.is_contiguous():
+        raise ValueError(f"tile_log dtype {buf.dtype}: must be a contiguous torch.int64 tensor")
+    return buf.data_ptr(), shape[1]
+
+
 def decode(buf) -> dict:
     """Columns (numpy arrays) of the slots a run wrote, from a (ctas, slots, fields) or flat int64 buffer of
     known shape: ``cta``, ``slot`` and every ``LOG_FIELDS`` column."""

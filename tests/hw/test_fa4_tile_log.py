@@ -100,11 +100,11 @@ def test_tile_log_buffer_is_checked_and_compiled_in(monkeypatch):
     kern.logged_class = lambda cls, addr, slots: f"{cls}+log{slots}"
     monkeypatch.setitem(sys.modules, "xstage.hw.attention.fa4_tile_log_kernel", kern)
     good = torch.zeros((132, 16, F), dtype=torch.int64)
-    assert P.check_tile_log(good, 132) == (good.data_ptr(), 16)
+    assert T.check_tile_log(good, 132) == (good.data_ptr(), 16)
     for bad in (torch.zeros((131, 16, F), dtype=torch.int64), torch.zeros((132, 16, F), dtype=torch.int32),
                 torch.zeros((132, F, 16), dtype=torch.int64).transpose(1, 2)):
         with pytest.raises(ValueError, match="tile_log"):
-            P.check_tile_log(bad, 132)
+            T.check_tile_log(bad, 132)
     with P.installed("static", "stagger", tile_log=(good.data_ptr(), 16)):
         assert fi.FlashAttentionForwardSm90 == "class-stagger+log16"
         assert fi._flash_attn_fwd.compile_cache == {}  # the address is compiled in: never the disk cache
@@ -129,7 +129,7 @@ def test_summary_of_a_run_folder(tmp_path):
     frames = [pd.DataFrame(T.record_columns(T.decode(synthetic(blocks=128)), M=16384, kernel="stagger", mode="fused",
                                             launch=i, launch_us=500.0 + i, world=8, rank=0, platform="p"))
               for i in range(3)]
-    save_records(tmp_path / "tile-log.parquet", "tile", pd.concat(frames), {"config": {}})
+    save_records(tmp_path / "attention-tile.parquet", "tile", pd.concat(frames), {"config": {}})
     run = {"config": {"world_size": 8, "rank": 0}, "provenance": {"git_commit": "x"},
            "rows": [{"M": 16384, "kernel": "stagger", "ok": True, "fused_us_nolog": 560.0, "fa_us_nolog": 540.0,
                      "fused_us_log": 561.0, "fused_log_cost_us": 1.0}]}
