@@ -96,19 +96,20 @@ def load(persistent: bool = False) -> Fa4:
 PERSISTENT_SCHEDULER = "persistent-sepO"  # the scheduler label of PersistentSm90's records (fa4_persistent)
 
 
-def load_persistent(kernel: str = "drain", rank: int = 0, world: int = 8) -> Fa4:
+def load_persistent(kernel: str = "drain", rank: int = 0, world: int = 8, tile_log=None) -> Fa4:
     """``PersistentSm90`` (``xstage.hw.attention.fa4_persistent``): FA4's SM90 forward made persistent, sO apart
     from sQ, each tile's O store drained behind the next tile's mainloop (``kernel`` "drain"; "stagger"; the
     diagnostics "waitend", "lsu"; the ``PLANS`` "drain1" (stock one-tile grid), "drainll" / "staggerll" (this
     rank's own chunk last: ``rank``, ``world``), "staggersplit" (staggerll with its last partial wave split along
-    K/V and merged in the kernel)); the same ``Fa4`` interface, its scheduler label saying which."""
+    K/V and merged in the kernel)); the same ``Fa4`` interface, its scheduler label saying which. ``tile_log``:
+    an int64 CUDA tensor the kernel's per-CTA tile timers are written to (``fa4_tile_log``; default off)."""
     from xstage.hw.attention.fa4_persistent import forward_impl, resolve
 
     label = {"static": PERSISTENT_SCHEDULER, "single": "single-sepO",
              "local_last": f"{PERSISTENT_SCHEDULER}-locallast", "dynamic": f"{PERSISTENT_SCHEDULER}-dynamic",
              "local_last_dynamic": f"{PERSISTENT_SCHEDULER}-locallast-dynamic",
              "local_last_split": f"{PERSISTENT_SCHEDULER}-locallast-split"}[resolve(kernel)[1]]
-    return Fa4(forward_impl(load().impl, kernel=kernel, rank=rank, world=world), label)
+    return Fa4(forward_impl(load().impl, kernel=kernel, rank=rank, world=world, tile_log=tile_log), label)
 
 
 def sdpa_cudnn(q, k, v):

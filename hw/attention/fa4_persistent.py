@@ -174,15 +174,20 @@ _CACHE = {}
 
 
 @contextlib.contextmanager
-def installed(scheduler: str = "static", kernel: str = "drain", rank: int = 0, world: int = 8):
+def installed(scheduler: str = "static", kernel: str = "drain", rank: int = 0, world: int = 8, tile_log=None):
     """FA4's interface builds ``kernel_class(kernel)`` with ``scheduler`` (``SCHEDULERS``; rank and world only
-    for "local_last"), from our own compile cache."""
+    for "local_last"), from our own compile cache; ``tile_log`` (address, slots): the class with the tile log
+    (``fa4_tile_log_kernel``), its address compiled in (an in-process cache)."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler {scheduler!r} is not one of {SCHEDULERS}")
     if (scheduler == "local_last_split") != (kernel in SPLIT_KERNELS):
         raise ValueError(f"kernel {kernel!r} with scheduler {scheduler!r}: the split last wave needs a kernel of "
                          f"{SPLIT_KERNELS} and scheduler 'local_last_split' together (one merges what the other splits)")
     cls = kernel_class(kernel)
+    if tile_log is not None:
+        from xstage.hw.attention.fa4_tile_log_kernel import logged_class
+
+        cls = logged_class(cls, *tile_log)
     import flash_attn.cute.flash_fwd_sm90 as m90
     import flash_attn.cute.interface as fi
     from flash_attn.cute.cache_utils import get_jit_cache
@@ -212,8 +217,8 @@ def installed(scheduler: str = "static", kernel: str = "drain", rank: int = 0, w
         from flash_attn.cute.tile_scheduler import StaticPersistentTileScheduler as sched
         tag = scheduler
     # the dynamic kernel has its counter's address compiled in: an in-process cache only, never a disk one
-    cache = _CACHE.setdefault((tag, kernel), {} if "dynamic" in scheduler or "split" in scheduler else
-                              get_jit_cache(f"fwd-xstage-persistent-{tag}-{kernel}"))
+    cache = _CACHE.setdefault((tag, kernel, tile_log), {} if "dynamic" in scheduler or "split" in scheduler
+                              or tile_log is not None else get_jit_cache(f"fwd-xstage-persistent-{tag}-{kernel}"))
     saved = fi.FlashAttentionForwardSm90, m90.SingleTileScheduler, fi._flash_attn_fwd.compile_cache
     fi.FlashAttentionForwardSm90, m90.SingleTileScheduler = cls, sched
     fi._flash_attn_fwd.compile_cache = cache
@@ -261,10 +266,12 @@ def split_timeouts() -> int:
     return int(_WORKSPACES[dev][-1].item()) if dev in _WORKSPACES else 0
 
 
-def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain", rank: int = 0, world: int = 8):
+def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain", rank: int = 0, world: int = 8,
+                 tile_log=None):
     """``fwd`` (``_flash_attn_fwd``'s signature) run with ``kernel_class(kernel)`` installed (``kernel`` may be
     a ``PLANS`` name: its scheduler wins); refuses an LSE output (our epilogue writes none), and for the
-    local-last order an M that is not whole 128-row m-blocks per rank chunk."""
+    local-last order an M that is not whole 128-row m-blocks per rank chunk. ``tile_log``: an int64 CUDA tensor
+    (sms, slots, fields) the logged kernel stamps (``fa4_tile_log``; the caller zeroes it between runs)."""
     kernel, scheduler = resolve(kernel, scheduler)
     if "local_last" in scheduler and not (world >= 2 and 0 <= rank < world):
         raise ValueError(f"local_last: rank {rank} / world {world} (needs world >= 2, 0 <= rank < world)")
@@ -278,6 +285,13 @@ def forward_impl(fwd, scheduler: str = "static", kernel: str = "drain", rank: in
             raise ValueError(f"local_last_split: head dim {q.shape[-1]}/{v.shape[-1]} (its pair slots hold d = 128)")
         if "dynamic" in scheduler and -(-q.shape[1] // 128) * q.shape[0] * q.shape[2] > MAX_TILES:
             raise ValueError(f"dynamic: more than {MAX_TILES} tiles (shape {tuple(q.shape)})")
-        with installed(scheduler, kernel, rank, world):
+        log = None
+        if tile_log is not None:
+            import torch
+
+            from xstage.hw.attention.fa4_tile_log import check_tile_log
+
+            log = check_tile_log(tile_log, torch.cuda.get_device_properties(q.device).multi_processor_count)
+        with installed(scheduler, kernel, rank, world, log):
             return fwd(q, k, v, **kw)
     return run
