@@ -277,7 +277,9 @@ def fa4_rows(folder: Path, platform: str | None = None) -> list:
 PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),       # run1, rep: the FA4 law
                ("predictions/fa4-persistent-heldout-h200-pcie-host.json", "fa4_law"),  # pers4, pers5, pers5b
                # pers6a, pers6, pers6b: the fourth rule (the FA4 law + the split last wave and send rules)
-               ("predictions/fa4-persistent-split-heldout-h200-pcie-host.json", "fa4_law_split"))
+               ("predictions/fa4-persistent-split-heldout-h200-pcie-host.json", "fa4_law_split"),
+               # pers8: the fifth rule (the fourth's structure + the tile log's measured drift), fixed before pers8
+               ("predictions/fa4-persistent-drift-measured-pers8-h200-pcie-host.json", "fa4_law_drift_measured"))
 
 
 def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:

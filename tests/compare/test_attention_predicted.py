@@ -67,3 +67,20 @@ def test_split_kernels_get_the_fourth_rules_prediction():
                 tag = v[len("fused_"):]
                 assert r[f"e_res_predicted_{tag}_us"] == x["fa4_law_split_E_res_us"]
                 assert r[f"e_res_own_paired_{tag}_us"] == pytest.approx(x["measured_E_res_us"], abs=1e-6)
+
+
+def test_pers8_gets_the_fifth_rules_held_out_prediction():
+    """pers8 (run after the fifth rule's commit) carries that rule's answers, marked held out, for all six kernels."""
+    rows = _fa4(summarize(data_dir()))
+    path, column = PREDICTIONS[3]
+    assert column == "fa4_law_drift_measured"
+    rec = json.loads((data_dir() / path).read_text())
+    for M in (8192, 16384, 32768, 65536):
+        r = rows[("pers8", M)]
+        assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (path, column, True)
+        want = {x["variant"]: x for x in rec["rows"] if x["set"] == "attention-fa4/pers8" and x["M"] == M}
+        assert len(want) == 6
+        for v, x in want.items():
+            tag = v[len("fused_"):]
+            assert r[f"e_res_predicted_{tag}_us"] == x["fa4_law_drift_measured_E_res_us"]
+            assert r[f"e_res_own_paired_{tag}_us"] == pytest.approx(x["measured_E_res_us"], abs=1e-6)
