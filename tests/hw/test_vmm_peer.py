@@ -7,7 +7,7 @@ import tempfile
 import types
 
 import pytest
-torch = pytest.importorskip("torch")  # the plain suite has no torch: these run in the torch suite
+torch = pytest.importorskip("torch", reason="needs torch (the range hands out torch tensors); runs in .ci/run's CPU-torch suite")
 
 from xstage.errors import InputError
 from xstage.hw.common import vmm_peer

@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 
 import pytest
-torch = pytest.importorskip("torch")  # the plain suite has no torch: these run in the torch suite
+torch = pytest.importorskip("torch", reason="needs torch (the range hands out torch tensors); runs in .ci/run's CPU-torch suite")
 
 from xstage.hw.common import vmm_peer
 
