@@ -4,12 +4,9 @@ first record's (the default hold changed no prediction)."""
 
 import json
 
-import numpy as np
-import pytest
-
 from xstage.paths import data_dir
-from xstage.sim.platform import load_platform
-from xstage.sim.predict import FaKernel, predict_fa
+
+from .pers_fa4_checks import check_first_rule_columns, check_summary, check_verdict_rows
 
 DIR = data_dir() / "predictions"
 RECORD = DIR / "fa4-persistent-hold-h200-pcie-host.json"
@@ -19,26 +16,10 @@ FIRST = DIR / "fa4-persistent-heldout-h200-pcie-host.json"
 def test_verdict_rows_are_the_predictors_answers_under_the_hold_rule():
     rec = json.loads(RECORD.read_text())
     assert rec["verdict_key"] == "fa4_law_hold"
-    p, law = load_platform(rec["platform"]), rec["laws"]["fa4"]
-    for r in rec["rows"][::3]:
-        hold = "next_epilogue" if r["kind"] == "persistent" else "issue"
-        got = predict_fa(FaKernel(**r["kw"], exit_waits_for_drain=True, sm_store_GBps=law["r_sm_GBps"],
-                                  shared_buffer_MiB=law["Q_eff_MiB"], hold=hold), p)["E_res_us"]
-        assert got == pytest.approx(r["fa4_law_hold_E_res_us"], rel=1e-9)
-        tol = max(rec["tolerance"]["abs_us"], rec["tolerance"]["rel"] * abs(r["measured_E_res_us"]))
-        assert r["fa4_law_hold_within"] == (abs(got - r["measured_E_res_us"]) <= tol)
-    persistent = [r for r in rec["rows"] if r["kind"] == "persistent"]
-    errors = [abs(r["fa4_law_hold_E_res_us"] - r["measured_E_res_us"]) for r in persistent]
-    assert rec["summary"]["all persistent"]["fa4_law_hold"] == {
-        "within": sum(r["fa4_law_hold_within"] for r in persistent), "n": len(persistent),
-        "median_abs_error_us": pytest.approx(float(np.median(errors)))}
+    check_verdict_rows(rec, "fa4_law_hold", rec["rows"][::3],
+                       lambda r: {**r["kw"], "hold": "next_epilogue" if r["kind"] == "persistent" else "issue"})
+    check_summary(rec, "fa4_law_hold", "all persistent", [r for r in rec["rows"] if r["kind"] == "persistent"])
 
 
 def test_first_rule_columns_are_the_first_records():
-    rec, first = json.loads(RECORD.read_text()), json.loads(FIRST.read_text())
-    assert rec["laws"] == first["laws"] and len(rec["rows"]) == len(first["rows"])
-    for a, b in zip(rec["rows"], first["rows"]):
-        assert (a["set"], a["M"], a["variant"], a["measured_E_res_us"]) == (b["set"], b["M"], b["variant"],
-                                                                           b["measured_E_res_us"])
-        for k in ("fa4_law", "triton_law", "one_stage", "sm_stage_moe", "fa4_law_offset0"):
-            assert a[f"{k}_E_res_us"] == b[f"{k}_E_res_us"] and a[f"{k}_within"] == b[f"{k}_within"]
+    check_first_rule_columns(json.loads(RECORD.read_text()), json.loads(FIRST.read_text()))

@@ -4,13 +4,10 @@ fa-heldout-v2's FA4 law (nothing refitted), and for the earlier kernels the rule
 
 import json
 
-import numpy as np
-import pytest
-
 from xstage.paths import data_dir
 from xstage.records import load_records
-from xstage.sim.platform import load_platform
-from xstage.sim.predict import FaKernel, predict_fa
+
+from .pers_fa4_checks import check_summary, check_verdict_rows
 
 RECORD = data_dir() / "predictions" / "fa4-persistent-split-heldout-h200-pcie-host.json"
 RUNS = ("attention-fa4/pers6a", "attention-fa4/pers6", "attention-fa4/pers6b")
@@ -52,21 +49,11 @@ def test_rule_maps_names_to_the_kernels_structure():
 
 def test_verdict_rows_are_the_predictors_answers():
     rec = _rec()
-    p, law = load_platform(rec["platform"]), rec["laws"]["fa4"]
-    for r in rec["rows"][::3]:
-        got = predict_fa(FaKernel(**r["kw_split"], exit_waits_for_drain=True, sm_store_GBps=law["r_sm_GBps"],
-                                  shared_buffer_MiB=law["Q_eff_MiB"]), p)["E_res_us"]
-        assert got == pytest.approx(r["fa4_law_split_E_res_us"], rel=1e-9)
-        tol = max(rec["tolerance"]["abs_us"], rec["tolerance"]["rel"] * abs(r["measured_E_res_us"]))
-        assert r["fa4_law_split_within"] == (abs(got - r["measured_E_res_us"]) <= tol)
+    check_verdict_rows(rec, "fa4_law_split", rec["rows"][::3], lambda r: r["kw_split"])
 
 
 def test_summary_counts_the_rows():
     rec = _rec()
     for name, sel in (("all persistent", lambda r: True), ("kernel staggersplitw", lambda r: r["kernel"] == "staggersplitw"),
                       ("M 16384", lambda r: r["M"] == 16384)):
-        g = [r for r in rec["rows"] if sel(r)]
-        errors = [abs(r["fa4_law_split_E_res_us"] - r["measured_E_res_us"]) for r in g]
-        assert rec["summary"][name]["fa4_law_split"] == {
-            "within": sum(r["fa4_law_split_within"] for r in g), "n": len(g),
-            "median_abs_error_us": pytest.approx(float(np.median(errors)))}
+        check_summary(rec, "fa4_law_split", name, [r for r in rec["rows"] if sel(r)])
