@@ -94,7 +94,7 @@ def test_launch_summary_names_its_waves():
 
 
 def test_tile_log_buffer_is_checked_and_compiled_in(monkeypatch):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch (the log buffer is a torch tensor); runs in .ci/run's CPU-torch suite")
     fi, _ = fake_flash_attn(monkeypatch)
     kern = type(sys)("xstage.hw.attention.fa4_tile_log_kernel")
     kern.logged_class = lambda cls, addr, slots: f"{cls}+log{slots}"
