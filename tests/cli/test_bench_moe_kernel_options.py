@@ -55,3 +55,22 @@ def test_flat_short_k_options_apply_only_where_hidden_equals_intermediate():
     _, _, other = B.config_tiles("bf16", 512, B.BF16_FAST, B.W8A8_FAST, False, short_k=opts, hidden=7168)
     assert dit["flat"] and dit["num_stages"] == 2
     assert "flat" not in other and other == B.BF16_SHORT_K["kernel"]
+
+
+def test_heldout_sweep_is_new_configurations_and_scopes_models(tmp_path):
+    import argparse
+
+    from xstage.cli import bench_moe as C
+    from xstage.errors import InputError
+    from xstage.hw.moe.bench import HELDOUT, SWEEP
+
+    key = lambda c: c[1:]  # noqa: E731 - everything but the model label
+    assert HELDOUT and not {key(c) for c in HELDOUT} & {key(c) for c in SWEEP}
+    assert {c[5] for c in HELDOUT} == {"bf16", "w8a8"}
+    ap = argparse.ArgumentParser()
+    C.add_flags(ap)
+    ok = C.check(ap.parse_args(["--out", str(tmp_path / "a"), "--sweep", "heldout", "--models", "DiT-MoE-L"]))
+    assert ok.sweep == "heldout"
+    with pytest.raises(InputError):   # a main-sweep model is not in the held-out sweep
+        C.check(ap.parse_args(["--out", str(tmp_path / "b"), "--sweep", "heldout", "--models", "DiT-MoE-S"]))
+    assert ap.parse_args(["--out", str(tmp_path / "c")]).sweep == "main"

@@ -34,6 +34,9 @@ def add_flags(ap) -> None:
                     help="kernel options that update bench.BF16_SHORT_K's for this run (e.g. a tuner's pick)")
     ap.add_argument("--long-k-kernel", default=None, metavar="JSON_FILE",
                     help="kernel options that update bench.BF16_FAST for this run's long-K bf16 configurations")
+    ap.add_argument("--sweep", choices=("main", "heldout"), default="main",
+                    help="main: the committed sweep; heldout: configurations it never measured (setting L bf16, "
+                         "setting M W8A8)")
     ap.add_argument("--models", default=None, metavar="NAMES",
                     help="only these sweep models (comma-separated, e.g. DiT-MoE-S,DiT-MoE-M); the checks still run")
     ap.add_argument("--quack", action="store_true",
@@ -47,9 +50,9 @@ def check(args):
     check_sweep_flags(args)
     if getattr(args, "models", None) is not None:
         from xstage.errors import InputError
-        from xstage.hw.moe.bench import DRY_SWEEP, SWEEP
+        from xstage.hw.moe.bench import DRY_SWEEP, SWEEPS
 
-        known = {c[0] for c in (DRY_SWEEP if args.dry_run else SWEEP)}
+        known = {c[0] for c in (DRY_SWEEP if args.dry_run else SWEEPS[getattr(args, "sweep", "main")])}
         if not args.models.strip(",") or {m for m in args.models.split(",") if m} - known:
             raise InputError("--models", args.models, f"must name sweep models, from {sorted(known)}")
     for flag in ("short_k_kernel", "long_k_kernel"):
