@@ -25,6 +25,7 @@ import pandas as pd
 
 from xstage.errors import InputError
 from xstage.compare.moe_library import geomean as _geomean, library_summary
+from xstage.compare.moe_heldout import heldout_summary
 from xstage.compare.moe_two_stage import law_summary
 from xstage.records import load_records
 from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, measured, same_order, tile_timings
@@ -184,7 +185,8 @@ def load_kernel_records(folder: Path, platform: str | None = None) -> pd.DataFra
     frames = []
     for f in files:
         rows, meta = load_records(f, "kernel")
-        frames.append(rows.assign(_run=str((meta.get("provenance") or {}).get("date", "")) + str(f)))
+        sweep = str(((meta.get("config") or {}).get("args") or {}).get("sweep") or "main")  # bench --sweep
+        frames.append(rows.assign(_run=str((meta.get("provenance") or {}).get("date", "")) + str(f), sweep=sweep))
     frame = pd.concat(frames, ignore_index=True)
     frame = frame[frame["experiment"] == EXPERIMENT]
     # a configuration measured in several runs: keep the latest run's rows only
@@ -345,7 +347,15 @@ def _finite_min(c: pd.DataFrame, col: str) -> float:
 def summarize(data_dir: Path, platform: str | None = None) -> dict:
     """``xstage results moe``: n_configs, speedups, GEMM ratio vs grouped GEMM, sign agreement with the sim."""
     folder = Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir)
+    root = Path(data_dir) if (Path(data_dir) / "moe").is_dir() else folder.parent
     k = load_kernel_records(folder, platform)
+    out = summarize_frame(k, folder, root)
+    out.update(heldout_summary(k, lambda part: summarize_frame(part, folder, root)))
+    return out
+
+
+def summarize_frame(k: pd.DataFrame, folder: Path, root: Path) -> dict:
+    """``summarize``'s keys for the kernel rows ``k`` (records under ``folder``, predictions under ``root``)."""
     have_sim = "sim_wave(us)" in k and np.isfinite(k["sim_wave(us)"].astype(float)).any()
     if not have_sim:  # predicted at run time only when simpy and a platform were there: predict now
         plat, src = simulator_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)
@@ -383,7 +393,6 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
             out[f"sign_agreement_with_sim{tag}_all"] = float(agree[have].mean())
         if tag == "" and have.any() and "sim_platform" in c:
             out["sim_platform"] = str(c.loc[have, "sim_platform"].iloc[0])
-    root = Path(data_dir) if (Path(data_dir) / "moe").is_dir() else folder.parent
     plat = simulator_platform(name=str(k["platform"].iloc[0]) if "platform" in k else PLATFORM)[0]
     out.update(law_summary(k, c, plat, root))  # speedup error (pp); the adopted two-stage law, if any
     if "baseline" in k:  # the bf16 library's name where there are bf16 rows (the W8A8 one is named by its key)
