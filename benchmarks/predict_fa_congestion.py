@@ -128,10 +128,19 @@ def predict(r: dict, platform, law: dict, m: dict) -> None:
 
 
 def stock_rows(folder: Path, name: str) -> list:
+    """Stock FA4's direct-store rows of an FA4 run (``predict_fa_heldout``'s FA4 rows: fused_allhost all remote,
+    fused_vmm / fused_perchunk the Ulysses layout), paired residual against stock FA4."""
+    frame, _ = load_records(folder / "attention-fa4-kernel.parquet", "kernel")
     out = []
-    for r in H.rows(folder, name, {}, {}):
-        out.append({"set": name, "kind": "stock", "kernel": "fa4", "M": r["M"], "variant": r["variant"],
-                    "measured_E_res_us": r["measured_E_res_us"], "kw": r["kw"]})
+    for M, g in frame.groupby("M"):
+        g = g.drop_duplicates("variant", keep="last").set_index("variant")
+        for v, frac in H.FA4.items():
+            if v in g.index and "fa4" in g.index:
+                kw = dict(seq_len=int(M), heads=int(g.loc["fa4", "heads"]), head_dim=int(g.loc["fa4", "head_dim"]),
+                          world_size=int(g.loc["fa4", "world_size"]), fa_us=float(g.loc["fa4", "time(us)"]),
+                          remote_fraction=frac)
+                out.append({"set": name, "kind": "stock", "kernel": "fa4", "M": int(M), "variant": v,
+                            "measured_E_res_us": float(g.loc[v, "paired_minus_fa(us)"]), "kw": kw})
     return out
 
 
