@@ -120,11 +120,11 @@ def predict(r: dict, platform, law: dict, m: dict) -> None:
     p5 = predict_fa(FaKernel(**r5, exit_waits_for_drain=True, sm_store_GBps=law["r_sm_GBps"],
                              shared_buffer_MiB=law["Q_eff_MiB"]), platform)
     p6 = predict_congested(FaKernel(**r6), platform, m["q_c_bytes"])
-    r["rule5_E_res_us"], r["rule6_congestion_E_res_us"] = p5["E_res_us"], p6["E_res_us"]
-    r["rule6_stall_us"], r["predicted_fa_us"] = p6["stall_us"], p6["fa_us"]
+    r["rule5_E_res_us"], r["rule6_congestion_E_res_us"] = float(p5["E_res_us"]), float(p6["E_res_us"])
+    r["rule6_stall_us"], r["predicted_fa_us"] = float(p6["stall_us"]), float(p6["fa_us"])
     if "measured_E_res_us" in r:
         for k in KEYS:
-            r[f"{k}_within"] = PP.within(r[f"{k}_E_res_us"], r["measured_E_res_us"])
+            r[f"{k}_within"] = bool(PP.within(r[f"{k}_E_res_us"], r["measured_E_res_us"]))
 
 
 def stock_rows(folder: Path, name: str) -> list:

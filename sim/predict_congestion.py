@@ -50,27 +50,22 @@ def stalled_link(ends, nbytes, drain_Bpus: float, q_c: float) -> dict:
     """The global stall over sends issued at compute times ``ends`` (bytes ``nbytes``): stall total, the compute
     makespan in real time, the last byte drained and the peak backlog."""
     ends, nbytes = np.asarray(ends, dtype=float), np.asarray(nbytes, dtype=float)
-    order = np.argsort(ends, kind="stable")
+    sel = nbytes > 0
+    times, idx = np.unique(ends[sel], return_inverse=True)     # sends of one instant enter the queue together
+    batch = np.bincount(idx, weights=nbytes[sel], minlength=len(times))
     stall = q = t_prev = peak = 0.0
     tau_end = float(ends.max()) if len(ends) else 0.0
     stall_before_end = 0.0
-    for i in order:
-        b = nbytes[i]
-        if b <= 0:
-            continue
-        t = ends[i] + stall
-        q = max(0.0, q - drain_Bpus * (t - t_prev))
-        q += b
-        peak = max(peak, q)
-        t_prev = t
-        if ends[i] < tau_end:
-            stall_before_end = stall
+    for tau, b in zip(times, batch):
+        t = tau + stall
+        q = max(0.0, q - drain_Bpus * (t - t_prev)) + b
+        peak, t_prev = max(peak, q), t
         if q > q_c:
             d = (q - q_c) / drain_Bpus
             stall += d
             q, t_prev = q_c, t + d
-            if ends[i] < tau_end:
-                stall_before_end = stall
+        if tau < tau_end:
+            stall_before_end = stall
     return {"stall_us": stall, "compute_end_us": tau_end + stall_before_end,
             "drain_end_us": t_prev + q / drain_Bpus, "peak_backlog_bytes": peak}
 
