@@ -83,3 +83,15 @@ def test_existing_output_is_refused(mod, tmp_path):
     assert call(lambda: mod.main(["--runs", "attention-fa4/pers9", "--out", str(out)])) == 2
     assert out.read_text() == "{}"
     assert call(lambda: mod.main(["--preregister", "12k"])) == 2
+
+
+def test_every_earlier_rule_on_pers9_and_the_fifth_agrees(recs):
+    """``predict_pers_fa4.py --runs attention-fa4/pers9`` (every earlier rule's column) gives the fifth rule's
+    answers that ``predict_fa_congestion`` recorded, row for row."""
+    allr = json.loads((data_dir() / "predictions/fa4-persistent-all-rules-pers9-h200-pcie-host.json").read_text())
+    assert allr["runs"] == ["attention-fa4/pers9"] and allr["verdict_key"] == "fa4_law_drift_measured"
+    mine = {(r["M"], r["variant"]): r for r in recs["pers9"]["rows"]}
+    assert len(allr["rows"]) == 10      # the 8 persistent rows and stock fused_vmm at 24K, 48K
+    for r in allr["rows"]:
+        assert r["fa4_law_drift_measured_E_res_us"] == pytest.approx(mine[(r["M"], r["variant"])]["rule5_E_res_us"],
+                                                                     abs=1e-6)
