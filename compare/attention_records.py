@@ -279,17 +279,23 @@ PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),     
                # pers6a, pers6, pers6b: the fourth rule (the FA4 law + the split last wave and send rules)
                ("predictions/fa4-persistent-split-heldout-h200-pcie-host.json", "fa4_law_split"),
                # pers8: the fifth rule (the fourth's structure + the tile log's measured drift), fixed before pers8
-               ("predictions/fa4-persistent-drift-measured-pers8-h200-pcie-host.json", "fa4_law_drift_measured"))
+               ("predictions/fa4-persistent-drift-measured-pers8-h200-pcie-host.json", "fa4_law_drift_measured"),
+               # pers9 (M = 12K, 24K, 48K, never measured before): the sixth rule (a backlogged link stalls every SM),
+               # fixed from the pers7 tile log and pre-registered before the run; the fifth rule's answers beside it
+               # (``e_res_predicted_by_rule5_<tag>_us``)
+               ("predictions/fa-rules56-pers9-h200-pcie-host.json", "rule6_congestion", ("rule5",)))
 
 
 def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:
     """``rows`` (FA4 summary rows) with ``e_res_predicted_<tag>_us`` (tag: the variant less ``fused_``),
     ``prediction_record``, ``prediction_column`` and ``prediction_held_out`` (False where the record's law was
     fitted on any of that M's rows: its ``half`` is "fit") added where a record predicted that run, M and
-    variant on the row's platform; the other rows unchanged. A record that is not there adds nothing."""
+    variant on the row's platform; the other rows unchanged. A record that is not there adds nothing. An entry's
+    optional third element names more columns of the same record, added as ``e_res_predicted_by_<column>_<tag>_us``."""
     import json
-    by_run = {}
-    for path, column in records:
+    by_run, also_by_run = {}, {}
+    for path, column, *more in records:
+        also = tuple(more[0]) if more else ()
         file = Path(data_dir) / path
         if not file.is_file():
             continue
@@ -301,11 +307,19 @@ def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:
             source = by_run.setdefault((run, rec.get("platform")), (path, column, {}))
             if source[0] == path:
                 source[2][(int(r["M"]), r["variant"])] = (float(r[key]), r.get("half") != "fit")
+                extra = also_by_run.setdefault((run, rec.get("platform")), {})
+                for col in also:
+                    if f"{col}_E_res_us" in r:
+                        extra[(int(r["M"]), f"e_res_predicted_by_{col}_{r['variant'][len('fused_'):]}_us")] = \
+                            float(r[f"{col}_E_res_us"])
     out = []
     for row in rows:
         found = by_run.get((row.get("records"), row.get("platform")))
         at = [] if found is None else [(v, e) for (M, v), e in found[2].items() if M == row["M"]]
         pred = {f"e_res_predicted_{v[len('fused_'):]}_us": e for v, (e, _) in at}
+        if pred:
+            extra = also_by_run.get((row.get("records"), row.get("platform")), {})
+            pred.update({k: e for (M, k), e in extra.items() if M == row["M"]})
         out.append({**row, **pred, "prediction_record": found[0], "prediction_column": found[1],
                     "prediction_held_out": all(h for _, (_, h) in at)} if pred else row)
     return out

@@ -84,3 +84,22 @@ def test_pers8_gets_the_fifth_rules_held_out_prediction():
             tag = v[len("fused_"):]
             assert r[f"e_res_predicted_{tag}_us"] == x["fa4_law_drift_measured_E_res_us"]
             assert r[f"e_res_own_paired_{tag}_us"] == pytest.approx(x["measured_E_res_us"], abs=1e-6)
+
+
+def test_pers9_gets_the_sixth_rule_and_the_fifth_beside_it():
+    """pers9 (M = 12K, 24K, 48K, run after both rules were pre-registered) carries the sixth rule's answers as the
+    prediction and the fifth rule's as ``e_res_predicted_by_rule5_*``, held out; the earlier runs' keys are as they were."""
+    rows = _fa4(summarize(data_dir()))
+    path, column, also = PREDICTIONS[4]
+    assert (column, also) == ("rule6_congestion", ("rule5",))
+    rec = json.loads((data_dir() / path).read_text())
+    for M, n in ((12288, 2), (24576, 7), (49152, 7)):
+        r = rows[("pers9", M)]
+        assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (path, column, True)
+        want = {x["variant"]: x for x in rec["rows"] if x["set"] == "attention-fa4/pers9" and x["M"] == M}
+        assert len(want) == n
+        for v, x in want.items():
+            tag = v[len("fused_"):]
+            assert r[f"e_res_predicted_{tag}_us"] == x["rule6_congestion_E_res_us"]
+            assert r[f"e_res_predicted_by_rule5_{tag}_us"] == x["rule5_E_res_us"]
+    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run != "pers9" for k in r)
