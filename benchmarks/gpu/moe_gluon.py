@@ -6,7 +6,9 @@ problem built by the bench's own code (``Setup``, ``bench.config_tiles``: today'
 schedules; each Gluon option set of ``--variants`` runs into a NaN-poisoned local Combine on fresh random inputs and
 is checked against the float32 reference (every element written, no stray stores, the error flag clear), then every
 checked variant is timed (``timing.time_variants``: CUDA-graph replays, rotated rounds, median of ``--trials``).
-A D = 0 interleaved schedule must trip the loader's bounded wait (error flag set, the launch ends).
+One program walking every Linear-2 tile first must trip the loader's bounded wait (error flag set, the launch ends).
+A variant's ``tiles`` ({block_n, programs_per_sm, group_rows}) runs it on that problem's schedules instead of
+``GLUON_TILES``'s.
 
     XSTAGE_GIT_COMMIT=... python3 benchmarks/gpu/moe_gluon.py --out $OUT/gluon [--variants '[{}, {"stages": 2}]']
 
@@ -32,18 +34,22 @@ def log(*a):
     print(*a, flush=True)
 
 
-def gluon_setup(problem, s_triton, sms: int, seed: int):
-    """The Setup the Gluon kernel runs on: today's when its tiles and programs are the Gluon ones, else the same
-    problem at BLOCK_N 128, two programs per SM, 16 rows side by side (same seed: same tokens and weights)."""
+def gluon_setup(problem, s_triton, sms: int, seed: int, tiles: dict | None = None, cache: dict | None = None):
+    """The Setup a Gluon variant runs on: today's when its tiles (``GLUON_TILES`` updated by the variant's
+    ``tiles``: block_n, programs_per_sm, group_rows) and programs are today's, else the same problem at those
+    tiles (same seed: same tokens and weights), built once per tiles in ``cache``."""
     from dataclasses import replace
 
     from xstage.hw.moe.setup import Setup
 
-    if (problem.block_n, s_triton.sms, s_triton.group_rows) == (GLUON_TILES["block_n"], sms * 2,
-                                                                GLUON_TILES["group_rows"]):
+    t = {**GLUON_TILES, **(tiles or {})}
+    key = (t["block_n"], sms * t["programs_per_sm"], t["group_rows"])
+    if key == (problem.block_n, s_triton.sms, s_triton.group_rows):
         return s_triton
-    return Setup(replace(problem, block_n=GLUON_TILES["block_n"]), sms * GLUON_TILES["programs_per_sm"], seed=seed,
-                 group_rows=GLUON_TILES["group_rows"])
+    cache = {} if cache is None else cache
+    if key not in cache:
+        cache[key] = Setup(replace(problem, block_n=key[0]), key[1], seed=seed, group_rows=key[2])
+    return cache[key]
 
 
 def check(s, run, label: str, variant: str, ref) -> dict:
@@ -68,25 +74,29 @@ def check(s, run, label: str, variant: str, ref) -> dict:
 
 
 def bail_check(s, opts: dict) -> dict:
-    """A D = 0 interleaved schedule deadlocks by construction: the loader's bounded wait must set the flag."""
+    """One program walking every Linear-2 tile before any Linear-1 tile cannot finish a wait: the loader's
+    bounded wait must set the error flag and the launch must end."""
+    import numpy as np
+
     from xstage.hw.common.timing import device, sync
     from xstage.hw.moe.buffers import DeviceLayout
     from xstage.hw.moe.gluon import launch_moe_gluon
-    from xstage.sim.schedules import make_moe_schedule
 
-    sched = make_moe_schedule("interleaved", s.layout.grid, s.sms, lead_rows=0, group_rows=s.group_rows)
-    dev = DeviceLayout(s.layout, sched.to_arrays(), device())
+    tiles = s.dev["expert_wave"].tiles_np
+    order = np.concatenate([np.flatnonzero(tiles[:, 0] == 1), np.flatnonzero(tiles[:, 0] == 0)])
+    dev = DeviceLayout(s.layout, {"tiles": tiles[order], "sm_offsets": np.array([0, len(order)])}, device())
     t0 = time.time()
-    launch_moe_gluon(s.x, s.w1_packed, s.w2, s.act, dev, s.combine[False], spin_limit=2000, **opts)
+    launch_moe_gluon(s.x, s.w1_packed, s.w2, s.act, dev, s.combine[False], spin_limit=64, **opts)
     sync()
     flag = int(dev.error.item())
-    return {"config": s.problem.label(), "variant": "gluon_lead0_bails", "error_flag": flag,
-            "wall_s": time.time() - t0, "ok": flag == 1}
+    return {"config": s.problem.label(), "variant": "gluon_l2_first_bails", "tiles": int(len(order)),
+            "error_flag": flag, "wall_s": time.time() - t0, "ok": flag == 1}
 
 
 def measure(shape, variants: list, sms: int, trials: int, seed: int, quack: bool) -> tuple:
     import numpy as np
 
+    from xstage.errors import InputError
     from xstage.hw.common.timing import time_variants
     from xstage.hw.moe import bench as B
     from xstage.hw.moe.baseline import grouped_mm_fn, quack_grouped_fn
@@ -99,30 +109,37 @@ def measure(shape, variants: list, sms: int, trials: int, seed: int, quack: bool
     gr = B.config_group_rows("bf16", i, B.GROUP_ROWS)
     problem = MoeProblem(h, i, t, local_experts=e, routing=r, precision="bf16", world_size=8, **cb)
     st = Setup(problem, sms * pps, seed=seed, group_rows=gr)
-    sg = gluon_setup(problem, st, sms, seed)
     label = problem.label()
-    log(f"{label}: triton {tkw} BN {problem.block_n} x{pps}/SM rows {gr}; gluon BN {sg.problem.block_n} "
-        f"{sg.sms} programs; lead D {st.lead} / {sg.lead}")
-    checks, res = [], {}
-    ref_t = st.reference()
-    checks.append(check(st, lambda sc: st.run(sc, False, tkw), label, "triton", ref_t))
-    ref_g = ref_t if sg is st else sg.reference()
-    runs = {}
-    for n, opts in enumerate(variants):
+    log(f"{label}: triton {tkw} BN {problem.block_n} x{pps}/SM rows {gr}; lead D {st.lead}")
+    checks, res, setups, refs = [], {}, {}, {}
+    refs[id(st)] = st.reference()
+    checks.append(check(st, lambda sc: st.run(sc, False, tkw), label, "triton", refs[id(st)]))
+    runs, used = {}, {}
+    for n, variant in enumerate(variants):
         tag = f"gluon{n}"
+        opts = {k: v for k, v in variant.items() if k != "tiles"}
+        try:
+            sg = used[tag] = gluon_setup(problem, st, sms, seed, variant.get("tiles"), setups)
+        except InputError as err:  # tiles this problem cannot take: recorded, not timed
+            checks.append({"config": label, "variant": tag, "options": variant, "ok": False, "error": str(err)})
+            log(f"  {tag} {variant}: {err}")
+            continue
+        if id(sg) not in refs:
+            refs[id(sg)] = sg.reference()
 
-        def run(sc, opts=opts):
+        def run(sc, opts=opts, sg=sg, tag=tag):
             res[tag] = launch_moe_gluon(sg.x, sg.w1_packed, sg.w2, sg.act, sg.dev[sc], sg.combine[False], **opts)
-        c = check(sg, run, label, tag, ref_g)
-        c["options"], c["resources"] = opts, res.get(tag)
+        c = check(sg, run, label, tag, refs[id(sg)])
+        c["options"], c["resources"] = variant, res.get(tag)
+        c["tiles"] = {"block_n": sg.problem.block_n, "programs": sg.sms, "group_rows": sg.group_rows, "lead": sg.lead}
         checks.append(c)
-        log(f"  {tag} {opts}: {'ok' if c['ok'] else 'FAIL'} {res.get(tag)} "
+        log(f"  {tag} {variant}: {'ok' if c['ok'] else 'FAIL'} {res.get(tag)} "
             + " ".join(f"{k} rel {c[k]['rel_err']:.2e} unwritten {c[k]['unwritten']} stray {c[k]['stray']} "
                        f"flag {c[k]['error_flag']}" for k in ("expert_wave", "interleaved") if k in c))
         if c["ok"]:
             for sc in ("expert_wave", "interleaved"):
                 runs[f"{tag}_{sc}_local"] = (lambda sc=sc, run=run: run(sc))
-    del ref_t, ref_g
+    del refs
     fns = {f"triton_{sc}_local": (lambda sc=sc: st.run(sc, False, tkw)) for sc in ("expert_wave", "interleaved")}
     fns.update(runs)
     gemm, gname = grouped_mm_fn(st)
@@ -140,19 +157,20 @@ def measure(shape, variants: list, sms: int, trials: int, seed: int, quack: bool
         rows.append({"config": label, "model": model, "variant": name, "time_us": float(np.median(ts)),
                      "p25_us": float(np.percentile(ts, 25)), "p75_us": float(np.percentile(ts, 75)),
                      "trials": int(len(ts)), "timing": modes[name], "baseline": gname if name == "grouped_mm" else None,
-                     "lead_rows": (sg if name.startswith("gluon") else st).lead,
-                     "programs": (sg if name.startswith("gluon") else st).sms,
-                     "block_n": (sg if name.startswith("gluon") else st).problem.block_n,
+                     "lead_rows": used.get(name.split("_")[0], st).lead,
+                     "programs": used.get(name.split("_")[0], st).sms,
+                     "block_n": used.get(name.split("_")[0], st).problem.block_n,
+                     "group_rows": used.get(name.split("_")[0], st).group_rows,
                      "options": variants[int(name[5:].split("_")[0])] if name.startswith("gluon") else
                      (tkw if name.startswith("triton") else None)})
     med = {x["variant"]: x["time_us"] for x in rows}
     log("  " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
     bail = None
-    if shape == SHAPES[-1] and variants:
+    if shape == SHAPES[min(2, len(SHAPES) - 1)] and variants:   # DiT-MoE-S balanced: small
         try:
-            bail = bail_check(sg, variants[0])
+            bail = bail_check(used["gluon0"], {k: v for k, v in variants[0].items() if k != "tiles"})
         except Exception as err:  # noqa: BLE001
-            bail = {"variant": "gluon_lead0_bails", "ok": False, "error": f"{type(err).__name__}: {err}"}
+            bail = {"variant": "gluon_l2_first_bails", "ok": False, "error": f"{type(err).__name__}: {err}"}
         log(f"  D=0 bails: {bail}")
         checks.append(bail)
     return rows, checks
