@@ -128,23 +128,39 @@ def _swiglu_out(acc, act_ptr, l2_full_ptr, row, n_block, inter, BLOCK_M: gl.cons
     gl.atomic_add(l2_full_ptr + row, 1, sem="release")
 
 
+@gluon.constexpr_function
+def _store_layout(block_n, num_warps):
+    """Rows of 64 columns (128 B) per 8 threads, 16-byte vectors: few rows per thread for the row pointers."""
+    cols = min(block_n, 64)
+    return gl.BlockedLayout([1, 8], [32 * 8 // cols, cols // 8], [num_warps, 1], [1, 0])
+
+
 @gluon.jit
-def _combine_out(acc, row, n_block, hidden, dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
-                 out_ty: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
-    """Linear-2 epilogue: each row scaled by its router weight, bf16, stored at its Combine destination
-    (``dest_table[dest_rank] + dest_row * H``); padding rows (dest_rank < 0) masked."""
-    o_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8], [num_warps, 1], [1, 0])
-    rows_a = (row * BLOCK_M).to(gl.int64) + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc.type.layout))
+def _combine_rows(row, n_block, hidden, dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
+                  out_ty: gl.constexpr, acc_layout: gl.constexpr, st_layout: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """(router weight per row in the accumulator's row layout, the N tile's first Combine element per row and
+    valid (dest_rank >= 0) in the store layout's row layout): ``dest_table[dest_rank] + dest_row * H + n*BN``."""
+    rows_a = (row * BLOCK_M).to(gl.int64) + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
     wt = gl.load(weight_ptr + rows_a)
-    out = gl.convert_layout((acc * wt[:, None]).to(out_ty), o_layout)
-    rows = (row * BLOCK_M).to(gl.int64) + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
+    rows = (row * BLOCK_M).to(gl.int64) + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, st_layout))
     d_rank = gl.load(dest_rank_ptr + rows)
-    d_row = gl.load(dest_row_ptr + rows).to(gl.int64)
     valid = d_rank >= 0
     base = gl.load(dest_table_ptr + gl.where(valid, d_rank, 0)).to(gl.pointer_type(out_ty))
-    cols = n_block * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, o_layout))
-    dst = base[:, None] + (d_row[:, None] * hidden + cols[None, :])
-    dst = gl.max_contiguous(gl.multiple_of(dst, [1, 16]), [1, BLOCK_N])
+    row_ptr = base + (gl.load(dest_row_ptr + rows).to(gl.int64) * hidden + n_block * BLOCK_N)
+    return wt, row_ptr, valid
+
+
+@gluon.jit
+def _combine_store(acc, wt, row_ptr, valid, out_ty: gl.constexpr, st_layout: gl.constexpr,
+                   BLOCK_N: gl.constexpr, DIRECT: gl.constexpr):
+    """Linear-2 epilogue: each row scaled by its router weight, bf16, stored at its Combine destination; padding
+    rows masked. DIRECT: straight from the accumulator's layout (4-byte stores, no shared-memory round trip)."""
+    out = (acc * wt[:, None]).to(out_ty)
+    if not DIRECT:
+        out = gl.convert_layout(out, st_layout)
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, st_layout))
+    dst = gl.max_contiguous(gl.multiple_of(row_ptr[:, None] + cols[None, :], [1, 16]), [1, BLOCK_N])
     gl.store(dst, out, mask=valid[:, None])
 
 
@@ -152,11 +168,13 @@ def _combine_out(acc, row, n_block, hidden, dest_rank_ptr, dest_row_ptr, weight_
 def _consumer(act_ptr, tiles_ptr, t_first, t_last, l2_full_ptr, dest_rank_ptr, dest_row_ptr, weight_ptr,
               dest_table_ptr, hidden, inter, a_bufs, w_bufs, ready, empty,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-              num_warps: gl.constexpr):
-    """The default partition: the MMAs and both epilogues of every tile of this program."""
+              EARLY_ROWS: gl.constexpr, DIRECT: gl.constexpr, num_warps: gl.constexpr):
+    """The default partition: the MMAs and both epilogues of every tile of this program. EARLY_ROWS: a Linear-2
+    tile loads its rows' destinations and router weights before its mainloop (their latency hidden behind it)."""
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
     out_ty: gl.constexpr = act_ptr.dtype.element_ty
+    st_layout: gl.constexpr = acc_layout if DIRECT else _store_layout(BLOCK_N, num_warps)
     it = 0
     for i in range(t_first, t_last):
         tile = tiles_ptr + i * 8
@@ -168,17 +186,23 @@ def _consumer(act_ptr, tiles_ptr, t_first, t_last, l2_full_ptr, dest_rank_ptr, d
                                 STAGES)
             _swiglu_out(acc, act_ptr, l2_full_ptr, row, n_block, inter, BLOCK_M, BLOCK_N, num_warps)
         else:
+            if EARLY_ROWS:
+                wt, row_ptr, valid = _combine_rows(row, n_block, hidden, dest_rank_ptr, dest_row_ptr, weight_ptr,
+                                                   dest_table_ptr, out_ty, acc_layout, st_layout, BLOCK_M, BLOCK_N)
             acc, it = _mma_tile(inter, a_bufs, w_bufs, ready, empty, it, acc_layout, BLOCK_M, BLOCK_N, BLOCK_K,
                                 STAGES)
-            _combine_out(acc, row, n_block, hidden, dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr,
-                         out_ty, BLOCK_M, BLOCK_N, num_warps)
+            if not EARLY_ROWS:
+                wt, row_ptr, valid = _combine_rows(row, n_block, hidden, dest_rank_ptr, dest_row_ptr, weight_ptr,
+                                                   dest_table_ptr, out_ty, acc_layout, st_layout, BLOCK_M, BLOCK_N)
+            _combine_store(acc, wt, row_ptr, valid, out_ty, st_layout, BLOCK_N, DIRECT)
 
 
 @gluon.jit(do_not_specialize=["spin_limit"])
 def _moe_ffn_gluon(x_desc, w1_desc, act_desc, w2_desc, act_ptr, tiles_ptr, offsets_ptr, l2_full_ptr, error_ptr,
                    dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, hidden, inter, spin_limit,
                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                   LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                   LOADER_REGS: gl.constexpr, EARLY_ROWS: gl.constexpr, DIRECT: gl.constexpr,
+                   num_warps: gl.constexpr):
     """x / act descriptors over [rows*BM, H] / [rows*BM, I] (blocks [BM, BK]); w1 / w2 over [E*2I, H] /
     [E*H, I] (blocks [BN, BK]), w1 packed by ``refs.pack_w1``."""
     pid = gl.program_id(0)
@@ -195,7 +219,7 @@ def _moe_ffn_gluon(x_desc, w1_desc, act_desc, w2_desc, act_ptr, tiles_ptr, offse
     gl.warp_specialize([
         (_consumer, (act_ptr, tiles_ptr, t_first, t_last, l2_full_ptr, dest_rank_ptr, dest_row_ptr, weight_ptr,
                      dest_table_ptr, hidden, inter, a_bufs, w_bufs, ready, empty,
-                     BLOCK_M, BLOCK_N, BLOCK_K, STAGES, num_warps)),
+                     BLOCK_M, BLOCK_N, BLOCK_K, STAGES, EARLY_ROWS, DIRECT, num_warps)),
         (_loader, (x_desc, w1_desc, act_desc, w2_desc, tiles_ptr, t_first, t_last, l2_full_ptr, error_ptr,
                    spin_limit, hidden, inter, a_bufs, w_bufs, ready, empty, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
     ], [1], [LOADER_REGS])
@@ -258,7 +282,8 @@ def launch_moe_gluon(x_recv, w1_packed, w2, act, dev: DeviceLayout, combine: Com
             dev.offsets, dev.l2_full, dev.error, dev.dest_rank, dev.dest_row, dev.weight, combine.table, H, I,
             int(spin_limit))
     opts = dict(BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=o["block_k"], STAGES=o["stages"],
-                LOADER_REGS=o["loader_regs"], num_warps=o["num_warps"], maxnreg=o["maxnreg"])
+                LOADER_REGS=o["loader_regs"], EARLY_ROWS=bool(o["early_rows"]), DIRECT=bool(o["direct_store"]),
+                num_warps=o["num_warps"], maxnreg=o["maxnreg"])
     got = check_resident_gluon(args, opts, dev.num_programs)
     dev.l2_full.zero_()
     _moe_ffn_gluon[(dev.num_programs,)](*args, **opts)

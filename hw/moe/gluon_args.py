@@ -10,9 +10,12 @@ from xstage.errors import InputError
 # BLOCK_K 64, three stages (2 x 48 KB ring + epilogue scratch: two CTAs per SM), one consumer warpgroup
 # (4 warps: a 128 x 128 fp32 accumulator, 128 registers of the 232 it gets), one loader warp at 24 registers,
 # 128 registers per thread at launch (8 warps: two CTAs per SM).
-GLUON_DEFAULTS = {"block_k": 64, "stages": 3, "num_warps": 4, "loader_regs": 24, "maxnreg": 128}
+# early_rows: a Linear-2 tile loads its rows' destinations before its mainloop; direct_store: its epilogue stores
+# from the accumulator's layout (no shared-memory round trip). Both 0 / 1.
+GLUON_DEFAULTS = {"block_k": 64, "stages": 3, "num_warps": 4, "loader_regs": 24, "maxnreg": 128, "early_rows": 1,
+                  "direct_store": 0}
 _RANGES = {"block_k": (16, 128), "stages": (2, 8), "num_warps": (4, 8), "loader_regs": (24, 256),
-           "maxnreg": (24, 256)}
+           "maxnreg": (24, 256), "early_rows": (0, 1), "direct_store": (0, 1)}
 
 
 def gluon_options(opts: dict | None, hidden: int, intermediate: int, block_m: int, block_n: int) -> dict:
@@ -22,6 +25,8 @@ def gluon_options(opts: dict | None, hidden: int, intermediate: int, block_m: in
     for key, value in (opts or {}).items():
         if key not in GLUON_DEFAULTS:
             raise InputError(f"gluon.{key}", value, f"must be one of {sorted(GLUON_DEFAULTS)}")
+        if isinstance(value, bool) and _RANGES[key] == (0, 1):
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"gluon.{key}", value, "must be an integer")
         lo, hi = _RANGES[key]
