@@ -80,7 +80,7 @@ def bail_check(s, opts: dict) -> dict:
 
     from xstage.hw.common.timing import device, sync
     from xstage.hw.moe.buffers import DeviceLayout
-    from xstage.hw.moe.gluon import launch_moe_gluon
+    from xstage.hw.moe.gluon_launch import launch_moe_gluon
 
     tiles = s.dev["expert_wave"].tiles_np
     order = np.concatenate([np.flatnonzero(tiles[:, 0] == 1), np.flatnonzero(tiles[:, 0] == 0)])
@@ -100,7 +100,7 @@ def measure(shape, variants: list, sms: int, trials: int, seed: int, quack: bool
     from xstage.hw.common.timing import time_variants
     from xstage.hw.moe import bench as B
     from xstage.hw.moe.baseline import grouped_mm_fn, quack_grouped_fn
-    from xstage.hw.moe.gluon import launch_moe_gluon
+    from xstage.hw.moe.gluon_launch import launch_moe_gluon
     from xstage.hw.moe.setup import Setup
     from xstage.sim.workloads.moe_layout import MoeProblem
 

@@ -19,10 +19,13 @@ mbarriers:
   rows masked).
 
 What differs from ``kernel.py``: the skipped tile on a timed-out wait (this kernel computes it on stale
-activations: the error flag says the run is invalid either way); no tile log and no write counter.
-``gluon_args`` packs the launch (pure: no torch, no triton), ``launch_moe_gluon`` runs it. Importing this
-module imports triton (3.6's Gluon API): callers import it inside functions. GPU only (Gluon has no
-interpreter); the CPU compile for sm_90 is ``compile_sm90``.
+activations: the error flag says the run is invalid either way); the tile log's wait start is the mainloop start
+(the wait is the loader's). Options: EARLY_ROWS (a Linear-2 tile's row destinations loaded before its
+mainloop), DIRECT (Linear-2 stores from the accumulator's layout), PLACE (``placement``: programs per SM by
+``%smid``), INSTRUMENT (tile log), COUNT_WRITES (written-once counter).
+``gluon_args`` checks the options (pure: no torch, no triton), ``gluon_launch.launch_moe_gluon`` runs the kernel.
+Importing this module imports triton (3.6's Gluon API): callers import it inside functions. GPU only (Gluon has
+no interpreter); ``benchmarks/gpu/moe_gluon_compile.py`` compiles it for sm_90a on the CPU.
 """
 
 from triton.experimental import gluon
@@ -30,9 +33,6 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                              warpgroup_mma_wait)
 
-from xstage.errors import InputError
-from xstage.hw.moe.buffers import SPIN_LIMIT, Combine, DeviceLayout
-from xstage.hw.moe.gluon_args import GLUON_DEFAULTS, gluon_options
 
 
 @gluon.jit
@@ -165,12 +165,75 @@ def _combine_store(acc, wt, row_ptr, valid, out_ty: gl.constexpr, st_layout: gl.
 
 
 @gluon.jit
-def _consumer(act_ptr, tiles_ptr, t_first, t_last, l2_full_ptr, dest_rank_ptr, dest_row_ptr, weight_ptr,
-              dest_table_ptr, hidden, inter, a_bufs, w_bufs, ready, empty,
+def _stamp(INSTRUMENT: gl.constexpr):
+    """%globaltimer (ns) when instrumented, else 0."""
+    t = gl.to_tensor(0).to(gl.int64)
+    if INSTRUMENT:
+        t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+    return t
+
+
+@gluon.jit
+def _smid():
+    return gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _log_tile(log_ptr, i, pid, t_first, t_ml0, t_ml1, t_end):
+    """Row ``i`` of the tile log (``buffers.TILE_LOG_FIELDS``): the epilogue spans mainloop end to ``t_end``."""
+    log = log_ptr + i * 8
+    gl.store(log + 0, pid.to(gl.int64))
+    gl.store(log + 1, _smid().to(gl.int64))
+    gl.store(log + 2, (i - t_first).to(gl.int64))
+    gl.store(log + 3, t_ml0)
+    gl.store(log + 4, t_ml0)
+    gl.store(log + 5, t_ml1)
+    gl.store(log + 6, t_ml1)
+    gl.store(log + 7, t_end)
+
+
+@gluon.jit
+def _count_writes(count_ptr, row, n_block, dest_rank_ptr, dest_row_ptr, combine_rows, l2_tiles,
+                  BLOCK_M: gl.constexpr, layout: gl.constexpr):
+    """``count[dest_rank, dest_row, n_block] += 1`` for every valid row of the tile (the written-once check)."""
+    rows = (row * BLOCK_M).to(gl.int64) + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    d_rank = gl.load(dest_rank_ptr + rows)
+    valid = d_rank >= 0
+    slot = (gl.where(valid, d_rank, 0).to(gl.int64) * combine_rows + gl.load(dest_row_ptr + rows)) * l2_tiles + n_block
+    gl.atomic_add(count_ptr + slot, gl.full([BLOCK_M], 1, gl.int32, gl.SliceLayout(1, layout)), mask=valid)
+
+
+@gluon.jit
+def _placed_span(offsets_ptr, place_ptr, slots_ptr, n_sm, error_ptr, PLACE: gl.constexpr):
+    """(schedule program, first tile, one past its last) of this CTA: PLACE = 0 its program id; PLACE = P > 0 the
+    next slot of its SM (``slots[smid]`` += 1) runs program ``place[smid * P + slot]`` (``placement``); an SM id or
+    slot outside the map sets the error flag and runs nothing."""
+    pid = gl.program_id(0)
+    ok = True
+    if PLACE > 0:
+        sm = _smid()
+        inside = sm < n_sm
+        slot = gl.atomic_add(slots_ptr + gl.where(inside, sm, 0), 1, mask=inside)
+        ok = inside & (slot < PLACE)
+        pid = gl.load(place_ptr + gl.where(ok, sm * PLACE + slot, 0))
+        if not ok:
+            gl.store(error_ptr, 1)
+    t_first = gl.load(offsets_ptr + pid)
+    t_last = gl.load(offsets_ptr + pid + 1)
+    t_last = gl.where(ok, t_last, t_first)
+    return pid, t_first, t_last
+
+
+@gluon.jit
+def _consumer(act_ptr, tiles_ptr, pid, t_first, t_last, l2_full_ptr, dest_rank_ptr, dest_row_ptr, weight_ptr,
+              dest_table_ptr, count_ptr, log_ptr, combine_rows, hidden, inter, a_bufs, w_bufs, ready, empty,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-              EARLY_ROWS: gl.constexpr, DIRECT: gl.constexpr, num_warps: gl.constexpr):
+              EARLY_ROWS: gl.constexpr, DIRECT: gl.constexpr, INSTRUMENT: gl.constexpr, COUNT_WRITES: gl.constexpr,
+              num_warps: gl.constexpr):
     """The default partition: the MMAs and both epilogues of every tile of this program. EARLY_ROWS: a Linear-2
-    tile loads its rows' destinations and router weights before its mainloop (their latency hidden behind it)."""
+    tile loads its rows' destinations and router weights before its mainloop (their latency hidden behind it).
+    INSTRUMENT: one ``buffers.TILE_LOG_FIELDS`` row per tile (the wait is the loader's: wait start = mainloop
+    start here); COUNT_WRITES: ``count[rank, row, n_block] += 1`` per stored Combine row (checks)."""
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
     out_ty: gl.constexpr = act_ptr.dtype.element_ty
@@ -181,9 +244,11 @@ def _consumer(act_ptr, tiles_ptr, t_first, t_last, l2_full_ptr, dest_rank_ptr, d
         kind = gl.load(tile + 0)
         n_block = gl.load(tile + 3)
         row = gl.load(tile + 6)
+        t_ml0 = _stamp(INSTRUMENT)
         if kind == 0:
             acc, it = _mma_tile(hidden, a_bufs, w_bufs, ready, empty, it, acc_layout, BLOCK_M, BLOCK_N, BLOCK_K,
                                 STAGES)
+            t_ml1 = _stamp(INSTRUMENT)
             _swiglu_out(acc, act_ptr, l2_full_ptr, row, n_block, inter, BLOCK_M, BLOCK_N, num_warps)
         else:
             if EARLY_ROWS:
@@ -191,23 +256,28 @@ def _consumer(act_ptr, tiles_ptr, t_first, t_last, l2_full_ptr, dest_rank_ptr, d
                                                    dest_table_ptr, out_ty, acc_layout, st_layout, BLOCK_M, BLOCK_N)
             acc, it = _mma_tile(inter, a_bufs, w_bufs, ready, empty, it, acc_layout, BLOCK_M, BLOCK_N, BLOCK_K,
                                 STAGES)
+            t_ml1 = _stamp(INSTRUMENT)
             if not EARLY_ROWS:
                 wt, row_ptr, valid = _combine_rows(row, n_block, hidden, dest_rank_ptr, dest_row_ptr, weight_ptr,
                                                    dest_table_ptr, out_ty, acc_layout, st_layout, BLOCK_M, BLOCK_N)
             _combine_store(acc, wt, row_ptr, valid, out_ty, st_layout, BLOCK_N, DIRECT)
+            if COUNT_WRITES:
+                _count_writes(count_ptr, row, n_block, dest_rank_ptr, dest_row_ptr, combine_rows, hidden // BLOCK_N,
+                              BLOCK_M, st_layout)
+        if INSTRUMENT:
+            _log_tile(log_ptr, i, pid, t_first, t_ml0, t_ml1, _stamp(INSTRUMENT))
 
 
 @gluon.jit(do_not_specialize=["spin_limit"])
 def _moe_ffn_gluon(x_desc, w1_desc, act_desc, w2_desc, act_ptr, tiles_ptr, offsets_ptr, l2_full_ptr, error_ptr,
-                   dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, hidden, inter, spin_limit,
+                   dest_rank_ptr, dest_row_ptr, weight_ptr, dest_table_ptr, count_ptr, log_ptr, place_ptr, slots_ptr,
+                   combine_rows, hidden, inter, spin_limit, n_sm,
                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                   LOADER_REGS: gl.constexpr, EARLY_ROWS: gl.constexpr, DIRECT: gl.constexpr,
-                   num_warps: gl.constexpr):
+                   LOADER_REGS: gl.constexpr, EARLY_ROWS: gl.constexpr, DIRECT: gl.constexpr, PLACE: gl.constexpr,
+                   INSTRUMENT: gl.constexpr, COUNT_WRITES: gl.constexpr, num_warps: gl.constexpr):
     """x / act descriptors over [rows*BM, H] / [rows*BM, I] (blocks [BM, BK]); w1 / w2 over [E*2I, H] /
     [E*H, I] (blocks [BN, BK]), w1 packed by ``refs.pack_w1``."""
-    pid = gl.program_id(0)
-    t_first = gl.load(offsets_ptr + pid)
-    t_last = gl.load(offsets_ptr + pid + 1)
+    pid, t_first, t_last = _placed_span(offsets_ptr, place_ptr, slots_ptr, n_sm, error_ptr, PLACE)
     a_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w1_desc.dtype, [STAGES] + w1_desc.block_type.shape, w1_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -217,74 +287,9 @@ def _moe_ffn_gluon(x_desc, w1_desc, act_desc, w2_desc, act_ptr, tiles_ptr, offse
         mbarrier.init(empty.index(s), count=1)
     fence_async_shared()
     gl.warp_specialize([
-        (_consumer, (act_ptr, tiles_ptr, t_first, t_last, l2_full_ptr, dest_rank_ptr, dest_row_ptr, weight_ptr,
-                     dest_table_ptr, hidden, inter, a_bufs, w_bufs, ready, empty,
-                     BLOCK_M, BLOCK_N, BLOCK_K, STAGES, EARLY_ROWS, DIRECT, num_warps)),
+        (_consumer, (act_ptr, tiles_ptr, pid, t_first, t_last, l2_full_ptr, dest_rank_ptr, dest_row_ptr, weight_ptr,
+                     dest_table_ptr, count_ptr, log_ptr, combine_rows, hidden, inter, a_bufs, w_bufs, ready, empty,
+                     BLOCK_M, BLOCK_N, BLOCK_K, STAGES, EARLY_ROWS, DIRECT, INSTRUMENT, COUNT_WRITES, num_warps)),
         (_loader, (x_desc, w1_desc, act_desc, w2_desc, tiles_ptr, t_first, t_last, l2_full_ptr, error_ptr,
                    spin_limit, hidden, inter, a_bufs, w_bufs, ready, empty, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
     ], [1], [LOADER_REGS])
-
-
-def descriptors(x_recv, w1_packed, act, w2, block_m: int, block_n: int, block_k: int) -> tuple:
-    """Host TMA descriptors (x, w1, act, w2) of the kernel's four operands (bf16, NVMMA-swizzled blocks)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    a_layout = gl.NVMMASharedLayout.get_default_for([block_m, block_k], gl.bfloat16)
-    w_layout = gl.NVMMASharedLayout.get_default_for([block_n, block_k], gl.bfloat16)
-    E2I, H = w1_packed.shape[-2:]
-    EH, I = w2.shape[0] * w2.shape[1], w2.shape[2]
-    return (TensorDescriptor(x_recv, list(x_recv.shape), [H, 1], [block_m, block_k], a_layout),
-            TensorDescriptor(w1_packed.view(-1, H), [w1_packed.shape[0] * E2I, H], [H, 1], [block_n, block_k],
-                             w_layout),
-            TensorDescriptor(act, list(act.shape), [I, 1], [block_m, block_k], a_layout),
-            TensorDescriptor(w2.view(-1, I), [EH, I], [I, 1], [block_n, block_k], w_layout))
-
-
-_resident: dict = {}
-
-
-def check_resident_gluon(args: tuple, opts: dict, programs: int) -> dict:
-    """Compile the launch (no run) and raise ``InputError`` unless all ``programs`` CTAs fit at once (the loader
-    warp's partition counts: the compiled kernel's warps, not ``num_warps``)."""
-    from xstage.hw.moe.residency import compiled_resources, device_limits, resident_per_sm
-
-    key = (programs, tuple(sorted(opts.items())))
-    if key not in _resident:
-        compiled = _moe_ffn_gluon.warmup(*args, grid=(programs,), **opts)
-        n_regs, shared = compiled_resources(compiled)
-        sms, limits = device_limits()
-        per_sm = resident_per_sm(n_regs, shared, int(compiled.metadata.num_warps), limits)
-        _resident[key] = {"n_regs": n_regs, "shared_bytes": shared, "warps": int(compiled.metadata.num_warps),
-                          "per_sm": per_sm, "resident": per_sm * sms}
-    got = _resident[key]
-    if programs > got["resident"]:
-        raise InputError("programs", programs, f"must be <= {got['resident']} resident at once ({got})")
-    return got
-
-
-def launch_moe_gluon(x_recv, w1_packed, w2, act, dev: DeviceLayout, combine: Combine, *,
-                     spin_limit: int = SPIN_LIMIT, **options) -> dict:
-    """Reset ``l2_full`` and run the Gluon kernel over ``dev``'s schedule into ``combine``; the same operands as
-    ``kernel.launch_moe`` (x_recv [rows*BM, H], w1 packed [E, 2I, H], w2 [E, H, I], act [rows*BM, I], bf16).
-    ``options``: ``gluon_args.GLUON_DEFAULTS`` keys. Returns the residency record of the compiled launch."""
-    import torch
-
-    p = dev.layout.problem
-    H, I, E, rows = p.hidden, p.intermediate, p.local_experts, dev.layout.recv_rows
-    for name, t, shape in (("x_recv", x_recv, (rows, H)), ("w1", w1_packed, (E, 2 * I, H)), ("w2", w2, (E, H, I)),
-                           ("act", act, (rows, I))):
-        if tuple(t.shape) != shape or not t.is_contiguous() or t.dtype != torch.bfloat16:
-            raise InputError(name, (tuple(t.shape), str(t.dtype)), f"must be a contiguous bf16 {shape} tensor")
-    if H % 8 or any(ptr % 16 for ptr in combine.pointers):
-        raise InputError("hidden/combine buffers", H, "must be a multiple of 8 / 16-byte aligned")
-    o = gluon_options(options, H, I, p.block_m, p.block_n)
-    args = (*descriptors(x_recv, w1_packed, act, w2, p.block_m, p.block_n, o["block_k"]), act, dev.tiles,
-            dev.offsets, dev.l2_full, dev.error, dev.dest_rank, dev.dest_row, dev.weight, combine.table, H, I,
-            int(spin_limit))
-    opts = dict(BLOCK_M=p.block_m, BLOCK_N=p.block_n, BLOCK_K=o["block_k"], STAGES=o["stages"],
-                LOADER_REGS=o["loader_regs"], EARLY_ROWS=bool(o["early_rows"]), DIRECT=bool(o["direct_store"]),
-                num_warps=o["num_warps"], maxnreg=o["maxnreg"])
-    got = check_resident_gluon(args, opts, dev.num_programs)
-    dev.l2_full.zero_()
-    _moe_ffn_gluon[(dev.num_programs,)](*args, **opts)
-    return got
