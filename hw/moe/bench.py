@@ -185,11 +185,13 @@ def alt_kw(kw: dict) -> dict:
     flattened kernel (``flat``) the per-tile kernel it replaces (``UNFLAT``: paired on the same inputs)."""
     if kw.get("flat"):
         return {**{k: v for k, v in kw.items() if k != "flat"}, **UNFLAT}
+    if kw.get("gluon"):  # the Gluon kernel (hw/moe/gluon.py): the Triton kernel it replaces, same tiles
+        return {k: v for k, v in kw.items() if not k.startswith("gluon")}
     return {**kw, "tma": not kw["tma"], "act_tma": not kw["tma"] and kw.get("act_tma", False)}
 
 
 def alt_tag(kw: dict) -> str:
-    return "unflat" if kw.get("flat") else "ptr" if kw["tma"] else "tma"
+    return "unflat" if kw.get("flat") else "triton" if kw.get("gluon") else "ptr" if kw["tma"] else "tma"
 
 
 def variant_fns(s: Setup, kw: dict, alt_loads: bool = True, quack: bool = False, checks: list | None = None) -> tuple:

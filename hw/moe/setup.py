@@ -88,6 +88,10 @@ class Setup:
                               self.combine[remote], **kw, **extra)
         elif kw.get("flat"):
             self.run_flat(schedule, remote, kw, **extra)
+        elif kw.get("gluon"):  # the warp-specialised Gluon kernel (hw/moe/gluon.py), its options gluon_*
+            from xstage.hw.moe.gluon_launch import run_options, launch_moe_gluon
+            launch_moe_gluon(self.x, self.w1_packed, self.w2, self.act, self.dev[schedule], self.combine[remote],
+                             **run_options(kw), **extra)
         else:
             M.launch_moe(self.x, self.w1_packed, self.w2, self.act, self.dev[schedule], self.combine[remote], **kw,
                          **extra)

@@ -63,7 +63,7 @@ def check(args):
 
 
 KERNEL_KEYS = {"place": bool, "early_rows": bool, "prefetch": bool, "num_stages": int, "maxnreg": int,
-               "group_rows": int, "flat": bool, "block_k": int}
+               "group_rows": int, "flat": bool, "block_k": int, "gluon": bool}   # gluon_*: hw/moe/gluon_args.py
 
 
 def kernel_options(path: str, flag: str = "--short-k-kernel") -> dict:
@@ -78,7 +78,12 @@ def kernel_options(path: str, flag: str = "--short-k-kernel") -> dict:
         raise InputError(flag, path, f"must be a readable JSON file ({type(err).__name__})") from None
     if not isinstance(d, dict):
         raise InputError(flag, path, "must hold a JSON object")
+    from xstage.hw.moe.gluon_args import check_run_keys
+
+    check_run_keys(d, flag)
     for k, v in d.items():
+        if k.startswith("gluon_"):
+            continue
         if k not in KERNEL_KEYS or type(v) is not KERNEL_KEYS[k] or (type(v) is int and v < 1):
             raise InputError(f"{flag} {k}", v, f"must be one of {sorted(KERNEL_KEYS)} with its type (ints >= 1)")
     return d
