@@ -10,10 +10,11 @@ import pytest
 
 from xstage.cli.exits import call
 from xstage.paths import data_dir
+from xstage.records import load_records
 from xstage.sim.platform import load_platform
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "predict_fa_rule7.py"
-RECORDS = {name: f"predictions/fa-rule7-{name}-h200-pcie-host.json" for name in ("fit", "preregistered")}
+RECORDS = {name: f"predictions/fa-rule7-{name}-h200-pcie-host.json" for name in ("fit", "preregistered", "pers10")}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def test_d7_is_the_grids_best_and_the_grid_is_the_codes(mod, recs):
         assert sum(mod.PP.within(p, r["measured_E_res_us"]) for p, r in zip(pred, rows)) == grid[d][0]
 
 
-@pytest.mark.parametrize("name", ["fit", "preregistered"])
+@pytest.mark.parametrize("name", ["fit", "preregistered", "pers10"])
 def test_recorded_answers_are_the_codes(mod, recs, name):
     rec = recs[name]
     platform, d7 = load_platform(rec["platform"]), rec["seventh_rule"]["d7"]
@@ -70,6 +71,22 @@ def test_preregistered_rows_are_new_M_and_name_the_rules_commit(recs):
         vmm = (r["M"] * 3 * 128 * 2) % (2 << 20) == 0
         assert r["kind"] == "stock" or vmm
         assert (r["variant"] == "fused_vmm") <= vmm
+
+
+def test_pers10_was_predicted_before_it_was_measured(recs):
+    pre, judged = recs["preregistered"], recs["pers10"]
+    _, meta = load_records(data_dir() / "attention-fa4/pers10/attention-fa4-kernel.parquet", "kernel")
+    assert pre["provenance"]["date"] < meta["provenance"]["date"]
+    assert meta["provenance"]["git_commit"] != pre["rules_commit"]     # the run names the record's commit, after it
+    assert judged["mode"] == "judged" and judged["seventh_rule"]["d7"] == pre["seventh_rule"]["d7"]
+    before = {(r["M"], r["variant"]): r for r in pre["rows"]}
+    assert len(judged["rows"]) == len(before) == 20
+    for r in judged["rows"]:     # the measured FA-only time moved the seventh rule's answers by < 12 us, any by < 20
+        p = before[(r["M"], r["variant"])]
+        for k, most in (("rule7", 12.0), ("rule6_congestion", 20.0), ("rule5", 20.0)):
+            assert abs(p[f"{k}_E_res_us"] - r[f"{k}_E_res_us"]) < most
+    s = judged["summary"]["all"]
+    assert (s["rule7"]["n"], s["rule7"]["within"]) == (20, sum(r["rule7_within"] for r in judged["rows"]))
 
 
 def test_bad_input_is_one_line_and_nothing_written(mod, tmp_path):
