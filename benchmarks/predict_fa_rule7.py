@@ -5,9 +5,9 @@ with direct stores and the persistent ``drain`` kernel (FA4's SM90 mainloop, a T
 the same residual at every M where both were measured, in the Ulysses layout (24K: 245 / 258 us; 32K: 346-359 /
 340-341; 48K: 402 / 397; 64K: 415-480 / 357-405), so one model has to serve both. Per wave (residual less the
 last wave's drain, over the full waves) the all-host rows (every tile remote, 132 x 32 KiB = 4.3 MB a wave)
-expose 74, 73, 61, 70, 61, 52 us at 8K, 16K, 24K, 32K, 48K, 64K, where a lockstep wave drained down to the sixth
-rule's q_c costs (4.3 - 0.35) MB / 52.5 GB/s = 75 us; the Ulysses rows (7/8 of the bytes; the own chunk's tiles
-sit in 1-2 waves per head) 63, 62, 53, 59, 40, 35 us. So the all-host over-prediction of both rules from 24K up
+expose 74, 72, 61, 69, 61, 52 us at 8K, 16K, 24K, 32K, 48K, 64K, where a lockstep wave drained down to the sixth
+rule's q_c costs (4.3 - 0.35) MB / 52.5 GB/s = 76 us; the Ulysses rows (7/8 of the bytes; the own chunk's tiles
+sit in 1-2 waves per head) 62, 62, 53, 58, 40, 36 us. So the all-host over-prediction of both rules from 24K up
 is the same fall of the per-wave cost with M as the Ulysses rows', not a matter of bytes or destinations (per-
 wave ratio Ulysses / all-host 0.84-0.87 up to 32K, the bytes' 0.875). A per-wave cost that falls with the Q-loop
 at a fixed burst is what the sixth rule's stall gives when the programs' tile ends spread: the spread of a
