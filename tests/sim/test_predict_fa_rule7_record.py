@@ -96,3 +96,15 @@ def test_bad_input_is_one_line_and_nothing_written(mod, tmp_path):
     assert out.read_text() == "{}"
     assert call(lambda: mod.main(["--preregister", "40k"])) == 2
     assert call(lambda: mod.main(["--runs", "attention-fa4/nope"])) == 2
+
+
+def test_every_earlier_rule_on_pers10_and_the_fifth_agrees(recs):
+    """``predict_pers_fa4.py --runs attention-fa4/pers10`` (every earlier rule's column) gives the fifth rule's answers
+    that the seventh rule's record carries beside its own, row for row."""
+    allr = json.loads((data_dir() / "predictions/fa4-persistent-all-rules-pers10-h200-pcie-host.json").read_text())
+    assert allr["runs"] == ["attention-fa4/pers10"] and allr["verdict_key"] == "fa4_law_drift_measured"
+    mine = {(r["M"], r["variant"]): r for r in recs["pers10"]["rows"]}
+    assert len(allr["rows"]) == 10      # the 8 persistent rows and stock fused_vmm at 40K, 56K
+    for r in allr["rows"]:
+        assert r["fa4_law_drift_measured_E_res_us"] == pytest.approx(mine[(r["M"], r["variant"])]["rule5_E_res_us"],
+                                                                     abs=1e-6)
