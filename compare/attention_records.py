@@ -283,7 +283,10 @@ PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),     
                # pers9 (M = 12K, 24K, 48K, never measured before): the sixth rule (a backlogged link stalls every SM),
                # fixed from the pers7 tile log and pre-registered before the run; the fifth rule's answers beside it
                # (``e_res_predicted_by_rule5_<tag>_us``)
-               ("predictions/fa-rules56-pers9-h200-pcie-host.json", "rule6_congestion", ("rule5",)))
+               ("predictions/fa-rules56-pers9-h200-pcie-host.json", "rule6_congestion", ("rule5",)),
+               # pers10 (M = 20K, 28K, 40K, 56K, 60K, never measured before): the seventh rule (every FA4 kernel under
+               # the sixth rule's stall, one fitted drift d7), pre-registered before the run; the fifth and sixth beside it
+               ("predictions/fa-rule7-pers10-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")))
 
 
 def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:

@@ -102,4 +102,25 @@ def test_pers9_gets_the_sixth_rule_and_the_fifth_beside_it():
             tag = v[len("fused_"):]
             assert r[f"e_res_predicted_{tag}_us"] == x["rule6_congestion_E_res_us"]
             assert r[f"e_res_predicted_by_rule5_{tag}_us"] == x["rule5_E_res_us"]
-    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run != "pers9" for k in r)
+    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run not in ("pers9", "pers10")
+                   for k in r)
+
+
+def test_pers10_gets_the_seventh_rule_and_the_fifth_and_sixth_beside_it():
+    """pers10 (M = 20K-60K, run after the seventh rule was pre-registered) carries the seventh rule's answers as the
+    prediction, the fifth and sixth rules' as ``e_res_predicted_by_rule5_*`` / ``..._by_rule6_congestion_*``, held out."""
+    rows = _fa4(summarize(data_dir()))
+    path, column, also = PREDICTIONS[5]
+    assert (column, also) == ("rule7", ("rule5", "rule6_congestion"))
+    rec = json.loads((data_dir() / path).read_text())
+    assert rec["mode"] == "judged" and rec["summary"]["all"]["rule7"]["n"] == 20
+    for M, n in ((20480, 2), (28672, 2), (40960, 7), (57344, 7), (61440, 2)):
+        r = rows[("pers10", M)]
+        assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (path, column, True)
+        want = {x["variant"]: x for x in rec["rows"] if x["set"] == "attention-fa4/pers10" and x["M"] == M}
+        assert len(want) == n
+        for v, x in want.items():
+            tag = v[len("fused_"):]
+            assert r[f"e_res_predicted_{tag}_us"] == x["rule7_E_res_us"]
+            assert r[f"e_res_predicted_by_rule5_{tag}_us"] == x["rule5_E_res_us"]
+            assert r[f"e_res_predicted_by_rule6_congestion_{tag}_us"] == x["rule6_congestion_E_res_us"]
