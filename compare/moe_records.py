@@ -96,16 +96,16 @@ def replay_hw_tiles(measured: pd.DataFrame, kernel: pd.DataFrame | None, platfor
         if len(rows):
             r = rows.iloc[-1]
             problem = MoeProblem(**problem_fields(r))
-            sms, lead, groups = int(r["num_sms"]), int(r["lead_rows"]), group_rows(r)
+            sms, lead, groups, bal = int(r["num_sms"]), int(r["lead_rows"]), group_rows(r), balanced(r)
         else:
             problem = parse_label(config)
-            sms, groups = int(tiles["sm"].max()) + 1, 1
+            sms, groups, bal = int(tiles["sm"].max()) + 1, 1, False
             lead = max(1, lead_knee_rows(problem.block_n, sms, problem.intermediate))
         local = tiles[tiles["schedule"].astype(str).str.endswith("_local")]
         timings = tile_timings(local if len(local) else tiles)
         lay = dispatch_layout(problem)
         for kind in SCHEDULES:
-            sched = make_moe_schedule(kind, lay.grid, sms, group_rows=groups,
+            sched = make_moe_schedule(kind, lay.grid, sms, group_rows=groups, balance=bal,
                                       **({"lead_rows": lead} if kind == "interleaved" else {}))
             res = _replay(lay, sched, timings, platform)
             out.append(res.tiles(experiment=EXPERIMENT, config=config).assign(schedule=kind))
@@ -117,6 +117,13 @@ def group_rows(row) -> int:
     records written before the column existed (Algorithm 1's row-major walk)."""
     v = row.get("group_rows") if hasattr(row, "get") else None
     return int(v) if v is not None and pd.notna(v) else 1
+
+
+def balanced(row) -> bool:
+    """Whether a record's schedules dealt the L1 and L2 remainders apart (``xstage.sim.schedules._merge``'s
+    ``balance``); False for records without the column."""
+    v = row.get("balance") if hasattr(row, "get") else None
+    return bool(v) if v is not None and pd.notna(v) else False
 
 
 def parse_label(label: str):
@@ -169,9 +176,10 @@ def resimulate(kernel: pd.DataFrame, platform, label: str) -> pd.DataFrame:
 
     out = kernel.copy()
     for config, rank, r, lay, sms, groups, timings in replay_inputs(out):
-        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms, group_rows=groups), timings, platform)
+        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms, group_rows=groups, balance=balanced(r)),
+                        timings, platform)
         inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"]),
-                                                group_rows=groups), timings, platform)
+                                                group_rows=groups, balance=balanced(r)), timings, platform)
         sel = rows_of(out, config, rank)
         out.loc[sel, "sim_wave(us)"], out.loc[sel, "sim_int(us)"], out.loc[sel, "sim_platform"] = wave, inter, label
     return out

@@ -72,7 +72,7 @@ def programs_per_sm(row, platform) -> int:
 def resimulate_law(kernel: pd.DataFrame, platform, law: TwoStageLaw, prefix: str = "sim_two_stage") -> pd.DataFrame:
     """``kernel`` with ``{prefix}_wave(us)`` / ``{prefix}_int(us)``: both schedules replayed under ``law`` from
     the stored measured medians, layouts, leads and ``group_rows`` (as ``moe_records.resimulate``)."""
-    from xstage.compare.moe_records import replay_inputs, rows_of, simulate
+    from xstage.compare.moe_records import balanced, replay_inputs, rows_of, simulate
     from xstage.sim.schedules import make_moe_schedule
 
     out = kernel.copy()
@@ -81,10 +81,11 @@ def resimulate_law(kernel: pd.DataFrame, platform, law: TwoStageLaw, prefix: str
         plat = law_platform(platform, law, copy, programs_per_sm(r, platform))
         if not law.epilogue_fixed:   # the recorded law: the bytes leave the SM at r_sm, no fixed part
             timings["l2_epilogue_us"] = 0.0
-        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms, group_rows=groups), timings, plat,
-                        cover_us=law.cover_us)
+        wave = simulate(lay, make_moe_schedule("expert_wave", lay.grid, sms, group_rows=groups, balance=balanced(r)),
+                        timings, plat, cover_us=law.cover_us)
         inter = simulate(lay, make_moe_schedule("interleaved", lay.grid, sms, lead_rows=int(r["lead_rows"]),
-                                                group_rows=groups), timings, plat, cover_us=law.cover_us)
+                                                group_rows=groups, balance=balanced(r)), timings, plat,
+                         cover_us=law.cover_us)
         sel = rows_of(out, config, rank)
         out.loc[sel, f"{prefix}_wave(us)"], out.loc[sel, f"{prefix}_int(us)"] = wave, inter
     return out

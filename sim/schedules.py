@@ -256,7 +256,8 @@ def pair_order(grid: MoeGrid, pairs_per_row: int, group_rows: int = 1) -> tuple:
     return tuple(np.concatenate(a) for a in (rows, cols, first, last))
 
 
-def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray, group_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray, group_rows: int = 1,
+           balance: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 1's merge with array operations.
 
     The loop takes L2 pair k2 (row p2) as soon as the next L1 pair's row p1 >= threshold[p2]
@@ -264,6 +265,10 @@ def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray, group_rows: int = 1
     so L2 pair j lands after exactly the L1 pairs with p1 < threshold[p2(j)]. With ``group_rows`` > 1
     (``pair_order``) p1 is the first row of the L1 pair's group and an L2 pair's threshold is that of
     its group's last row: both stay monotonic, and D counts rows past the end of an L2 pair's group.
+    ``balance``: the L2 pairs are dealt starting at the CTA pair after the last one that got an extra L1 pair
+    (pair g takes L2 pairs (g - P*P1 mod pairs) mod pairs, + pairs, ...), so no pair gets both remainders: the
+    most loaded pair has at most one tile pair over the mean instead of two. Every pair's own order is
+    Algorithm 1's merge as before; only which L2 pairs a CTA pair owns changes.
     """
     P, P1, P2 = grid.rows, grid.l1_pairs, grid.l2_pairs
     expert = grid.expert_of_row
@@ -272,9 +277,10 @@ def _merge(grid: MoeGrid, pairs: int, threshold: np.ndarray, group_rows: int = 1
     row1, col1, start1, _ = pair_order(grid, P1, group_rows)
     row2, col2, _, last2 = pair_order(grid, P2, group_rows)
     blocks, offsets = [], [0]
+    shift = (P * P1) % pairs if balance else 0
     for g in range(pairs):
         k1 = np.arange(g, P * P1, pairs)
-        k2 = np.arange(g, P * P2, pairs)
+        k2 = np.arange((g - shift) % pairs, P * P2, pairs)
         p1 = start1[k1]
         before = np.searchsorted(p1, threshold[last2[k2]], side="left")   # L1 pairs emitted before each L2 pair
         pos2 = before + np.arange(len(k2))
@@ -311,15 +317,16 @@ def _check_pairs(pairs) -> int:
     return require_int("pairs", pairs)
 
 
-def interleaved(grid: MoeGrid, pairs: int, lead_rows: int, group_rows: int = 1) -> Schedule:
+def interleaved(grid: MoeGrid, pairs: int, lead_rows: int, group_rows: int = 1, balance: bool = False) -> Schedule:
     """Algorithm 1: emit L2 of row p2 when the L1 cursor leads by D rows (p2 + D <= p1); ``group_rows``:
-    ``pair_order``."""
+    ``pair_order``; ``balance``: ``_merge``."""
     pairs = _check_pairs(pairs)
     D = require_int("lead_rows (D)", lead_rows, minimum=0)
     G = require_int("group_rows", group_rows)
-    tiles, offsets = _merge(grid, pairs, np.arange(grid.rows) + D, G)
+    tiles, offsets = _merge(grid, pairs, np.arange(grid.rows) + D, G, bool(balance))
     return Schedule("interleaved", tiles, offsets, {"pairs": pairs, "lead_rows": D, "num_sms": 2 * pairs,
-                                                    **({"group_rows": G} if G > 1 else {}), **_grid_params(grid)})
+                                                    **({"group_rows": G} if G > 1 else {}),
+                                                    **({"balance": True} if balance else {}), **_grid_params(grid)})
 
 
 WAVE_IMBALANCE = 16.0
@@ -342,11 +349,11 @@ def default_waves(grid: MoeGrid, num_sms: int, *, avg_rows_per_expert: float | N
 
 
 def expert_wave(grid: MoeGrid, pairs: int, wave_experts=None, avg_rows_per_expert: float | None = None,
-                group_rows: int = 1) -> Schedule:
+                group_rows: int = 1, balance: bool = False) -> Schedule:
     """Expert-wave: a wave's L1 work, then its L2 work, then the next wave (per program order).
 
     ``wave_experts``: experts per wave, an int (all waves) or a list; default ``default_waves``.
-    ``group_rows``: ``pair_order``.
+    ``group_rows``: ``pair_order``; ``balance``: ``_merge``.
     """
     pairs = _check_pairs(pairs)
     G = require_int("group_rows", group_rows)
@@ -364,22 +371,24 @@ def expert_wave(grid: MoeGrid, pairs: int, wave_experts=None, avg_rows_per_exper
     wave_of_expert = np.repeat(np.arange(len(sizes)), sizes)
     wave_end_row = np.concatenate([[0], np.cumsum(grid.rows_per_expert)])[bounds]
     end_of_row = wave_end_row[wave_of_expert[grid.expert_of_row]]
-    tiles, offsets = _merge(grid, pairs, end_of_row, G)
+    tiles, offsets = _merge(grid, pairs, end_of_row, G, bool(balance))
     return Schedule("expert_wave", tiles, offsets, {"pairs": pairs, "wave_experts": sizes, "num_sms": 2 * pairs,
-                                                    **({"group_rows": G} if G > 1 else {}), **_grid_params(grid)})
+                                                    **({"group_rows": G} if G > 1 else {}),
+                                                    **({"balance": True} if balance else {}), **_grid_params(grid)})
 
 
 def make_moe_schedule(kind: str, grid: MoeGrid, num_sms: int, *, lead_rows: int = 1, wave_experts=None,
-                      avg_rows_per_expert: float | None = None, group_rows: int = 1) -> Schedule:
+                      avg_rows_per_expert: float | None = None, group_rows: int = 1, balance: bool = False) -> Schedule:
     """``kind`` = expert_wave | interleaved on ``num_sms`` programs (an even number: CTA pairs);
-    ``group_rows``: rows walked side by side (``pair_order``; 1 = Algorithm 1's row-major walk)."""
+    ``group_rows``: rows walked side by side (``pair_order``; 1 = Algorithm 1's row-major walk);
+    ``balance``: the remainders of the L1 and L2 deals on different CTA pairs (``_merge``)."""
     num_sms = require_int("num_sms", num_sms)
     if num_sms % 2:
         raise InputError("num_sms", num_sms, "must be even (Algorithm 1 runs CTA pairs)")
     if kind in ("interleaved", "int"):
-        return interleaved(grid, num_sms // 2, lead_rows, group_rows)
+        return interleaved(grid, num_sms // 2, lead_rows, group_rows, balance)
     if kind in ("expert_wave", "wave"):
-        return expert_wave(grid, num_sms // 2, wave_experts, avg_rows_per_expert, group_rows)
+        return expert_wave(grid, num_sms // 2, wave_experts, avg_rows_per_expert, group_rows, balance)
     raise InputError("schedule", kind, "must be expert_wave or interleaved")
 
 

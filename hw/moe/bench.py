@@ -120,11 +120,22 @@ def config_tiles(prec: str, intermediate: int, kw: dict, kw8: dict, dry: bool, s
     if prec == "w8a8":
         return {"block_n": BLOCK_N}, 1, kw8
     if intermediate <= SHORT_K_MAX:
-        extra = {k: v for k, v in (short_k or {}).items() if k != "group_rows"}
+        extra = {k: v for k, v in (short_k or {}).items() if k not in SCHEDULE_KEYS}
         if extra.get("flat") and hidden != intermediate:
             extra = {}
         return {"block_n": BF16_SHORT_K["block_n"]}, BF16_SHORT_K["programs_per_sm"], {**BF16_SHORT_K["kernel"], **extra}
-    return {"block_n": BLOCK_N}, 1, {**kw, **{k: v for k, v in (long_k or {}).items() if k != "group_rows"}}
+    return {"block_n": BLOCK_N}, 1, {**kw, **{k: v for k, v in (long_k or {}).items() if k not in SCHEDULE_KEYS}}
+
+
+SCHEDULE_KEYS = ("group_rows", "balance")   # options of the schedule, not of the kernel
+
+
+def config_balance(prec: str, intermediate: int, short_k: dict | None = None, long_k: dict | None = None) -> bool:
+    """Whether one bf16 configuration's schedules deal the L1 and L2 remainders apart (``balance`` in the run's
+    short-K / long-K options; ``xstage.sim.schedules._merge``); False for W8A8 and by default."""
+    if prec != "bf16":
+        return False
+    return bool(((short_k if intermediate <= SHORT_K_MAX else long_k) or {}).get("balance", False))
 
 
 def config_group_rows(prec: str, intermediate: int, group_rows: int, short_k: dict | None = None,
@@ -139,12 +150,12 @@ def config_group_rows(prec: str, intermediate: int, group_rows: int, short_k: di
 
 
 def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, group_rows: int = 1,
-            quack: bool = False, **columns) -> tuple:
+            quack: bool = False, balance: bool = False, **columns) -> tuple:
     """(kernel rows, tile frames, checks) of one configuration: the lead D tuned, what is timed checked,
     every variant timed, one instrumented launch per schedule (GPU only) for the tiles and the measured
     medians (``measured_*``: ``xstage.compare.moe_records.resimulate`` replays the simulator on them).
     ``quack`` (bf16): quack's grouped GEMM timed beside ``torch._grouped_mm`` (``quack_grouped_mm``), checked first."""
-    s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows)
+    s = Setup(problem, sms, seed=problem.seed + 11, group_rows=group_rows, balance=balance)
     lead_us = tune_lead(s, kw, dry)
     alt = ("tma" in kw or kw.get("flat")) and fits(s, alt_kw(kw))
     checks = []
@@ -163,7 +174,8 @@ def measure(problem: MoeProblem, sms: int, kw: dict, trials: int, dry: bool, gro
     del ref
     opts = {"warmup": 0, "rounds": 1} if dry else {"warmup": 3, "rounds": 4}
     times, modes = time_variants(fns, trials=trials, **opts)
-    rows, _copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname, group_rows=group_rows, **columns)
+    rows, _copy_GBps = kernel_rows(s, kw, times, modes, lead_us, baseline=gname, group_rows=group_rows,
+                                   **({"balance": True} if balance else {}), **columns)
     tiles, timings = tile_records(s, kw)   # instrumented launches: tile records and the local-store medians
     for r in rows:
         r.update(measured_columns(timings))
@@ -338,7 +350,8 @@ def run(args) -> dict:
                     continue
                 cb, cpps, ckw = config_tiles(prec, i, kw, kw8, dry, short_k, long_k, hidden=h)
                 checks += check_problem(MoeProblem(h, i, t, routing=r, seed=t, precision=prec, **cb), sms * cpps,
-                                        ckw, seed=t, group_rows=config_group_rows(prec, i, group_rows, short_k, long_k))
+                                        ckw, seed=t, group_rows=config_group_rows(prec, i, group_rows, short_k, long_k),
+                                        balance=config_balance(prec, i, short_k, long_k))
                 hw_log(f"  checks {h}/{i}/{t}/{r}/{prec}: " + ", ".join(f"{c['variant']}={'ok' if c['ok'] else 'FAIL'}"
                       for c in checks if c["config"] == checks[-1]["config"]))
             if not dry and args.precision != "w8a8":
@@ -371,7 +384,7 @@ def run(args) -> dict:
             kr, tr, kc = measure(MoeProblem(h, i, t, local_experts=experts, routing=r, precision=prec, world_size=world,
                                             **cb), sms * pps, ckw, args.trials, dry,
                                  group_rows=config_group_rows(prec, i, group_rows, short_k, long_k),
-                                 quack=quack and prec == "bf16", model=model, programs_per_sm=pps)
+                                 balance=config_balance(prec, i, short_k, long_k), quack=quack and prec == "bf16", model=model, programs_per_sm=pps)
             checks += kc
             failed += [c for c in kc if not c.get("ok")]
         except Exception as err:  # noqa: BLE001 - keep the other configurations

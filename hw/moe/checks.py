@@ -15,14 +15,14 @@ from xstage.sim.schedules import make_moe_schedule
 from xstage.sim.workloads.moe_layout import MoeProblem
 
 
-def check_problem(problem: MoeProblem, sms: int, kw: dict, seed: int, group_rows: int = 1) -> list:
+def check_problem(problem: MoeProblem, sms: int, kw: dict, seed: int, group_rows: int = 1, balance: bool = False) -> list:
     """Both schedules (``group_rows`` rows side by side) with remote and local stores on fresh inputs
     (poisoned Combine, write counter, error flag), and for bf16 the baseline with its separate Combine copy."""
     import torch
 
     from xstage.hw.moe import kernel as M
 
-    s = Setup(problem, sms, seed, group_rows=group_rows)
+    s = Setup(problem, sms, seed, group_rows=group_rows, balance=balance)
     ref = s.reference()
     p = problem
     rows = []

@@ -33,8 +33,9 @@ class Setup:
     """Tensors, layouts and schedules of one problem on this device."""
 
     def __init__(self, problem: MoeProblem, sms: int, seed: int, lead: int | None = None, *, layout=None,
-                 x_recv=None, weights=None, combine=None, group_rows: int = 1):
-        """``group_rows``: rows both schedules walk side by side (``xstage.sim.schedules.pair_order``).
+                 x_recv=None, weights=None, combine=None, group_rows: int = 1, balance: bool = False):
+        """``group_rows``: rows both schedules walk side by side (``xstage.sim.schedules.pair_order``);
+        ``balance``: the L1 and L2 deals' remainders on different CTA pairs (``xstage.sim.schedules._merge``).
         ``layout``, ``x_recv`` (Dispatch's result), ``weights`` (w1, w2) and ``combine`` (the remote
         destinations: anything with ``table``, ``pointers``, ``buffers``, ``poison``) replace the emulated
         ones when given (the W-rank path, ``xstage.hw.moe.dist``)."""
@@ -60,11 +61,13 @@ class Setup:
             self.sact = torch.zeros((lay.recv_rows, 2 * p.intermediate // p.block_n), dtype=torch.float32, device=dev)
         self.sms = sms
         self.group_rows = group_rows
+        self.balance = bool(balance)
         self.knee = max(1, lead_knee_rows(p.block_n, sms, p.intermediate))
         self.lead = lead if lead is not None else self.knee
-        self.schedules = {"expert_wave": make_moe_schedule("expert_wave", lay.grid, sms, group_rows=group_rows),
+        self.schedules = {"expert_wave": make_moe_schedule("expert_wave", lay.grid, sms, group_rows=group_rows,
+                                                           balance=self.balance),
                           "interleaved": make_moe_schedule("interleaved", lay.grid, sms, lead_rows=self.lead,
-                                                           group_rows=group_rows)}
+                                                           group_rows=group_rows, balance=self.balance)}
         if dev == "cpu":  # the interpreter runs programs one by one: one program, dependencies first
             self.schedules = {k: sequential_schedule(s) for k, s in self.schedules.items()}
         self.dev = {k: DeviceLayout(lay, s.to_arrays(), dev) for k, s in self.schedules.items()}
@@ -120,7 +123,8 @@ class Setup:
 
 def lead_schedule(s: Setup, lead: int) -> tuple:
     """(schedule, DeviceLayout) of the interleaved order with lead ``lead`` for ``s`` (sequential on the CPU)."""
-    sched = make_moe_schedule("interleaved", s.layout.grid, s.sms, lead_rows=lead, group_rows=s.group_rows)
+    sched = make_moe_schedule("interleaved", s.layout.grid, s.sms, lead_rows=lead, group_rows=s.group_rows,
+                              balance=s.balance)
     if device() == "cpu":
         sched = sequential_schedule(sched)
     return sched, DeviceLayout(s.layout, sched.to_arrays(), device())

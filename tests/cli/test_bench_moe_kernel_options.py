@@ -74,3 +74,20 @@ def test_heldout_sweep_is_new_configurations_and_scopes_models(tmp_path):
     with pytest.raises(InputError):   # a main-sweep model is not in the held-out sweep
         C.check(ap.parse_args(["--out", str(tmp_path / "b"), "--sweep", "heldout", "--models", "DiT-MoE-S"]))
     assert ap.parse_args(["--out", str(tmp_path / "c")]).sweep == "main"
+
+
+def test_balance_is_a_schedule_option_not_a_kernel_option(tmp_path):
+    from xstage.cli.bench_moe import kernel_options
+    from xstage.hw.moe import bench as B
+
+    f = tmp_path / "short.json"
+    f.write_text('{"gluon": true, "balance": true}')
+    short = kernel_options(str(f))
+    _, _, kw = B.config_tiles("bf16", 1536, dict(B.BF16_FAST), dict(B.W8A8_FAST), False, short, None, hidden=1536)
+    assert kw["gluon"] is True and "balance" not in kw
+    assert B.config_balance("bf16", 1536, short, None) is True
+    assert B.config_balance("bf16", 2048, short, None) is False      # long K takes --long-k-kernel's options
+    assert B.config_balance("w8a8", 1536, short, None) is False
+    f.write_text('{"balance": 1}')
+    with pytest.raises(InputError):
+        kernel_options(str(f))

@@ -33,3 +33,23 @@ def test_heldout_keys_come_from_heldout_runs_only(tmp_path):
     assert s["heldout_sign_agreement_with_sim"] == 0.0   # measured 0.9, replayed 1.1: named wrong
     assert s["sign_agreement_with_sim"] == pytest.approx(0.5)
     assert math.isfinite(s["heldout_median_speedup_error_pp"])
+
+
+def test_replay_rebuilds_a_balanced_records_schedules():
+    from xstage.sim.platform import load_platform
+    from xstage.sim.schedules import make_moe_schedule
+    from xstage.sim.workloads.moe_layout import dispatch_layout
+
+    from tests.compare.test_moe_records import PROBLEM
+
+    rows = pd.DataFrame(_kernel_rows({"expert_wave": 120.0, "interleaved": 100.0}))
+    plat = load_platform("paper-b200")
+    plain = R.resimulate(rows, plat, "p")
+    bal = R.resimulate(rows.assign(balance=True), plat, "p")
+    assert R.balanced(rows.assign(balance=True).iloc[0]) and not R.balanced(rows.iloc[0])
+    lay = dispatch_layout(PROBLEM)
+    timings = {"l1_us": 6.0, "l2_us": 3.0, "l1_epilogue_us": 0.5, "l2_epilogue_us": 1.0}
+    want = R.simulate(lay, make_moe_schedule("expert_wave", lay.grid, 8, balance=True), timings, plat)
+    assert bal["sim_wave(us)"].iloc[0] == pytest.approx(want)
+    assert plain["sim_wave(us)"].iloc[0] == pytest.approx(
+        R.simulate(lay, make_moe_schedule("expert_wave", lay.grid, 8), timings, plat))

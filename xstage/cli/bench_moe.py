@@ -63,7 +63,8 @@ def check(args):
 
 
 KERNEL_KEYS = {"place": bool, "early_rows": bool, "prefetch": bool, "num_stages": int, "maxnreg": int,
-               "group_rows": int, "flat": bool, "block_k": int, "gluon": bool}   # gluon_*: hw/moe/gluon_args.py
+               "group_rows": int, "flat": bool, "block_k": int, "gluon": bool,
+               "balance": bool}   # gluon_*: hw/moe/gluon_args.py
 
 
 def kernel_options(path: str, flag: str = "--short-k-kernel") -> dict:
