@@ -31,7 +31,7 @@ it puts 32 of 40 within max(20 us, 20 %).
 
     python benchmarks/predict_fa_rule8.py --fit --out data/predictions/fa-rule8-fit-h200-pcie-host.json
     python benchmarks/predict_fa_rule8.py --preregister 20480,40960,57344 --out data/predictions/...json
-    python benchmarks/predict_fa_rule8.py --runs attention-runs/<new> --out data/predictions/...json
+    python benchmarks/predict_fa_rule8.py --runs attention-runs/<new> --preregistered predictions/<pre>.json --out ...
 """
 
 import argparse
@@ -125,15 +125,33 @@ def preregistered(Ms: list, base: Path, factors: dict) -> list:
     return out
 
 
+def judge_preregistered(table: list, path: Path) -> None:
+    """Each measured row's pre-registered answers (``rule8`` and the others, FA-only interpolated) and whether they
+    are within target, as ``prereg_<rule>_E_res_us`` / ``prereg_<rule>_within``."""
+    if not path.is_file():
+        raise InputError("--preregistered", str(path), "is not a file")
+    pre = {(r["M"], r["variant"]): r for r in json.loads(path.read_text())["rows"]}
+    for r in table:
+        p = pre.get((r["M"], H.SPREAD_OF.get(r["variant"], r["variant"])))
+        if p is None or "measured_E_res_us" not in r:
+            continue
+        r["prereg_fa_us_interpolated"] = p["fa_us_interpolated"]
+        for k in KEYS:
+            r[f"prereg_{k}_E_res_us"] = p[f"{k}_E_res_us"]
+            r[f"prereg_{k}_within"] = bool(PP.within(p[f"{k}_E_res_us"], r["measured_E_res_us"]))
+
+
 def summary(table: list) -> dict:
     groups = {}
     for r in table:
         if "measured_E_res_us" in r:
             for name in ("all", f"variant {H.SPREAD_OF.get(r['variant'], r['variant'])}", f"M {r['M']}", f"set {r['set']}"):
                 groups.setdefault(name, []).append(r)
+    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if all(f"prereg_{k}_within" in r for r in table
+                                                               if "measured_E_res_us" in r))
     return {name: {k: {"within": int(sum(r[f"{k}_within"] for r in g)), "n": len(g),
                        "median_abs_error_us": float(np.median([abs(r[f"{k}_E_res_us"] - r["measured_E_res_us"])
-                                                                for r in g]))} for k in KEYS}
+                                                                for r in g]))} for k in keys}
             for name, g in sorted(groups.items())}
 
 
@@ -144,6 +162,8 @@ def main(argv=None) -> int:
     mode.add_argument("--fit", action="store_true", help="the committed Triton rows (not held out)")
     mode.add_argument("--preregister", default=None, help="comma-separated M: predict before measuring")
     mode.add_argument("--runs", default=None, help="comma-separated Triton runs under data/ to judge")
+    ap.add_argument("--preregistered", default=None, help="with --runs: a pre-registration record under data/ whose "
+                                                          "answers are judged beside (same M and variant)")
     ap.add_argument("--out", default=None, help="write the record (.json); never over an existing file")
     args = ap.parse_args(argv)
     if args.out and Path(args.out).exists():
@@ -170,6 +190,8 @@ def main(argv=None) -> int:
         table = committed_rows(base, factors, names)
     for r in table:
         predict(r, platform, law, m, m8, d7, tlaw)
+    if args.preregistered and table:
+        judge_preregistered(table, base / args.preregistered)
     print(f"q_c = {m['q_c_MB']} MB; h = {m8['hbm_code_ratio']:.4f}; d7 = {d7}; drift per M: "
           + "; ".join(f"{v} " + "/".join(f"{x:.3f}" for x in d.values()) for v, d in m8["drift"].items()))
     for r in table:
