@@ -33,7 +33,7 @@ def per_m_drift(tiles, min_M: int = 0) -> dict:
     for (schedule, M), f in t[t["M"] >= min_M].groupby(["schedule", "M"]):
         n = f.groupby("seq").size()
         rng = f.groupby("seq")["mainloop_end(us)"].agg(lambda x: x.max() - x.min())[n >= 0.9 * n.max()]
-        if len(rng) < MIN_WAVES:
+        if len(rng) < MIN_WAVES or not float(f["ml"].median()) > 0:
             continue
         slope = np.polyfit(rng.index.to_numpy(float), rng.to_numpy(float), 1)[0] / float(f["ml"].median())
         out.setdefault(str(schedule), {})[int(M)] = max(0.0, float(slope))
