@@ -149,6 +149,7 @@ def summarize(data_dir: Path, platform: str | None = None) -> list:
         except InputError:
             if not fa4_dir.is_dir():
                 raise
+    triton = with_rule8(triton, data_dir)
     fa4 = with_predictions(fa4_rows(fa4_dir, platform), data_dir) if fa4_dir.is_dir() else []
     if not triton and not fa4:
         raise InputError("--platform", platform, f"has no attention records in {data_dir}")
@@ -325,4 +326,43 @@ def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:
             pred.update({k: e for (M, k), e in extra.items() if M == row["M"]})
         out.append({**row, **pred, "prediction_record": found[0], "prediction_column": found[1],
                     "prediction_held_out": all(h for _, (_, h) in at)} if pred else row)
+    return out
+
+
+# --- the eighth FA rule beside the one-GPU Triton rows (issue 15 item 5; ``benchmarks/predict_fa_rule8.py``)
+RULE8_FIT = "predictions/fa-rule8-fit-h200-pcie-host.json"          # the committed rows (not held out)
+RULE8_HELDOUT = "predictions/fa-rule8-heldout-7531682-h200-pcie-host.json"   # M never measured, pre-registered
+
+
+def with_rule8(rows: list, data_dir: Path, fit=RULE8_FIT, heldout=RULE8_HELDOUT) -> list:
+    """The one-GPU Triton rows (``ranks`` 1, the records' platform) with new keys only: at the row's M the eighth
+    rule's answer per variant from ``fit`` (``e_res_predicted_rule8_<tag>_us``, tag: the variant less ``fused_``;
+    ``rule8_held_out`` False: its drifts come from these runs' tile logs), and the held-out run's figures from
+    ``heldout`` (``rule8_heldout_run``, ``_within``, ``_n``, ``_median_abs_error_us``, ``_prereg_within``: the
+    pre-registered answers). A record that is not there adds nothing; other rows unchanged."""
+    import json
+    f, h = Path(data_dir) / fit, Path(data_dir) / heldout
+    if not f.is_file():
+        return rows
+    rec = json.loads(f.read_text())
+    pred = {}
+    for r in rec.get("rows", []):
+        if r.get("set") == FOLDERS[0] and "rule8_E_res_us" in r:
+            pred.setdefault(int(r["M"]), {})[f"e_res_predicted_rule8_{r['variant'][len('fused_'):]}_us"] = \
+                float(r["rule8_E_res_us"])
+    held = {}
+    if h.is_file():
+        hr = json.loads(h.read_text())
+        a = hr.get("summary", {}).get("all", {})
+        runs = sorted({str(r.get("set")) for r in hr.get("rows", [])})
+        held = {"rule8_heldout_record": heldout, "rule8_heldout_run": ",".join(runs),
+                "rule8_heldout_within": a.get("rule8", {}).get("within"), "rule8_heldout_n": a.get("rule8", {}).get("n"),
+                "rule8_heldout_median_abs_error_us": a.get("rule8", {}).get("median_abs_error_us"),
+                "rule8_heldout_prereg_within": a.get("prereg_rule8", {}).get("within")}
+    out = []
+    for row in rows:
+        at = pred.get(int(row.get("M", -1)))
+        if at and row.get("ranks", 1) == 1 and row.get("platform") == rec.get("platform"):
+            row = {**row, **at, "rule8_record": fit, "rule8_held_out": False, **held}
+        out.append(row)
     return out

@@ -1,0 +1,64 @@
+"""How far persistent programs drift apart per wave, measured per M from a tile log, and read at any M.
+
+The eighth FA rule (``benchmarks/predict_fa_rule8.py``) gives each Triton variant the drift its own tile logs show
+at each M instead of one constant: the split-tail tile-end kernel's programs drift 0.032 / 0.047 / 0.054 of a
+Q-loop per wave at 32K / 48K / 64K (mean of two runs), so a constant (the median, 0.048) over-hides at 32K and
+the residual it predicts there is too small. ``per_m_drift`` is the slope of the per-wave range of mainloop ends
+(full waves of whole tiles, at least three of them) over the median mainloop, per (schedule, M); ``drift_at``
+reads it at any M, linear in log M between measured M and held at the ends (never extrapolated). Pure: tile
+frames in, numbers out.
+"""
+
+import math
+
+import numpy as np
+
+from xstage.errors import InputError
+
+MIN_WAVES = 3
+
+
+def per_m_drift(tiles, min_M: int = 0) -> dict:
+    """{schedule: {M: drift}} of one tile frame (``tile`` records of the Triton bench): per (schedule, M) the slope
+    of the range of mainloop ends over ``seq`` (waves holding at least 90 % of the fullest wave's whole tiles;
+    at least ``MIN_WAVES`` of them) over the median whole-tile mainloop; M below ``min_M`` or with too few waves
+    left out. A negative slope (programs closing up) counts as 0."""
+    need = ("schedule", "M", "seq", "split", "mainloop_start(us)", "mainloop_end(us)")
+    missing = [c for c in need if c not in tiles.columns]
+    if missing:
+        raise InputError("tile frame", missing, "needs these columns")
+    t = tiles[~tiles["split"].astype(bool)]
+    t = t.assign(ml=t["mainloop_end(us)"] - t["mainloop_start(us)"])
+    out = {}
+    for (schedule, M), f in t[t["M"] >= min_M].groupby(["schedule", "M"]):
+        n = f.groupby("seq").size()
+        rng = f.groupby("seq")["mainloop_end(us)"].agg(lambda x: x.max() - x.min())[n >= 0.9 * n.max()]
+        if len(rng) < MIN_WAVES or not float(f["ml"].median()) > 0:
+            continue
+        slope = np.polyfit(rng.index.to_numpy(float), rng.to_numpy(float), 1)[0] / float(f["ml"].median())
+        out.setdefault(str(schedule), {})[int(M)] = max(0.0, float(slope))
+    return out
+
+
+def mean_drift(runs: list, aliases: dict | None = None) -> dict:
+    """{schedule: {M: mean drift}} over several ``per_m_drift`` results; ``aliases`` maps a schedule name onto
+    another's (the same kernel under another store name)."""
+    acc = {}
+    for run in runs:
+        for s, d in run.items():
+            s = (aliases or {}).get(s, s)
+            for M, v in d.items():
+                acc.setdefault(s, {}).setdefault(int(M), []).append(float(v))
+    return {s: {M: float(np.mean(v)) for M, v in sorted(d.items())} for s, d in acc.items()}
+
+
+def drift_at(per_m: dict, M: int) -> float:
+    """The drift of ``per_m`` ({M: drift}) at ``M``: linear in log M between the measured M, the end values
+    beyond them."""
+    if not per_m:
+        raise InputError("per_m", per_m, "must hold at least one measured M")
+    if not (isinstance(M, (int, float)) and M > 0 and math.isfinite(M)):
+        raise InputError("M", M, "must be a positive number")
+    ms = np.array(sorted(per_m), dtype=float)
+    vals = np.array([per_m[m] for m in sorted(per_m)], dtype=float)
+    return float(np.interp(math.log(M), np.log(ms), vals))
