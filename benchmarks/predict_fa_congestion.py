@@ -202,9 +202,15 @@ def summary(table: list) -> dict:
             names.append("stock, held out for the fifth rule's law")
         for name in names:
             groups.setdefault(name, []).append(r)
+    return rule_counts(groups, KEYS)
+
+
+def rule_counts(groups: dict, keys) -> dict:
+    """Per group of judged rows and per rule ``k`` of ``keys``: rows within target (``{k}_within``), rows, and the
+    median |predicted - measured| residual (``{k}_E_res_us`` against ``measured_E_res_us``)."""
     return {name: {k: {"within": int(sum(r[f"{k}_within"] for r in g)), "n": len(g),
                        "median_abs_error_us": float(np.median([abs(r[f"{k}_E_res_us"] - r["measured_E_res_us"])
-                                                                for r in g]))} for k in KEYS}
+                                                                for r in g]))} for k in keys}
             for name, g in sorted(groups.items())}
 
 

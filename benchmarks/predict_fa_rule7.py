@@ -140,10 +140,7 @@ def summary(table: list) -> dict:
         for name in (r["kind"], f"{r['kind']} {r['kernel'] if r['kind'] == 'persistent' else r['variant']}",
                      f"M {r['M']}", "all"):
             groups.setdefault(name, []).append(r)
-    return {name: {k: {"within": int(sum(r[f"{k}_within"] for r in g)), "n": len(g),
-                       "median_abs_error_us": float(np.median([abs(r[f"{k}_E_res_us"] - r["measured_E_res_us"])
-                                                                for r in g]))} for k in KEYS}
-            for name, g in sorted(groups.items())}
+    return C.rule_counts(groups, KEYS)
 
 
 def main(argv=None) -> int:

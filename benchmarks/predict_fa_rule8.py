@@ -149,10 +149,7 @@ def summary(table: list) -> dict:
                 groups.setdefault(name, []).append(r)
     keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if all(f"prereg_{k}_within" in r for r in table
                                                                if "measured_E_res_us" in r))
-    return {name: {k: {"within": int(sum(r[f"{k}_within"] for r in g)), "n": len(g),
-                       "median_abs_error_us": float(np.median([abs(r[f"{k}_E_res_us"] - r["measured_E_res_us"])
-                                                                for r in g]))} for k in keys}
-            for name, g in sorted(groups.items())}
+    return C.rule_counts(groups, keys)
 
 
 def main(argv=None) -> int:
