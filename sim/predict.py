@@ -164,7 +164,7 @@ class FaKernel:
         return self.seq_len // self.block_n
 
 
-def _tile_remote_bytes(k: FaKernel, schedule, owner=None) -> np.ndarray:
+def tile_remote_bytes(k: FaKernel, schedule, owner=None) -> np.ndarray:
     """Remote bytes per item, in schedule order (only a split tile's owning part stores)."""
     T = len(schedule.tiles)
     own = np.ones(T, dtype=bool) if owner is None else np.asarray(owner, dtype=bool)
@@ -175,7 +175,9 @@ def _tile_remote_bytes(k: FaKernel, schedule, owner=None) -> np.ndarray:
     return np.where((chunk == k.rank) | ~own, 0.0, float(k.tile_bytes))
 
 
-def _items(k: FaKernel, programs: int, parts: int):
+def work_items(k: FaKernel, programs: int, parts: int):
+    """(schedule, each item's share of a whole tile, owner mask) of ``k``'s tiles on ``programs`` programs, the
+    last partial wave in ``parts`` (``schedule_fa.fa_work_items``)."""
     return fa_work_items(k.heads, k.seq_len, programs, block_m=k.block_m, order=k.order,
                          world_size=k.world_size, rank=k.rank, tail_parts=parts)
 
@@ -193,7 +195,7 @@ def program_factors(k: FaKernel, programs: int, spread: float | None = None) -> 
     return 1.0 - float(spread) * u
 
 
-def _qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int, fa_waves: float) -> float:
+def qloop_us(k: FaKernel, platform: Platform, tiles: int, programs: int, fa_waves: float) -> float:
     """One whole tile's Q-loop: the measured FA-only time over its makespan in Q-loops (``fa_waves``:
     ceil(tiles / programs) without a split tail), else the platform's tensor rate."""
     if k.fa_us is not None:
@@ -213,10 +215,10 @@ def sm_stage_platform(platform: Platform, sm_store_GBps: float, shared_buffer_Mi
 def predict_fa(k: FaKernel, platform: Platform) -> dict:
     """FA-only and fused replays of ``k`` on ``platform``: times, residual exposure and hiding ratio."""
     programs = k.num_sms or platform.sm_count
-    fa_sched, fa_share, _ = _items(k, programs, k.fa_tail_parts)
-    schedule, share, owner = _items(k, programs, k.tail_parts)
+    fa_sched, fa_share, _ = work_items(k, programs, k.fa_tail_parts)
+    schedule, share, owner = work_items(k, programs, k.tail_parts)
     T = int(owner.sum())
-    nbytes = _tile_remote_bytes(k, schedule, owner)
+    nbytes = tile_remote_bytes(k, schedule, owner)
     K = min(programs, len(share))
     cfg = ReplayConfig(staging_slots=0, cover_us=0.0, remote_epilogue_us=0.0, local_epilogue_us=0.0,
                        record_occupancy=False, producers=K)
@@ -225,7 +227,7 @@ def predict_fa(k: FaKernel, platform: Platform) -> dict:
     fa_share = fa_share * program_factors(k, programs, k.fa_program_spread)[fa_sched.tiles[:, sm]]
     share = share * program_factors(k, programs)[schedule.tiles[:, sm]]
     fa_waves = replay(fa_sched, fa_share, np.zeros(len(fa_share)), platform, cfg).makespan_us
-    qloop = _qloop_us(k, platform, T, programs, fa_waves)
+    qloop = qloop_us(k, platform, T, programs, fa_waves)
     stage = sm_stage_platform(platform, k.sm_store_GBps, k.shared_buffer_MiB) if k.exit_waits_for_drain \
         else platform
     cfg = replace(cfg, cover_us=0.0 if k.exit_waits_for_drain else qloop / k.kv_steps)

@@ -74,13 +74,13 @@ def fused_items(k, platform):
     """(fa_schedule, fa item times, schedule, fused item times, remote bytes per item) as ``predict_fa`` builds them
     (the SM-side stage and ``hold`` left out: this model has no per-SM wait)."""
     programs = k.num_sms or platform.sm_count
-    fa_sched, fa_share, _ = P._items(k, programs, k.fa_tail_parts)
-    schedule, share, owner = P._items(k, programs, k.tail_parts)
-    nbytes = P._tile_remote_bytes(k, schedule, owner)
+    fa_sched, fa_share, _ = P.work_items(k, programs, k.fa_tail_parts)
+    schedule, share, owner = P.work_items(k, programs, k.tail_parts)
+    nbytes = P.tile_remote_bytes(k, schedule, owner)
     fa_share = fa_share * P.program_factors(k, programs, k.fa_program_spread)[fa_sched.tiles[:, SM]]
     share = share * P.program_factors(k, programs)[schedule.tiles[:, SM]]
     fa_waves = float(item_ends(fa_sched, fa_share).max())
-    qloop = P._qloop_us(k, platform, int(owner.sum()), programs, fa_waves)
+    qloop = P.qloop_us(k, platform, int(owner.sum()), programs, fa_waves)
     ml = share * qloop * float(k.mainloop_factor)
     if k.send == "stagger" and k.due_over == "tile":
         ml = staggered_items(k, schedule, ml)
