@@ -163,6 +163,15 @@ def pers_rows(folder: Path, name: str, skipped: list) -> list:
     return out
 
 
+def loglog_us(g, variant: str, M: int) -> float:
+    """``variant``'s time at ``M``, interpolated log-log between the two nearest measured M of ``g`` (a series
+    indexed by (variant, M))."""
+    ms = np.array(sorted(g.loc[variant].index))
+    lo, hi = ms[ms < M].max(), ms[ms > M].min()
+    x = (np.log(M) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    return float(np.exp((1 - x) * np.log(g.loc[(variant, lo)]) + x * np.log(g.loc[(variant, hi)])))
+
+
 def preregistered(Ms: list, fa_from: Path) -> list:
     """Rows without a measurement: each kernel's FA-only time at ``Ms`` interpolated from ``fa_from`` (log-log
     in M between the two nearest measured M), so the rule's answer is on record before the run."""
@@ -176,10 +185,7 @@ def preregistered(Ms: list, fa_from: Path) -> list:
         for fa, kern, fused in [("fa4", "fa4", v) for v in ("fused_vmm", "fused_allhost", "fused_perchunk")] + \
                 [("pfa4" if k == "drain" else f"pfa4_{k}", k, "fused_vmm_pers" + ("" if k == "drain" else f"_{k}"))
                  for k in PREREG_KERNELS]:
-            ms = np.array(sorted(g.loc[fa].index))
-            lo, hi = ms[ms < M].max(), ms[ms > M].min()
-            x = (np.log(M) - np.log(lo)) / (np.log(hi) - np.log(lo))
-            fa_us = float(np.exp((1 - x) * np.log(g.loc[(fa, lo)]) + x * np.log(g.loc[(fa, hi)])))
+            fa_us = loglog_us(g, fa, M)
             if kern == "fa4":
                 kw = dict(common, fa_us=fa_us, remote_fraction=1.0 if fused == "fused_allhost" else None)
                 out.append({"set": "preregistered", "kind": "stock", "kernel": "fa4", "M": int(M), "variant": fused,

@@ -120,10 +120,7 @@ def preregistered(Ms: list, base: Path, runs=FA_FROM, kernels=C.PREREG_KERNELS) 
             cases += [("pfa4" if k == "drain" else f"pfa4_{k}", k,
                        "fused_vmm_pers" + ("" if k == "drain" else f"_{k}")) for k in kernels]
         for fa, kern, fused in cases:
-            ms = np.array(sorted(g.loc[fa].index))
-            lo, hi = ms[ms < M].max(), ms[ms > M].min()
-            x = (np.log(M) - np.log(lo)) / (np.log(hi) - np.log(lo))
-            fa_us = float(np.exp((1 - x) * np.log(g.loc[(fa, lo)]) + x * np.log(g.loc[(fa, hi)])))
+            fa_us = C.loglog_us(g, fa, M)
             stock = kern == "fa4"
             kw = dict(common, fa_us=fa_us, **({"remote_fraction": 1.0 if fused == "fused_allhost" else None}
                                               if stock else PP.split_structure(kern)))

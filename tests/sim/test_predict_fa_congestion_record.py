@@ -1,10 +1,7 @@
 """The fifth and sixth FA rules' records (``benchmarks/predict_fa_congestion.py``): the sixth rule's numbers are the
 pers7 tile log's, the pre-registration came before the pers9 run, and every recorded answer is the code's."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,17 +10,14 @@ from xstage.paths import data_dir
 from xstage.records import load_records
 from xstage.sim.platform import load_platform
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "predict_fa_congestion.py"
+from .bench_scripts import load_script
+
 RECORDS = {name: f"predictions/fa-rules56-{name}-h200-pcie-host.json" for name in ("existing", "preregistered", "pers9")}
 
 
 @pytest.fixture(scope="module")
 def mod():
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("predict_fa_congestion", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return load_script("predict_fa_congestion")
 
 
 @pytest.fixture(scope="module")

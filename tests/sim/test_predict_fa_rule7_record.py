@@ -1,10 +1,7 @@
 """The seventh FA rule's records (``benchmarks/predict_fa_rule7.py``): d7 is the grid's best on the committed rows,
 the pre-registration names the rule's commit, and every recorded answer is the code's."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,17 +10,14 @@ from xstage.paths import data_dir
 from xstage.records import load_records
 from xstage.sim.platform import load_platform
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "predict_fa_rule7.py"
+from .bench_scripts import load_script
+
 RECORDS = {name: f"predictions/fa-rule7-{name}-h200-pcie-host.json" for name in ("fit", "preregistered", "pers10")}
 
 
 @pytest.fixture(scope="module")
 def mod():
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("predict_fa_rule7", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return load_script("predict_fa_rule7")
 
 
 @pytest.fixture(scope="module")

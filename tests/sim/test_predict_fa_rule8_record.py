@@ -1,10 +1,7 @@
 """The eighth FA rule's records (``benchmarks/predict_fa_rule8.py``): its inputs are the committed tile logs' and the
 code's, the pre-registration names the rule's commit and came before the run, every recorded answer is the code's."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +9,8 @@ from xstage.paths import data_dir
 from xstage.records import load_records
 from xstage.sim.platform import load_platform
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "predict_fa_rule8.py"
+from .bench_scripts import load_script
+
 RUN = "attention-runs/7531682-heldout"
 RECORDS = {"fit": "predictions/fa-rule8-fit-h200-pcie-host.json",
            "preregistered": "predictions/fa-rule8-preregistered-h200-pcie-host.json",
@@ -21,11 +19,7 @@ RECORDS = {"fit": "predictions/fa-rule8-fit-h200-pcie-host.json",
 
 @pytest.fixture(scope="module")
 def mod():
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("predict_fa_rule8", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return load_script("predict_fa_rule8")
 
 
 @pytest.fixture(scope="module")
