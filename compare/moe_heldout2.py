@@ -90,7 +90,8 @@ def heldout2_summary(earlier: pd.DataFrame, fresh: pd.DataFrame, summarize_rows,
     for rule, med, p90, named, distinct in pairs:
         out.update({f"heldout2_median_speedup_error_pp_{rule}": part.get(med, math.nan),
                     f"heldout2_p90_speedup_error_pp_{rule}": part.get(p90, math.nan),
-                    f"heldout2_names_winner_{rule}": part.get(named), f"heldout2_n_distinct_{rule}": part.get(distinct)})
+                    f"heldout2_names_winner_{rule}": part.get(named),
+                    f"heldout2_n_distinct_{rule}": part.get(distinct)})
     e = _errors(fresh[fresh["config"].isin(speed.index)], speed)
     if e.get("n"):
         out.update({"heldout2_median_speedup_error_pp_rule3": e["median_pp"],

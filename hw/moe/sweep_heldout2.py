@@ -1,10 +1,11 @@
 """A second held-out MoE sweep: bf16 configurations no sweep, law or rule had measured (issue 15, MoE magnitudes).
 
-``hw/moe/bench.py --sweep heldout2``. Shapes, token counts and expert counts that appear nowhere in ``SWEEP`` or
-``HELDOUT`` (hidden 2560 / 3072 / 5120 / 6144, intermediate 768 / 1024 / 1280 / 2560 / 3584, 4-32 local experts),
-both routings, W = EP = 8: four at short K (I <= 1536: two programs per SM, BLOCK_N 128) and four at long K (one
-program per SM, BLOCK_N 256), two of them with Combine buffers of 460-500 MB (the copy engine's slow range). The
-predictions for them were committed before they ran (``data/predictions/moe-rule3-preregistered.json``).
+``hw/moe/bench.py --sweep heldout2``. (hidden, intermediate) pairs and token counts that appear nowhere in
+``SWEEP`` or ``HELDOUT`` (hidden 2560 / 3072 / 5120 / 6144, intermediate 768 / 1024 / 1280 / 2560 / 3584, 4-32
+local experts), both routings, W = EP = 8: four at short K (I <= 1536: two programs per SM, BLOCK_N 128) and four
+at long K (one program per SM, BLOCK_N 256), two of them with Combine buffers of 460-500 MB (measured: only the
+503 MB one copied slowly, 38.7-40.3 GB/s). The predictions for them were committed before they ran (commit
+333d725, ``data/predictions/moe-rule3-preregistered.json``; measured in ``data/moe/run-333d725-heldout2``).
 Entries as ``bench.catalog_sweep``'s: (model, hidden, intermediate, tokens, routing, precision, world_size,
 local experts).
 """
