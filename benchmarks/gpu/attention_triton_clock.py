@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         record = {"what": "Triton FA-A2A clock diagnostics: back-to-back blocks, gapped pairs, idle-gap tile logs",
                   "args": vars(args), "kernel": base.label(), "clocks_end": gpu_clocks(), "runs": runs,
                   "provenance": provenance()}
-        atomic_write_text(outdir / "clock-diag.json", json.dumps(record, indent=1, default=str))
+        atomic_write_text(outdir / "clock-diag.json", json.dumps(record, indent=1, default=str), overwrite=True)  # after every M
         pd.concat(tiles).to_parquet(outdir / "attention-tile.parquet")
     failed = [r for r in runs if r["check"].get("ok") is False]
     print(f"checks: {len(runs)}, {len(failed)} failed; wall {time.time() - t0:.0f}s", flush=True)

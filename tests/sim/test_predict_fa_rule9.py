@@ -64,3 +64,66 @@ def test_the_split_kernels_answer_falls_with_its_drift(mod, setup):
     platform = load_platform("h200-pcie-host")
     lo, hi = (mod.split_residual(r, m8, platform, 0.35e6, d) for d in (0.0, 0.06))
     assert lo > 2 * hi > 0
+
+
+RUN = "attention-runs/6c1c349-heldout2"
+RECORDS = {"fit": "predictions/fa-rule9-fit-h200-pcie-host.json",
+           "preregistered": "predictions/fa-rule9-preregistered-h200-pcie-host.json",
+           "heldout": "predictions/fa-rule9-heldout2-6c1c349-h200-pcie-host.json"}
+
+
+@pytest.fixture(scope="module")
+def recs():
+    import json
+
+    return {k: json.loads((data_dir() / v).read_text()) for k, v in RECORDS.items()}
+
+
+def test_the_fitted_drifts_are_the_codes_on_the_committed_residuals(mod, recs, setup):
+    import json
+
+    from xstage.records import load_records
+
+    base, factors, m8 = setup
+    platform = load_platform("h200-pcie-host")
+    m = mod.C.measure(load_records(base / mod.C.TILES, "tile")[0], json.loads((base / mod.C.SUMMARY).read_text()))
+    m9 = json.loads(json.dumps(mod.measure(base, platform, m, m8, factors)))
+    assert m9 == recs["fit"]["ninth_rule"]
+    d = {int(k): v for k, v in m9["split_drift_per_M"].items()}
+    assert max(d[M] for M in d if M <= 49152) < 0.025 < 0.06 < min(d[57344], d[65536])   # the fall at 56K and up
+
+
+@pytest.mark.parametrize("name", ["fit", "preregistered", "heldout"])
+def test_recorded_answers_are_the_codes(mod, recs, name):
+    import json
+
+    rec = recs[name]
+    platform = load_platform(rec["platform"])
+    fa4_law = json.loads((data_dir() / mod.PP.LAWS).read_text())["laws"]["fa4"]
+    m9 = dict(rec["ninth_rule"], split_drift_per_M={int(k): v for k, v in rec["ninth_rule"]["split_drift_per_M"].items()})
+    m8 = dict(rec["eighth_rule"], drift={v: {int(k): x for k, x in d.items()} for v, d in rec["eighth_rule"]["drift"].items()})
+    for r in rec["rows"][::3]:
+        again = {k: v for k, v in r.items() if k in ("set", "kind", "kernel", "M", "variant", "kw", "measured_E_res_us")}
+        mod.predict(again, platform, fa4_law, rec["sixth_rule"], m8, m9, rec["seventh_rule_d7"], rec["triton_law"])
+        for k in mod.KEYS:
+            assert again[f"{k}_E_res_us"] == pytest.approx(r[f"{k}_E_res_us"], abs=1e-6)
+            if "measured_E_res_us" in r:
+                assert again[f"{k}_within"] == r[f"{k}_within"]
+
+
+def test_the_fresh_run_was_predicted_before_it_was_measured(recs):
+    from xstage.records import load_records
+
+    pre, judged, fit = recs["preregistered"], recs["heldout"], recs["fit"]
+    assert pre["mode"] == "preregistered" and pre["rules_commit"] == pre["provenance"]["git_commit"]
+    _, meta = load_records(data_dir() / RUN / "attention-kernel.parquet", "kernel")
+    assert pre["provenance"]["date"] < meta["provenance"]["date"]
+    assert meta["provenance"]["git_commit"].startswith("6c1c349") and meta["provenance"]["git_commit"] != pre["rules_commit"]
+    measured_before = {r["M"] for r in fit["rows"]}
+    assert {r["M"] for r in pre["rows"]} == {r["M"] for r in judged["rows"]} and not measured_before & {r["M"] for r in pre["rows"]}
+    for r in judged["rows"]:
+        p = next(x for x in pre["rows"] if (x["M"], x["variant"]) == (r["M"], r["variant"]))
+        assert r["prereg_rule9_E_res_us"] == p["rule9_E_res_us"]
+    a = judged["summary"]["all"]
+    assert (a["rule9"]["within"], a["prereg_rule9"]["within"], a["rule8"]["within"], a["rule7"]["within"], a["rule9"]["n"]) \
+        == (20, 20, 18, 12, 24)
