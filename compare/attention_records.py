@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from xstage.compare import attention_fa4
+from xstage.compare.attention_rule9 import with_rule9
 from xstage.errors import InputError
 from xstage.records import load_records
 from xstage.records.attention import EXPERIMENT
@@ -150,6 +151,7 @@ def summarize(data_dir: Path, platform: str | None = None) -> list:
             if not fa4_dir.is_dir():
                 raise
     triton = with_rule8(triton, data_dir)
+    triton = with_rule9(triton, data_dir)
     fa4 = with_predictions(fa4_rows(fa4_dir, platform), data_dir) if fa4_dir.is_dir() else []
     if not triton and not fa4:
         raise InputError("--platform", platform, f"has no attention records in {data_dir}")

@@ -62,3 +62,25 @@ def drift_at(per_m: dict, M: int) -> float:
     ms = np.array(sorted(per_m), dtype=float)
     vals = np.array([per_m[m] for m in sorted(per_m)], dtype=float)
     return float(np.interp(math.log(M), np.log(ms), vals))
+
+
+def fitted_per_m(residual, measured: dict, grid) -> dict:
+    """{M: drift} fitted on residuals (the ninth FA rule): per M of ``measured`` ({M: [measured residual, ...]},
+    several runs at one M), the ``grid`` drift whose predictions ``residual(M, drift)`` (a list aligned with
+    ``measured[M]``) have the least median |predicted - measured|; a tie goes to the smaller drift. Read the result
+    at other M with ``drift_at``."""
+    grid = sorted(float(d) for d in grid)
+    if not grid or grid[0] < 0:
+        raise InputError("grid", grid, "must hold at least one drift >= 0")
+    out = {}
+    for M, meas in sorted(measured.items()):
+        if not len(meas):
+            raise InputError("measured", M, "has no measured residual")
+        errs = []
+        for d in grid:
+            pred = list(residual(M, d))
+            if len(pred) != len(meas):
+                raise InputError("residual", len(pred), f"must give one prediction per measured residual at M={M}")
+            errs.append(float(np.median(np.abs(np.asarray(pred, float) - np.asarray(meas, float)))))
+        out[int(M)] = grid[int(np.argmin(errs))]
+    return out

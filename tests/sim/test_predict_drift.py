@@ -55,3 +55,24 @@ def test_bad_input_names_the_field():
         drift_at({1: 0.1}, 0)
     with pytest.raises(InputError, match="tile frame"):
         per_m_drift(pd.DataFrame({"M": [1]}))
+
+
+def test_fitted_per_m_takes_the_drift_of_least_median_error_per_M():
+    from xstage.sim.predict_drift import fitted_per_m
+
+    grid = [i / 100 for i in range(11)]
+    calls = []
+
+    def residual(M, d):                      # a residual that falls with drift, one prediction per measured run
+        calls.append((M, d))
+        return [200.0 - 2000.0 * d] * (2 if M == 1 else 1)
+
+    fit = fitted_per_m(residual, {1: [100.0, 120.0], 2: [0.0]}, grid)
+    assert fit == {1: 0.04, 2: 0.1}          # 1: any of 0.04-0.05 sits between the two runs, the smaller wins
+    assert drift_at(fit, 1.5) == pytest.approx(0.04 + 0.06 * np.log(1.5) / np.log(2))
+    with pytest.raises(InputError):
+        fitted_per_m(residual, {1: []}, grid)
+    with pytest.raises(InputError):
+        fitted_per_m(lambda M, d: [1.0], {1: [1.0, 2.0]}, grid)
+    with pytest.raises(InputError):
+        fitted_per_m(residual, {2: [0.0]}, [-0.1])
