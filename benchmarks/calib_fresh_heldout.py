@@ -43,6 +43,22 @@ KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p
         "n_isolated_points", "n_free_points")
 
 
+POINT_COLUMNS = ("phase", "mode", "gap_kind", "producers", "bytes_per_producer", "gap(us)", "gap_measured(us)",
+                 "T_iss(us)", "period(us)", "split")
+
+
+def load_points(folder: Path):
+    """(points, metadata) of a calibration folder: its points.parquet, else the measured columns of its
+    check.parquet (one row per configuration, the split recorded; the first device call of session 7 brought
+    back check.parquet but not points.parquet for the local target)."""
+    if (folder / "points.parquet").is_file():
+        return load_records(folder / "points.parquet", "point")
+    check, meta = load_records(folder / "check.parquet", "summary")
+    points = check[list(POINT_COLUMNS)].copy()
+    points["volume(bytes)"] = points["producers"] * points["bytes_per_producer"]
+    return points, {**meta, "points_from": "check.parquet"}
+
+
 def preregistered_platform(target: str, model: str) -> Platform:
     return Platform.load(EXTRA / MODEL_FOLDERS[model].format(t=TARGETS[target]) / "platform.json")
 
@@ -72,14 +88,17 @@ def score_fresh_split(points, target: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fresh-host", type=Path, required=True)
-    ap.add_argument("--fresh-local", type=Path, required=True)
+    ap.add_argument("--fresh-host", type=Path, default=None)
+    ap.add_argument("--fresh-local", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     result = {"preregistered_platforms": {m: f.format(t="{pcie-host,local}") for m, f in MODEL_FOLDERS.items()}}
     for target, folder in (("host", args.fresh_host), ("local", args.fresh_local)):
-        points, meta = load_records(folder / "points.parquet", "point")
+        if folder is None:
+            continue
+        points, meta = load_points(folder)
         result[target] = {"records": str(folder), "provenance": meta.get("provenance"),
+                          "points_from": meta.get("points_from", "points.parquet"),
                           "preregistered": score_preregistered(points, target),
                           "fresh_split": score_fresh_split(points, target)}
         for part in ("preregistered", "fresh_split"):

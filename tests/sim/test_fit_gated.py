@@ -1,7 +1,10 @@
 """``two-stage-gated`` (session 7): only (K, B) pairs whose zero-gap lockstep run waited for the drain are read
 as backpressured; the fresh grid shares no pair with the wide one."""
 
+import json
+
 import pandas as pd
+import pytest
 
 from xstage.hw.calib.grids import GRIDS
 from xstage.sim.platform_fit import MODELS, capacity_law_of, drain_seen_pairs
@@ -30,3 +33,15 @@ def test_fresh_grid_has_no_pair_of_wide():
     pairs = lambda g: ({(k, b) for k in g["producers"] for b in g["sizes"]} | set(g["gap_configs"])  # noqa: E731
                        | {(k, b) for k in g["iso_producers"] for b in g["iso_sizes"]})
     assert not pairs(fresh) & pairs(wide) and all(4 <= k <= 132 for k in fresh["producers"])
+
+
+def test_results_report_the_preregistered_platform_on_the_fresh_run():
+    from xstage.compare.calibration_records import summarize_results
+    from xstage.paths import data_dir
+    host = summarize_results(data_dir(), "h200-pcie-host-fresh")
+    assert host["preregistered_platform"] == "calibration-extra/h200-pcie-host-wide-two-stage-gated"
+    assert host["preregistered_n_points"] == 163 and 0 < host["preregistered_median_rel_err_T_iss"] < 1
+    scores = json.loads((data_dir() / "calibration-extra" / "fresh-s7-scores.json").read_text())
+    pre = scores["host"]["preregistered"]["two-stage-gated"]
+    assert host["preregistered_p90_rel_err_T_iss"] == pytest.approx(pre["p90_rel_err_T_iss"], rel=1e-9)
+    assert "preregistered_platform" not in summarize_results(data_dir(), "h200-pcie-host-wide")
