@@ -32,4 +32,7 @@ for label, path in fr.PLATFORMS.items():          # the fresh grid's rate runs, 
                                        f"(within10 {v['T_iss']['within_10pct']:.2f}) P {v['period']['median_rel_err']:.3f}/"
                                        f"{v['period']['p90_rel_err']:.3f} (n={v['period']['n']}, within10 "
                                        f"{v['period']['within_10pct']:.2f})" for h, v in lo.items()), flush=True)
-open(sys.argv[1], "w").write(json.dumps(out, indent=1, default=str))
+tmp = sys.argv[1] + ".tmp"                         # temp file + rename: never a half-written record
+with open(tmp, "w") as fh:
+    fh.write(json.dumps(out, indent=1, default=str))
+__import__("os").replace(tmp, sys.argv[1])
