@@ -51,7 +51,9 @@ EXTRA = Path("data/calibration-extra")
 PLATFORMS = {"host v1": EXTRA / "h200-pcie-host-wide/platform.json",
              "host two-stage-relax": EXTRA / "h200-pcie-host-wide-two-stage-relax/platform.json",
              "local v1": EXTRA / "h200-local-wide/platform.json",
-             "local two-stage-relax": EXTRA / "h200-local-wide-two-stage-relax/platform.json"}
+             "local two-stage-relax": EXTRA / "h200-local-wide-two-stage-relax/platform.json",
+             "host two-stage-gated": EXTRA / "h200-pcie-host-wide-two-stage-gated/platform.json",
+             "local two-stage-gated": EXTRA / "h200-local-wide-two-stage-gated/platform.json"}
 
 
 def _errs(pred, meas) -> dict:
@@ -174,14 +176,22 @@ def lockstep(folder: Path, p) -> dict:
         n = int(min(2048, n + n % 2))                    # CalibConfig.periodic_bursts at the defaults
         run = _run(p, K, B, r["gap(us)"] + barrier_us, n, n // 2, mode="isolated")
         meas_gap = _run(p, K, B, max(r["gap_measured(us)"], 0.0), n, n // 2)
+        drained = run["period_us"] - r["gap(us)"] - barrier_us      # isolated: drained, then G (+ barrier)
         rows.append({"K": K, "B": B, "n": n, "T_iss_meas": r["T_iss(us)"], "period_meas": r["period(us)"],
                      "T_iss_us": run["T_iss_us"], "period_us": run["period_us"],
+                     "period_lockstep_us": max(drained, run["T_iss_us"] + barrier_us) + r["gap(us)"],
                      "T_iss_at_measured_gap_us": meas_gap["T_iss_us"], "period_at_measured_gap_us": meas_gap["period_us"],
                      "split": r.get("split")})
     f = pd.DataFrame(rows)
     return {"barrier_us": barrier_us, "as_run": {"T_iss": _errs(f["T_iss_us"], f["T_iss_meas"]), "period": _errs(f["period_us"], f["period_meas"])},
             "at_measured_gap": {"T_iss": _errs(f["T_iss_at_measured_gap_us"], f["T_iss_meas"]),
-                                "period": _errs(f["period_at_measured_gap_us"], f["period_meas"])}}
+                                "period": _errs(f["period_at_measured_gap_us"], f["period_meas"])},
+            # session 7: the barrier overlaps the drain -- the next burst starts at max(drained, issue end + barrier)
+            # (+ G), every burst from a drained path (T_iss as ``as_run``); per half of the recorded split
+            "lockstep_overlap": {half: {"T_iss": _errs(g["T_iss_us"], g["T_iss_meas"]),
+                                        "period": _errs(g["period_lockstep_us"], g["period_meas"])}
+                                 for half, g in (("all", f), ("fit", f[f["split"] != "heldout"]),
+                                                 ("heldout", f[f["split"] == "heldout"])) if len(g)}}
 
 
 def main(argv=None) -> int:

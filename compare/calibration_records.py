@@ -8,6 +8,11 @@ one (older runs, fitted on every point) gets the default split (``split_pairs``,
 seed) computed here, and a platform refitted in memory on its ``fit`` points only is checked on both sets
 (``split_source: computed``; ``heldout_platform`` says what that refit gave); the committed files are
 never rewritten. The all-points keys (``median_rel_err_T_iss``, ...) stay the committed platform's.
+
+Pre-registered figures (``preregistered_*``, session 7): a folder of the ``fresh`` grid (no (K, B) pair of the
+wide one) named ``<base>-fresh`` whose ``<base>-wide-two-stage-gated`` folder exists is also checked, on every
+point, against that folder's platform -- fitted on the wide records' fit half and committed before the fresh run
+(``preregistered_platform`` names it; nothing of the fresh run fitted it).
 """
 
 from pathlib import Path
@@ -61,6 +66,27 @@ def heldout_summary(points, platform, meta: dict | None = None) -> dict:
     return out
 
 
+PREREGISTERED_SUFFIX = ("-fresh", "-wide-two-stage-gated")   # fresh folder -> the folder whose platform it tests
+PREREGISTERED_KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period",
+                      "isolated_median_rel_err_T_iss", "isolated_p90_rel_err_T_iss", "n_points")
+
+
+def preregistered_summary(name: str, points, meta: dict | None, folders: dict) -> dict:
+    """The ``preregistered_*`` keys of a fresh-grid folder (see the module doc); {} for any other folder."""
+    from xstage.sim.platform import Platform
+
+    old, new = PREREGISTERED_SUFFIX
+    if ((meta or {}).get("config") or {}).get("grid") != "fresh" or not name.endswith(old):
+        return {}
+    source = name[: -len(old)] + new
+    if source not in folders:
+        return {}
+    errs = calib_fit.error_summary(calib_fit.model_check(points, Platform.load(folders[source] / "platform.json")))
+    out = {f"preregistered_{k}": errs[k] for k in PREREGISTERED_KEYS}
+    out["preregistered_platform"] = f"{folders[source].parent.name}/{source}"
+    return out
+
+
 def summarize_results(data_dir, platform: str | None = None):
     """Summary of committed calibration records under ``data_dir/calibration*/<platform>/``."""
     from xstage.sim.platform import Platform
@@ -82,6 +108,7 @@ def summarize_results(data_dir, platform: str | None = None):
             copy, _ = load_records(folder / "copy.parquet", "kernel")
             summary["copy_engine_GBps"] = float(copy["copy(GBps)"].max())
         summary.update(heldout_summary(points, plat, meta))
+        summary.update(preregistered_summary(name, points, meta, folders))
         summary["model"] = recorded_model(meta)
         summary["records"] = f"{folder.parent.name}/{folder.name}"
         rows.append(summary)

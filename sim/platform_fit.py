@@ -33,9 +33,10 @@ def _capacity_of(caps: dict, K):
     return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
 
 
-CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing")
+CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated")
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
-MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing"}
+MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
+          "two-stage-gated": "relaxing-gated"}
 DEFAULT_MODEL = "v1"
 
 
@@ -51,6 +52,21 @@ def capacity_law_of(model) -> str:
     return MODELS[check_model(model)]
 BUFFERS = tuple(1024 * k for k in range(0, 33))   # schema-2 laws: candidate store buffers b0 (0-32 KiB)
 TRIM = 1.15   # schema-2 laws: a plateau point measured > TRIM x the issue law is taken as backpressured
+DRAIN_SEEN = 1.5   # relaxing-gated: a pair's drain is seen when its zero-gap gap > DRAIN_SEEN x the barrier's
+
+
+def drain_seen_pairs(points: pd.DataFrame) -> set:
+    """The (K, B) pairs whose zero-gap lockstep run waited for the drain (``relaxing-gated``): its measured gap
+    (next start - issue end) exceeds DRAIN_SEEN x the barrier's own time, the 10th percentile of every zero-gap
+    lockstep gap. A burst whose drain the barrier never waits for (local HBM: every zero-gap period is T_iss plus
+    the same ~1.1 us) cannot have been backpressured by the X-Stage, so its issue time belongs to the issue law."""
+    rate = points[(points["phase"] == "rate") & (points["mode"] == "periodic")].dropna(subset=["gap_measured(us)"])
+    if rate.empty:
+        return set()
+    gaps = rate["gap_measured(us)"].to_numpy(float)
+    barrier = float(np.percentile(gaps, 10))
+    seen = rate[gaps > DRAIN_SEEN * barrier]
+    return {(int(k), int(b)) for k, b in zip(seen["producers"], seen["bytes_per_producer"])}
 
 
 def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int, tensor_TFLOPs=None,
@@ -94,6 +110,11 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
 
     robust = capacity_law != "points"
     issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
+    gated = capacity_law == "relaxing-gated"
+    seen = drain_seen_pairs(points) if gated else set()
+    # relaxing-gated: only a pair whose drain is seen may be read as backpressured (trimmed, capacity-explained)
+    may_wait = (np.array([(int(k), int(b)) in seen for k, b in zip(K, B)], dtype=bool) if gated
+                else np.ones(len(T), dtype=bool))
 
     def issue_fit(use):
         """T_iss0 on the points ``use``; for the schema-2 laws trimmed one-sidedly until stable (backpressure
@@ -101,7 +122,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         use = use & issue_pool
         t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
         for _ in range(8 if robust else 0):
-            keep = use & (T <= TRIM * t0_fn(t0)(K, B))
+            keep = use & ((T <= TRIM * t0_fn(t0)(K, B)) | ~may_wait)
             if (keep == use).all() or keep.sum() < 3:
                 break
             use = keep
@@ -111,7 +132,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     use = np.ones(len(T), dtype=bool)
     for _ in range(4):                                  # one-sided trimming, before Q is known
         t0 = issue_fit(use)
-        keep = T <= 1.3 * t0_fn(t0)(K, B)
+        keep = (T <= 1.3 * t0_fn(t0)(K, B)) | ~may_wait
         if (keep == use).all() or keep.sum() < 3:
             break
         use = keep
@@ -119,7 +140,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     caps, history = {}, []
     for _ in range(iterations):
         t0_of = t0_fn(t0)
-        r = calib_fit.fit_drain_rate(rate["volume(bytes)"], rate["period(us)"], rate["T_iss(us)"],
+        waited = rate["T_iss(us)"].where([(int(k), int(b)) in seen for k, b in
+                                          zip(rate["producers"], rate["bytes_per_producer"])], 0.0) if gated \
+            else rate["T_iss(us)"]               # relaxing-gated: R only from pairs whose drain is seen
+        r = calib_fit.fit_drain_rate(rate["volume(bytes)"], rate["period(us)"], waited,
                                      t0_of(rate["producers"], rate["bytes_per_producer"]))
         R = r["R_Bpus"]
         fits = {}
@@ -128,7 +152,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             fits[int(k)] = calib_fit.fit_capacity(grp["volume(bytes)"], grp["T_iss(us)"],
                                                   t0_of(grp["producers"], grp["bytes_per_producer"]), R)
         caps = {k: f["Q_bytes"] for k, f in fits.items()}
-        explained = (V - _capacity_of(caps, K)) / R > T / calib_fit.KNEE_MARGIN
+        explained = ((V - _capacity_of(caps, K)) / R > T / calib_fit.KNEE_MARGIN) & may_wait
         use = ~explained
         if (use & issue_pool).sum() >= 3:
             t0 = issue_fit(use)
@@ -154,7 +178,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
         relax = ""
-        if capacity_law == "relaxing":
+        if capacity_law in ("relaxing", "relaxing-gated"):
             stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                              producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
                              start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"], **cap)

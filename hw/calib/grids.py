@@ -9,6 +9,10 @@ B in {2, 4, 8, 16, 24, 32, 48, 64, 128, 256} KiB -- so that held-out pairs (see
 ``xstage.sim.platform_fit.split_pairs``) fall between fitted ones in both K and B; ten gap sweeps (the
 default five plus five at new K and B), each also free-running; the isolated sweep at every K.
 
+``fresh`` (session 7): K in {6, 12, 20, 40, 56, 80, 120} x B in {3, 6, 12, 20, 40, 96, 192} KiB, five gap sweeps
+(each also free-running) and the isolated sweep at every K on 13 sizes of 3-224 KiB: no (K, B) pair of it is in
+``wide``, so a model fitted on wide records is tested on pairs it never saw.
+
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -20,6 +24,7 @@ from xstage.units import KiB, MiB
 ISO_SIZES = tuple(k * KiB for k in (2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128, 192, 256))
 DEFAULT_GAPS = ((132, 32 * KiB), (66, 64 * KiB), (33, 16 * KiB), (132, 8 * KiB), (16, 64 * KiB))
 WIDE_K = (4, 8, 16, 24, 33, 48, 66, 99, 132)
+FRESH_K = (6, 12, 20, 40, 56, 80, 120)
 
 GRIDS = {
     "default": dict(producers=(16, 33, 66, 132), sizes=(8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB),
@@ -28,6 +33,12 @@ GRIDS = {
                  gap_configs=DEFAULT_GAPS + ((4, 256 * KiB), (8, 128 * KiB), (24, 48 * KiB), (48, 24 * KiB),
                                              (99, 16 * KiB)),
                  iso_producers=WIDE_K, iso_sizes=ISO_SIZES, free_gaps=10),
+    # fresh (issue 15, session 7): (K, B) pairs none of which is in ``wide`` -- every K is new -- for one device run
+    # that tests a model fitted on the committed wide records; about half the wide grid's configurations
+    "fresh": dict(producers=FRESH_K, sizes=tuple(k * KiB for k in (3, 6, 12, 20, 40, 96, 192)),
+                  gap_configs=((120, 40 * KiB), (56, 96 * KiB), (80, 12 * KiB), (20, 192 * KiB), (40, 20 * KiB)),
+                  iso_producers=FRESH_K, iso_sizes=tuple(k * KiB for k in (3, 6, 10, 14, 20, 28, 36, 44, 56, 80, 112,
+                                                                            160, 224)), free_gaps=5),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -36,6 +47,7 @@ QUICK_GRIDS = {
     "default": dict(producers=(16, 132), sizes=(8 * KiB, 64 * KiB), gap_configs=((132, 32 * KiB),),
                     iso_producers=(132,), iso_sizes=tuple(k * KiB for k in (8, 32, 64, 128, 256)), free_gaps=1),
     "wide": dict(gap_configs=((132, 32 * KiB), (24, 48 * KiB)), free_gaps=2),
+    "fresh": dict(gap_configs=((120, 40 * KiB), (20, 192 * KiB)), free_gaps=2),
 }
 
 

@@ -42,8 +42,10 @@ def register(sub):
                    help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
                    "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
-    p.add_argument("--grid", default="default", metavar="{default,wide}",
-                   help="the (K, B) grid: default (K 16,33,66,132 x B 8-64 KiB, five gap sweeps) or wide (K "
+    p.add_argument("--grid", default="default", metavar="{default,wide,fresh}",
+                   help="the (K, B) grid: default (K 16,33,66,132 x B 8-64 KiB, five gap sweeps), fresh (K "
+                   "6,12,20,40,56,80,120 x B 3,6,12,20,40,96,192 KiB: no pair of wide; five gap sweeps, each also "
+                   "free-running; isolated sweep at every K) or wide (K "
                    "4,8,16,24,33,48,66,99,132 x B 2,4,8,16,24,32,48,64,128,256 KiB, ten gap sweeps, each also "
                    "free-running; isolated sweep at every K). --producers, --sizes, --gap-configs, --iso-producers "
                    "and --iso-sizes override it")
@@ -89,11 +91,13 @@ def register(sub):
     p.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
     p.add_argument("--sim", default=None, metavar="PLATFORM",
                    help="run the sweep on the simulator with this platform instead of the GPU")
-    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax}",
+    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax,two-stage-gated}",
                    help="the platform model fitted: v1 (default; schema 1: Q per calibrated K), two-stage (schema 2: "
                    "Q(K) = Q_shared + K q_sm, the producers' start skew), two-stage-relax (the same with a capacity "
-                   "that relaxes to Q_shared at a fitted rate while the path holds the producers back); --refit keeps "
-                   "the recorded model unless this is given")
+                   "that relaxes to Q_shared at a fitted rate while the path holds the producers back), two-stage-gated "
+                   "(two-stage-relax, but only (K, B) pairs whose zero-gap run waited for the drain are read as "
+                   "backpressured; the rest belong to the issue law); --refit keeps the recorded model unless this is "
+                   "given")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
                    "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
     p.add_argument("--records", default=None, metavar="SRC",

@@ -1,0 +1,38 @@
+"""Lockstep zero-gap runs simulated as run, with the barrier overlapping the drain (issue 15, item 4; session 7).
+
+    python benchmarks/finite_runs_lockstep.py OUT.json
+
+``finite_runs.lockstep`` on every platform of ``finite_runs.PLATFORMS`` against its wide grid's rate runs (the
+recorded split's halves reported apart), then -- the rule committed before these were computed -- the
+pre-registered platforms (``*-wide*``, fitted on the wide records) against the fresh grid's rate runs
+(``h200-*-fresh``; the barrier time is the fresh run's own, from its fitted zero-gap points). The rule
+(``lockstep_overlap``): every lockstep burst starts from a drained path (the barrier's system fence), so its
+issue time is the isolated one, and the next starts at max(drained, issue end + barrier) + G -- the barrier runs
+while the path drains, so a drain-bound period is V / R, not V / R + barrier (``as_run``, isolated mode, adds it).
+"""
+
+import sys, json
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+import finite_runs as fr
+from xstage.sim.platform import load_platform
+from xstage.provenance import provenance
+out = {"what": "lockstep zero-gap rate runs of the wide grids simulated as run; lockstep_overlap: the next burst at "
+       "max(drained, issue end + barrier)", "provenance": provenance(with_gpu=False)}
+for label, path in fr.PLATFORMS.items():
+    grid = path.parent.parent / ("h200-pcie-host-wide" if label.startswith("host") else "h200-local-wide")
+    r = fr.lockstep(grid, load_platform(path)); out[label] = r
+    lo = r["lockstep_overlap"]
+    print(label, "as_run T %.3f/%.3f P %.3f/%.3f" % (r["as_run"]["T_iss"]["median_rel_err"], r["as_run"]["T_iss"]["p90_rel_err"], r["as_run"]["period"]["median_rel_err"], r["as_run"]["period"]["p90_rel_err"]),
+          " | ".join(f"{h}: T {v['T_iss']['median_rel_err']:.3f}/{v['T_iss']['p90_rel_err']:.3f} P {v['period']['median_rel_err']:.3f}/{v['period']['p90_rel_err']:.3f} (n={v['period']['n']}, P within10 {v['period']['within_10pct']:.2f})" for h, v in lo.items()), flush=True)
+for label, path in fr.PLATFORMS.items():          # the fresh grid's rate runs, the pre-registered platforms
+    fresh = path.parent.parent / ("h200-pcie-host-fresh" if label.startswith("host") else "h200-local-fresh")
+    r = fr.lockstep(fresh, load_platform(path)); out[f"{label} on fresh"] = r
+    lo = r["lockstep_overlap"]
+    print(label, "on fresh:", " | ".join(f"{h}: T {v['T_iss']['median_rel_err']:.3f}/{v['T_iss']['p90_rel_err']:.3f} "
+                                       f"(within10 {v['T_iss']['within_10pct']:.2f}) P {v['period']['median_rel_err']:.3f}/"
+                                       f"{v['period']['p90_rel_err']:.3f} (n={v['period']['n']}, within10 "
+                                       f"{v['period']['within_10pct']:.2f})" for h, v in lo.items()), flush=True)
+tmp = sys.argv[1] + ".tmp"                         # temp file + rename: never a half-written record
+with open(tmp, "w") as fh:
+    fh.write(json.dumps(out, indent=1, default=str))
+__import__("os").replace(tmp, sys.argv[1])
