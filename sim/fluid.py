@@ -85,10 +85,16 @@ class FluidQueue:
     def _true_up(self, owed: float) -> None:
         """A producer finishing within the clock's resolution of its due instant: book the bytes it still
         owed (or, finishing a hair late, gave too many) so that it issued exactly its ``nbytes``. Anything
-        this pushes past full or below empty counts as drained in the same instant."""
+        this pushes past full or below empty counts as drained in the same instant; a hair given too many while
+        a relaxing queue is full comes off what drained, so that it stays full (with R - rho < demand < R, a
+        level a hair under full would release the producers, full holds them: the hair must not choose; a
+        fixed capacity snaps back to full in the same instant, so it is left as it was)."""
         if not owed:
             return
         self._book(owed, 0.0)
+        if owed < 0.0 and self.relax is not None and self.level >= self.capacity:
+            self._book(0.0, owed)
+            return
         level = self.level + owed
         if level > self.capacity:
             self._book(0.0, level - self.capacity)

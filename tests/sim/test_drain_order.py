@@ -3,7 +3,7 @@ producers, closed-form cases, equal weights = ``fair`` exactly, and the default 
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from xstage.errors import InputError
 from xstage.sim.bursts import BurstConfig, simulate_bursts
@@ -57,6 +57,9 @@ def test_capped_producer_gives_its_surplus_away():
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.tuples(st.floats(1.0, 500.0), st.floats(0.5, 50.0)), min_size=1, max_size=6),
        st.floats(1.0, 30.0), st.floats(5.0, 400.0), st.booleans())
+# found by CI: the last producer left (0.875 B/us) sits between R - rho and R while the queue is full; a finish
+# a hair late used to drop the level under full in one engine and not the other, releasing it there
+@example([(17.0, 0.875), (484.0, 25.0)], 1.0, 241.25, True)
 def test_equal_weights_are_fair(producers, R, Q, relaxing):
     """Mixed producers (different rates and sizes), with and without a relaxing capacity."""
     adds = [(b, r, i, 2.5) for i, (b, r) in enumerate(producers)]
