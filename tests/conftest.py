@@ -1,6 +1,15 @@
+import os
+
 import pytest
+from hypothesis import settings
 
 from xstage.sim.platform import Platform, load_platform
+
+# CI (.ci/run) runs the property tests on a fixed sequence of examples, so that a commit is green or red for
+# everyone alike; a plain `pytest` explores fresh random examples each run (and prints a failure's blob)
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "explore"))
 
 
 @pytest.fixture
