@@ -83,14 +83,20 @@ def measure(base: Path, platform, m: dict, m8: dict, factors: dict) -> dict:
             "fit_runs": list(FIT_RUNS), "programs": programs}
 
 
-def predict(r: dict, platform, law: dict, m: dict, m8: dict, m9: dict, m10: dict, d7: float, tlaw: dict) -> None:
-    R9.predict(r, platform, law, m, m8, m9, d7, tlaw)
+def rule10(r: dict, platform, q_c: float, m8: dict, m10: dict) -> tuple:
+    """(E_res_us, drift) of row ``r`` under the tenth rule (module docstring)."""
     drift = drift_nearest(m10["split_drift_per_kv_bytes"], kv_bytes(r))
     kw = R9.rule9_kw(r, m8, drift, m10["programs"])
-    e = float(predict_congested(FaKernel(**kw), platform, m["q_c_bytes"])["E_res_us"])
+    e = float(predict_congested(FaKernel(**kw), platform, q_c)["E_res_us"])
     if R9.no_tail(kw, m10["programs"]):
         e += m10["no_tail_offset_ratio"] * float(kw["fa_us"])   # the ratio is negative: the build runs faster
-    r["rule10_E_res_us"], r["rule10_drift"], r["kv_head_bytes"] = e, float(kw["program_spread"]), kv_bytes(r)
+    return e, float(kw["program_spread"])
+
+
+def predict(r: dict, platform, law: dict, m: dict, m8: dict, m9: dict, m10: dict, d7: float, tlaw: dict) -> None:
+    R9.predict(r, platform, law, m, m8, m9, d7, tlaw)
+    e, drift = rule10(r, platform, m["q_c_bytes"], m8, m10)
+    r["rule10_E_res_us"], r["rule10_drift"], r["kv_head_bytes"] = e, drift, kv_bytes(r)
     if "measured_E_res_us" in r:
         r["rule10_within"] = bool(PP.within(e, r["measured_E_res_us"]))
 
@@ -117,7 +123,11 @@ def summary(table: list) -> dict:
                 groups.setdefault(name, []).append(r)
     judged = [r for r in table if "measured_E_res_us" in r]
     keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    return C.rule_counts(groups, keys)
+    out = C.rule_counts(groups, keys)
+    pre = [r for r in judged if all(f"prereg_{k}_within" in r for k in KEYS)]
+    if pre and len(pre) < len(judged):   # a run with rows never pre-registered (another head count): the subset
+        out["pre-registered rows"] = C.rule_counts({"x": pre}, KEYS + tuple(f"prereg_{k}" for k in KEYS))["x"]
+    return out
 
 
 def main(argv=None) -> int:
