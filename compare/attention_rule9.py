@@ -11,6 +11,8 @@ eighth and seventh rules' ``_within`` on the same rows. A record that is not the
 import json
 from pathlib import Path
 
+from xstage.compare.attention_rule10 import with_rule10
+
 RULE9_FIT = "predictions/fa-rule9-fit-h200-pcie-host.json"
 RULE9_HELDOUT = "predictions/fa-rule9-heldout2-6c1c349-h200-pcie-host.json"
 FIT_SET = "attention"
@@ -20,7 +22,7 @@ def with_rule9(rows: list, data_dir: Path, fit=RULE9_FIT, heldout=RULE9_HELDOUT)
     """``rows`` with the ninth rule's keys on the one-GPU Triton rows (module docstring)."""
     f, h = Path(data_dir) / fit, Path(data_dir) / heldout
     if not f.is_file():
-        return rows
+        return with_rule10(rows, data_dir)
     rec = json.loads(f.read_text())
     pred = {}
     for r in rec.get("rows", []):
@@ -44,4 +46,4 @@ def with_rule9(rows: list, data_dir: Path, fit=RULE9_FIT, heldout=RULE9_HELDOUT)
         if at and row.get("ranks", 1) == 1 and row.get("platform") == rec.get("platform") and row.get("fa_core") == "triton":
             row = {**row, **at, "rule9_record": fit, "rule9_held_out": False, **held}
         out.append(row)
-    return out
+    return with_rule10(out, data_dir)          # the tenth rule's keys beside (compare/attention_rule10.py)

@@ -84,3 +84,22 @@ def fitted_per_m(residual, measured: dict, grid) -> dict:
             errs.append(float(np.median(np.abs(np.asarray(pred, float) - np.asarray(meas, float)))))
         out[int(M)] = grid[int(np.argmin(errs))]
     return out
+
+
+def kv_head_bytes(seq_len: int, head_dim: int, elem_bytes: int = 2) -> int:
+    """Bytes of one head's K and V (the tenth FA rule's interpolation variable): 2 x seq_len x head_dim x element."""
+    for name, v in (("seq_len", seq_len), ("head_dim", head_dim), ("elem_bytes", elem_bytes)):
+        if not (isinstance(v, (int, np.integer)) and v > 0):
+            raise InputError(name, v, "must be a positive integer")
+    return int(2 * seq_len * head_dim * elem_bytes)
+
+
+def drift_nearest(per_x: dict, x: float) -> float:
+    """The value of ``per_x`` ({x: drift}) at the key nearest ``x`` (a tie goes to the smaller key): a step between
+    measured points instead of ``drift_at``'s interpolation, for a drift that jumps between two measured x."""
+    if not per_x:
+        raise InputError("per_x", per_x, "must hold at least one measured point")
+    if not (isinstance(x, (int, float, np.integer, np.floating)) and math.isfinite(x)):
+        raise InputError("x", x, "must be a finite number")
+    key = min(sorted(per_x), key=lambda k: abs(float(k) - float(x)))
+    return float(per_x[key])
