@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.compare.moe_heldout import HELDOUT
-from xstage.compare.moe_heldout2 import HELDOUT2, _errors
+from xstage.compare.moe_heldout2 import _errors
 
 HELDOUT3 = "heldout3"
 
@@ -43,11 +43,11 @@ def _speedups(frames, data_root, loader, fn) -> tuple:
     return rule, (fn(both, plat, rule) if not both.empty else pd.Series(dtype=float))
 
 
-def _put(out: dict, tag: str, e: dict, suffix: str = "") -> None:
+def _put(out: dict, tag: str, e: dict) -> None:
     if e.get("n"):
-        out.update({f"{tag}_n_configs{suffix}": e["n"], f"{tag}_median_speedup_error_pp{suffix}": e["median_pp"],
-                    f"{tag}_p90_speedup_error_pp{suffix}": e["p90_pp"], f"{tag}_names_winner{suffix}": e["n_names_winner"],
-                    f"{tag}_n_distinct{suffix}": e["n_distinct"]})
+        out.update({f"{tag}_n_configs": e["n"], f"{tag}_median_speedup_error_pp": e["median_pp"],
+                    f"{tag}_p90_speedup_error_pp": e["p90_pp"], f"{tag}_names_winner": e["n_names_winner"],
+                    f"{tag}_n_distinct": e["n_distinct"]})
 
 
 def heldout3_summary(earlier: pd.DataFrame, fresh2: pd.DataFrame, fresh3: pd.DataFrame, summarize_rows,
@@ -60,7 +60,8 @@ def heldout3_summary(earlier: pd.DataFrame, fresh2: pd.DataFrame, fresh3: pd.Dat
     rule4, s4 = _speedups((earlier, fresh2, fresh3), data_root, load_rule4, rule4_speedups)
     if rule4 is not None:
         out.update({"rule4_record": rule4.source, "rule4_r_sm_GBps": rule4.r_sm_GBps,
-                    "rule4_Q_eff_MiB": rule4.q_eff_MiB, "rule4_cover_frac": rule4.cover_frac, "rule4_drain": "platform"})
+                    "rule4_Q_eff_MiB": rule4.q_eff_MiB, "rule4_cover_frac": rule4.cover_frac,
+                    "rule4_drain": "platform"})
         sweep = earlier["sweep"] if "sweep" in earlier else pd.Series("main", index=earlier.index)
         prec = earlier["precision"] if "precision" in earlier else pd.Series("bf16", index=earlier.index)
         for tag, rows in (("rule4_main_bf16", earlier[(sweep != HELDOUT) & (prec == "bf16")]),
@@ -70,7 +71,8 @@ def heldout3_summary(earlier: pd.DataFrame, fresh2: pd.DataFrame, fresh3: pd.Dat
         if e.get("n"):
             out.update({"heldout2_median_speedup_error_pp_rule4": e["median_pp"],
                         "heldout2_p90_speedup_error_pp_rule4": e["p90_pp"],
-                        "heldout2_names_winner_rule4": e["n_names_winner"], "heldout2_n_distinct_rule4": e["n_distinct"]})
+                        "heldout2_names_winner_rule4": e["n_names_winner"],
+                        "heldout2_n_distinct_rule4": e["n_distinct"]})
     if fresh3.empty:
         return _floats(out)
     part = summarize_rows(fresh3)

@@ -7,7 +7,7 @@ What the fit records show (``data/moe/run-d4c3a13-gluon``; docs/calibration.md "
   - with one staging slot the replay puts each remote store's whole per-SM time (B / r_sm, ~109 us for a 64 KiB
     tile at 0.6 GB/s) in series with the SM's next mainloop. Interleaved, where few SMs store at once, each
     SM's makespan is then about its local work plus its bytes / r_sm; the measured interleaved kernels sit below
-    that sum (h4096-i3072-t27904: 5180 us against a local 2883 us plus 2230 us of per-SM store time and the
+    that sum (h4096-i3072-t27904: 5180 us against a local 2883 us plus 2517 us of per-SM store time and the
     replay's 5600 us). The tile samples (short K, two programs per SM) show the stall where the replay puts it
     -- in the mainloop after a remote store -- but they cannot say how much of that mainloop's own work
     proceeds while the bytes leave (its base 14 us is short against the 100 us store).
