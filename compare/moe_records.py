@@ -27,6 +27,7 @@ from xstage.errors import InputError
 from xstage.compare.moe_library import geomean as _geomean, library_summary
 from xstage.compare.moe_heldout import heldout_summary
 from xstage.compare.moe_heldout2 import heldout2_summary, split_fresh
+from xstage.compare.moe_heldout3 import heldout3_summary, split_heldout3
 from xstage.compare.moe_two_stage import law_summary
 from xstage.records import load_records
 from xstage.records.moe import EXPERIMENT, PLATFORM, SCHEDULES, measured, same_order, tile_timings
@@ -357,10 +358,12 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
     """``xstage results moe``: n_configs, speedups, GEMM ratio vs grouped GEMM, sign agreement with the sim."""
     folder = Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir)
     root = Path(data_dir) if (Path(data_dir) / "moe").is_dir() else folder.parent
-    k, fresh = split_fresh(load_kernel_records(folder, platform))  # --sweep heldout2 rows: their own keys only
+    k, fresh3 = split_heldout3(load_kernel_records(folder, platform))  # --sweep heldout3 rows: their own keys only
+    k, fresh = split_fresh(k)  # --sweep heldout2 rows: their own keys only
     out = summarize_frame(k, folder, root)
     out.update(heldout_summary(k, lambda part: summarize_frame(part, folder, root)))
     out.update(heldout2_summary(k, fresh, lambda part: summarize_frame(part, folder, root), root))
+    out.update(heldout3_summary(k, fresh, fresh3, lambda part: summarize_frame(part, folder, root), root))
     return out
 
 

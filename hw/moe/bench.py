@@ -30,6 +30,7 @@ from xstage.hw.moe.baseline import baseline_ffn, grouped_mm_fn, quack_grouped_fn
 from xstage.hw.moe.checks import check_deadlock_bails, check_problem
 from xstage.hw.moe.setup import Setup, num_sms, tune_lead
 from xstage.hw.moe.sweep_heldout2 import HELDOUT2
+from xstage.hw.moe.sweep_heldout3 import HELDOUT3
 from xstage.errors import InputError
 from xstage.records import atomic_write_text
 from xstage.records.moe import SCHEDULES, kernel_row, measured_columns, same_order, save_run, tile_frame, tile_timings
@@ -67,7 +68,7 @@ SWEEP = catalog_sweep("S") + EARLIER + catalog_sweep("M", ("bf16",))
 # Configurations SWEEP never measured, for predictions fixed before they ran (issue 15's held-out MoE check):
 # the paper's token count (setting L) in bf16 and setting M in W8A8
 HELDOUT = catalog_sweep("L", ("bf16",)) + catalog_sweep("M", ("w8a8",))
-SWEEPS = {"main": SWEEP, "heldout": HELDOUT, "heldout2": HELDOUT2}  # heldout2: hw/moe/sweep_heldout2.py
+SWEEPS = {"main": SWEEP, "heldout": HELDOUT, "heldout2": HELDOUT2, "heldout3": HELDOUT3}  # hw/moe/sweep_heldout*.py
 CHECKS = [(2048, 512, 1000, "balanced", "bf16"), (4096, 1024, 3000, "skewed", "bf16"),
           (7168, 2048, 2500, "skewed", "bf16"), (1536, 1536, 2000, "skewed", "bf16"),
           (4096, 1024, 3000, "skewed", "w8a8"), (6144, 2048, 2000, "balanced", "w8a8")]

@@ -34,9 +34,9 @@ def add_flags(ap) -> None:
                     help="kernel options that update bench.BF16_SHORT_K's for this run (e.g. a tuner's pick)")
     ap.add_argument("--long-k-kernel", default=None, metavar="JSON_FILE",
                     help="kernel options that update bench.BF16_FAST for this run's long-K bf16 configurations")
-    ap.add_argument("--sweep", choices=("main", "heldout", "heldout2"), default="main",
+    ap.add_argument("--sweep", choices=("main", "heldout", "heldout2", "heldout3"), default="main",
                     help="main: the committed sweep; heldout: configurations it never measured (setting L bf16, "
-                         "setting M W8A8); heldout2: new bf16 shapes (hw/moe/sweep_heldout2.py)")
+                         "setting M W8A8); heldout2 / heldout3: new bf16 shapes (hw/moe/sweep_heldout2.py, sweep_heldout3.py)")
     ap.add_argument("--models", default=None, metavar="NAMES",
                     help="only these sweep models (comma-separated, e.g. DiT-MoE-S,DiT-MoE-M); the checks still run")
     ap.add_argument("--quack", action="store_true",
