@@ -28,13 +28,15 @@ ROOTS = ("calibration", "calibration-extra")
 
 
 def _folders(data_dir) -> dict:
-    """platform folder name -> folder, over the record roots (the first root wins a name)."""
+    """platform folder name -> folder, over the record roots (the first root wins a name); folders holding a
+    platform.json and its points.parquet."""
     found = {}
     for root in ROOTS:
         base = Path(data_dir) / root
         if base.is_dir():
             for p in sorted(base.glob("*/platform.json")):
-                found.setdefault(p.parent.name, p.parent)
+                if (p.parent / "points.parquet").is_file():   # a pre-registered platform alone is no record
+                    found.setdefault(p.parent.name, p.parent)
     return found
 
 

@@ -236,7 +236,8 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
     for d in points.to_dict("records"):
         K, B = int(d["producers"]), float(d["bytes_per_producer"])
         V = K * B
-        t0 = platform.issue_time0_us(K, B)
+        plat = platform.free_running() if d["mode"] == "free" else platform   # its own issue law (schema 2)
+        t0 = plat.issue_time0_us(K, B)
         Q = platform.capacity_bytes(K)
         G = max(float(d["gap_measured(us)"]), 0.0)
         if d["mode"] == "isolated":
@@ -244,7 +245,7 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
             pred_p = eq3_p = np.nan
         else:
             pred_t = (_lockstep_relaxing(platform, K, G, t0, V, R, Q) if d["mode"] == "periodic" and platform.relaxing
-                      else _two_stage_periodic(platform, K, B, G, t0, V, R, Q))
+                      else _two_stage_periodic(plat, K, B, G, t0, V, R, Q))
             eq3_t = model.issue_time_us(G, t0, V, R)
             pred_p, eq3_p = pred_t + G, eq3_t + G
         meas_t, meas_p = d["T_iss(us)"], d["period(us)"]

@@ -39,7 +39,11 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   of its issue path) and the rest at P: the per-producer term is max(B - b0, 0) / P. The H200 host path's
   issue is convex in B (about 77 GB/s per SM below 16 KiB, 51 GB/s above: the probe's first bursts and the
   lockstep plateaus alike); one slope cannot follow both.
-  Both are written only when set, so version-2 files without them keep their contents and hash.
+- ``free_t_fixed_us`` (t_free): free-running bursts (no barrier between bursts; each producer's own span)
+  have no start skew and their own fixed part: T_iss0,free(K, B) = t_free + max(max(B - b0, 0)/P, K B/I)
+  (``free_issue_time0_us``; None: the lockstep law). Local HBM's free bursts take 0.155 us at 2 KiB at
+  every K from 4 to 132, where the lockstep law gives 0.29-0.46 us (docs/calibration.md).
+  All three are written only when set, so version-2 files without them keep their contents and hash.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
   Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
@@ -66,8 +70,8 @@ from xstage.sim import model_two_stage
 PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and writes
 SCHEMA_VERSIONS = (1, 2)
 TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps", "start_skew_us",
-                    "store_buffer_bytes")   # version 2 only
-_WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes")   # version-2 fields added later: left out of the file while None
+                    "store_buffer_bytes", "free_t_fixed_us")   # version 2 only
+_WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us")   # version-2 fields added later: left out of the file while None
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -89,6 +93,7 @@ class Platform:
     capacity_relax_GBps: float | None = None    # v2: rho, rate at which a full X-Stage gives up the per-SM slots
     start_skew_us: float | None = None          # v2: s, the K producers' starts spread: + s (K - 1) / (K + 1)
     store_buffer_bytes: float | None = None     # v2: b0, bytes an SM accepts at once: B / P -> max(B - b0, 0) / P
+    free_t_fixed_us: float | None = None        # v2: fixed part of a free-running burst's issue span (no skew)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -133,6 +138,9 @@ class Platform:
         if self.start_skew_us is not None:
             object.__setattr__(self, "start_skew_us", _real("platform.start_skew_us", self.start_skew_us,
                                                             allow_zero=True))
+        if self.free_t_fixed_us is not None:
+            object.__setattr__(self, "free_t_fixed_us", _real("platform.free_t_fixed_us", self.free_t_fixed_us,
+                                                              allow_zero=True))
 
     @property
     def schema_version(self) -> int:
@@ -171,6 +179,21 @@ class Platform:
         if self.sm_store_GBps is None:
             return t0
         return model_two_stage.sm_stage_issue_time0_us(t0, bytes_per_producer, self.sm_store_GBps * 1e3)
+
+    def free_running(self) -> "Platform":
+        """The platform a free-running burst (no barrier between bursts) sees: with ``free_t_fixed_us`` set,
+        t_fixed = t_free and no start skew (free-running producers do not start together; each one's issue
+        span is its own); else the platform itself. The simulator's free mode and the model check read it."""
+        if self.free_t_fixed_us is None:
+            return self
+        from dataclasses import replace
+        return replace(self, t_fixed_us=self.free_t_fixed_us,
+                       start_skew_us=None if self.start_skew_us is None else 0.0)
+
+    def free_issue_time0_us(self, producers: int, bytes_per_producer: float) -> float:
+        """T_iss0 of a free-running burst: t_free + max(max(B - b0, 0) / P, K B / I) behind the SM stage
+        (``free_running``); ``issue_time0_us`` when ``free_t_fixed_us`` is None."""
+        return self.free_running().issue_time0_us(producers, bytes_per_producer)
 
     def producer_rate_Bpus(self, producers: int, bytes_per_producer: float) -> float:
         """Backpressure-free injection rate of one producer: B / T_iss0(K, B) (bytes/us)."""

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int
-from xstage.sim import fit as calib_fit, fit_two_stage
+from xstage.sim import fit as calib_fit, fit_robust, fit_two_stage
 from xstage.units import KiB, MiB
 
 
@@ -33,10 +33,10 @@ def _capacity_of(caps: dict, K):
     return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
 
 
-CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated")
+CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust")
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
-          "two-stage-gated": "relaxing-gated"}
+          "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust"}
 DEFAULT_MODEL = "v1"
 
 
@@ -110,7 +110,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
 
     robust = capacity_law != "points"
     issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
-    gated = capacity_law == "relaxing-gated"
+    gated = capacity_law in ("relaxing-gated", "relaxing-robust")   # robust: gated + ``fit_robust``'s two rules
     seen = drain_seen_pairs(points) if gated else set()
     # relaxing-gated: only a pair whose drain is seen may be read as backpressured (trimmed, capacity-explained)
     may_wait = (np.array([(int(k), int(b)) in seen for k, b in zip(K, B)], dtype=bool) if gated
@@ -178,11 +178,12 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
         relax = ""
-        if capacity_law in ("relaxing", "relaxing-gated"):
+        if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust"):
             stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                              producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
                              start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"], **cap)
-            rho = fit_two_stage.fit_relax_rate(lambda r: _check_loss(points, stage, r), R)
+            loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else _check_loss
+            rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
             fit["relax"] = rho
             cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
             relax = (f", relaxing at rho = {rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
@@ -197,7 +198,21 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                         start_skew_us=t0.get("start_skew_us"), store_buffer_bytes=t0.get("store_buffer_bytes"),
                         target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
+    if capacity_law == "relaxing-robust":
+        platform, fit["free"] = _with_free_law(platform, points)
     return platform, fit
+
+
+def _with_free_law(platform, points):
+    """``platform`` with the free-running issue law fitted on ``points`` (``fit_robust.fit_free_t_fixed``)."""
+    from dataclasses import replace
+    free = fit_robust.fit_free_t_fixed(points, platform)
+    if free is None:
+        return platform, None
+    note = (f"t_free = {free['t_free_us']:.3f} us: median of T - max(max(B - b0, 0)/P, K B/I) over {free['n_points']} "
+            f"free-running points with V/R <= T / 1.15 (no start skew; median |rel residual| "
+            f"{free['median_abs_rel_residual']:.1%}); rho chosen by the sum of |rel. errors| (two-stage-robust).")
+    return replace(platform, free_t_fixed_us=free["t_free_us"], notes={**platform.notes, "free_t_fixed_us": note}), free
 
 
 def _check_loss(points, platform, rho_Bpus: float) -> float:

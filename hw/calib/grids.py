@@ -13,6 +13,8 @@ default five plus five at new K and B), each also free-running; the isolated swe
 (each also free-running) and the isolated sweep at every K on 13 sizes of 3-224 KiB: no (K, B) pair of it is in
 ``wide``, so a model fitted on wide records is tested on pairs it never saw.
 
+``fresh2`` (session 7, cal4): K in {10, 28, 44, 72, 104} x B in {5, 10, 28, 56, 160} KiB, four gap sweeps (each
+also free-running), the isolated sweep at every K on 9 sizes of 5-160 KiB: no (K, B) pair of ``wide`` or ``fresh``.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -25,6 +27,7 @@ ISO_SIZES = tuple(k * KiB for k in (2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 64,
 DEFAULT_GAPS = ((132, 32 * KiB), (66, 64 * KiB), (33, 16 * KiB), (132, 8 * KiB), (16, 64 * KiB))
 WIDE_K = (4, 8, 16, 24, 33, 48, 66, 99, 132)
 FRESH_K = (6, 12, 20, 40, 56, 80, 120)
+FRESH2_K = (10, 28, 44, 72, 104)
 
 GRIDS = {
     "default": dict(producers=(16, 33, 66, 132), sizes=(8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB),
@@ -39,6 +42,11 @@ GRIDS = {
                   gap_configs=((120, 40 * KiB), (56, 96 * KiB), (80, 12 * KiB), (20, 192 * KiB), (40, 20 * KiB)),
                   iso_producers=FRESH_K, iso_sizes=tuple(k * KiB for k in (3, 6, 10, 14, 20, 28, 36, 44, 56, 80, 112,
                                                                             160, 224)), free_gaps=5),
+    # fresh2 (session 7, cal4): a small grid for one short run -- every K new to both wide and fresh
+    "fresh2": dict(producers=FRESH2_K, sizes=tuple(k * KiB for k in (5, 10, 28, 56, 160)),
+                   gap_configs=((104, 28 * KiB), (28, 160 * KiB), (44, 56 * KiB), (10, 10 * KiB)),
+                   iso_producers=FRESH2_K, iso_sizes=tuple(k * KiB for k in (5, 10, 18, 28, 40, 56, 80, 120, 160)),
+                   free_gaps=4),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -48,6 +56,7 @@ QUICK_GRIDS = {
                     iso_producers=(132,), iso_sizes=tuple(k * KiB for k in (8, 32, 64, 128, 256)), free_gaps=1),
     "wide": dict(gap_configs=((132, 32 * KiB), (24, 48 * KiB)), free_gaps=2),
     "fresh": dict(gap_configs=((120, 40 * KiB), (20, 192 * KiB)), free_gaps=2),
+    "fresh2": dict(gap_configs=((104, 28 * KiB), (10, 10 * KiB)), free_gaps=2),
 }
 
 

@@ -42,7 +42,7 @@ def register(sub):
                    help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
                    "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
-    p.add_argument("--grid", default="default", metavar="{default,wide,fresh}",
+    p.add_argument("--grid", default="default", metavar="{default,wide,fresh,fresh2}",
                    help="the (K, B) grid: default (K 16,33,66,132 x B 8-64 KiB, five gap sweeps), fresh (K "
                    "6,12,20,40,56,80,120 x B 3,6,12,20,40,96,192 KiB: no pair of wide; five gap sweeps, each also "
                    "free-running; isolated sweep at every K) or wide (K "
@@ -91,13 +91,14 @@ def register(sub):
     p.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
     p.add_argument("--sim", default=None, metavar="PLATFORM",
                    help="run the sweep on the simulator with this platform instead of the GPU")
-    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax,two-stage-gated}",
+    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax,two-stage-gated,two-stage-robust}",
                    help="the platform model fitted: v1 (default; schema 1: Q per calibrated K), two-stage (schema 2: "
                    "Q(K) = Q_shared + K q_sm, the producers' start skew), two-stage-relax (the same with a capacity "
                    "that relaxes to Q_shared at a fitted rate while the path holds the producers back), two-stage-gated "
                    "(two-stage-relax, but only (K, B) pairs whose zero-gap run waited for the drain are read as "
-                   "backpressured; the rest belong to the issue law); --refit keeps the recorded model unless this is "
-                   "given")
+                   "backpressured; the rest belong to the issue law), two-stage-robust (two-stage-gated with rho chosen by "
+                   "the sum of |rel. errors| and a free-running issue law, t_free without start skew); --refit keeps "
+                   "the recorded model unless this is given")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
                    "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
     p.add_argument("--records", default=None, metavar="SRC",
