@@ -211,6 +211,24 @@ def summary(table: list) -> dict:
     return rule_counts(groups, KEYS)
 
 
+def judge_preregistered(table: list, path: Path, keys, variant_of=lambda v: v) -> None:
+    """Each measured row's pre-registered answers (the record at ``path``, its rows keyed by M and
+    ``variant_of(variant)``) beside its own, for every rule of ``keys``: ``prereg_fa_us_interpolated``,
+    ``prereg_<rule>_E_res_us`` and whether that is within target (``prereg_<rule>_within``). The later rule
+    scripts (``predict_fa_rule8`` / ``9`` / ``10``) judge their fresh runs with it."""
+    if not path.is_file():
+        raise InputError("--preregistered", str(path), "is not a file")
+    pre = {(r["M"], r["variant"]): r for r in json.loads(path.read_text())["rows"]}
+    for r in table:
+        p = pre.get((r["M"], variant_of(r["variant"])))
+        if p is None or "measured_E_res_us" not in r:
+            continue
+        r["prereg_fa_us_interpolated"] = p["fa_us_interpolated"]
+        for k in keys:
+            r[f"prereg_{k}_E_res_us"] = p[f"{k}_E_res_us"]
+            r[f"prereg_{k}_within"] = bool(PP.within(p[f"{k}_E_res_us"], r["measured_E_res_us"]))
+
+
 def rule_counts(groups: dict, keys) -> dict:
     """Per group of judged rows and per rule ``k`` of ``keys``: rows within target (``{k}_within``), rows, and the
     median |predicted - measured| residual (``{k}_E_res_us`` against ``measured_E_res_us``)."""

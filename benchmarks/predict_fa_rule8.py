@@ -128,17 +128,7 @@ def preregistered(Ms: list, base: Path, factors: dict) -> list:
 def judge_preregistered(table: list, path: Path) -> None:
     """Each measured row's pre-registered answers (``rule8`` and the others, FA-only interpolated) and whether they
     are within target, as ``prereg_<rule>_E_res_us`` / ``prereg_<rule>_within``."""
-    if not path.is_file():
-        raise InputError("--preregistered", str(path), "is not a file")
-    pre = {(r["M"], r["variant"]): r for r in json.loads(path.read_text())["rows"]}
-    for r in table:
-        p = pre.get((r["M"], H.SPREAD_OF.get(r["variant"], r["variant"])))
-        if p is None or "measured_E_res_us" not in r:
-            continue
-        r["prereg_fa_us_interpolated"] = p["fa_us_interpolated"]
-        for k in KEYS:
-            r[f"prereg_{k}_E_res_us"] = p[f"{k}_E_res_us"]
-            r[f"prereg_{k}_within"] = bool(PP.within(p[f"{k}_E_res_us"], r["measured_E_res_us"]))
+    C.judge_preregistered(table, path, KEYS, variant_of=lambda v: H.SPREAD_OF.get(v, v))
 
 
 def summary(table: list) -> dict:

@@ -125,17 +125,7 @@ def predict(r: dict, platform, law: dict, m: dict, m8: dict, m9: dict, d7: float
 
 def judge_preregistered(table: list, path: Path) -> None:
     """Each measured row's pre-registered answers beside (``prereg_<rule>_E_res_us`` / ``_within``)."""
-    if not path.is_file():
-        raise InputError("--preregistered", str(path), "is not a file")
-    pre = {(r["M"], r["variant"]): r for r in json.loads(path.read_text())["rows"]}
-    for r in table:
-        p = pre.get((r["M"], r["variant"]))
-        if p is None or "measured_E_res_us" not in r:
-            continue
-        r["prereg_fa_us_interpolated"] = p["fa_us_interpolated"]
-        for k in KEYS:
-            r[f"prereg_{k}_E_res_us"] = p[f"{k}_E_res_us"]
-            r[f"prereg_{k}_within"] = bool(PP.within(p[f"{k}_E_res_us"], r["measured_E_res_us"]))
+    C.judge_preregistered(table, path, KEYS)
 
 
 def summary(table: list) -> dict:
