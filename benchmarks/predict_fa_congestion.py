@@ -229,6 +229,30 @@ def judge_preregistered(table: list, path: Path, keys, variant_of=lambda v: v) -
             r[f"prereg_{k}_within"] = bool(PP.within(p[f"{k}_E_res_us"], r["measured_E_res_us"]))
 
 
+def rule_parser(doc: str, fit_help: str, runs_help: str, preregistered_help: str | None = None):
+    """The later rule scripts' command line (``predict_fa_rule7`` .. ``10``): ``--platform``, one of ``--fit`` /
+    ``--preregister`` / ``--runs``, ``--preregistered`` where the script judges a pre-registration, ``--out``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--platform", default="h200-pcie-host")
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--fit", action="store_true", help=fit_help)
+    mode.add_argument("--preregister", default=None, help="comma-separated M: predict before measuring")
+    mode.add_argument("--runs", default=None, help=runs_help)
+    if preregistered_help:
+        ap.add_argument("--preregistered", default=None, help=preregistered_help)
+    ap.add_argument("--out", default=None, help="write the record (.json); never over an existing file")
+    return ap
+
+
+def rule_inputs(args) -> tuple:
+    """(platform, data folder, the sixth rule's stall measured from the pers7 tile log) for a rule script's
+    ``args``; an ``--out`` that exists is refused first (records are never overwritten)."""
+    if args.out and Path(args.out).exists():
+        raise InputError("--out", args.out, "already exists (records are never overwritten)")
+    platform, base = load_platform(args.platform), data_dir()
+    return platform, base, measure(load_records(base / TILES, "tile")[0], json.loads((base / SUMMARY).read_text()))
+
+
 def rule_counts(groups: dict, keys) -> dict:
     """Per group of judged rows and per rule ``k`` of ``keys``: rows within target (``{k}_within``), rows, and the
     median |predicted - measured| residual (``{k}_E_res_us`` against ``measured_E_res_us``)."""

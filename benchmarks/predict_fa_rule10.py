@@ -23,7 +23,6 @@ split kernel's programs stop closing up from 48K, 25 MB per head, on). The tenth
     python benchmarks/predict_fa_rule10.py --runs attention-runs/<new> --preregistered predictions/<pre>.json --out ...
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -36,10 +35,8 @@ import predict_fa_rule8 as R8  # noqa: E402
 import predict_fa_rule9 as R9  # noqa: E402
 
 from xstage.errors import InputError, exit_with  # noqa: E402
-from xstage.paths import data_dir  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import atomic_write_text, load_records  # noqa: E402
-from xstage.sim.platform import load_platform  # noqa: E402
 from xstage.sim.predict import FaKernel  # noqa: E402
 from xstage.sim.predict_congestion import predict_congested  # noqa: E402
 from xstage.sim.predict_drift import drift_nearest, fitted_per_m, kv_head_bytes  # noqa: E402
@@ -122,19 +119,11 @@ def summary(table: list) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--platform", default="h200-pcie-host")
-    mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--fit", action="store_true", help="the committed Triton rows the rule was fitted on")
-    mode.add_argument("--preregister", default=None, help="comma-separated M: predict before measuring")
-    mode.add_argument("--runs", default=None, help="comma-separated Triton runs under data/ to judge")
-    ap.add_argument("--preregistered", default=None, help="with --runs: a pre-registration record under data/")
-    ap.add_argument("--out", default=None, help="write the record (.json); never over an existing file")
+    ap = C.rule_parser(__doc__, "the committed Triton rows the rule was fitted on",
+                       "comma-separated Triton runs under data/ to judge",
+                       preregistered_help="with --runs: a pre-registration record under data/")
     args = ap.parse_args(argv)
-    if args.out and Path(args.out).exists():
-        raise InputError("--out", args.out, "already exists (records are never overwritten)")
-    platform, base = load_platform(args.platform), data_dir()
-    m = C.measure(load_records(base / C.TILES, "tile")[0], json.loads((base / C.SUMMARY).read_text()))
+    platform, base, m = C.rule_inputs(args)
     laws = json.loads((base / PP.LAWS).read_text())
     law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
     d7 = float(json.loads((base / R8.RULE7).read_text())["seventh_rule"]["d7"])

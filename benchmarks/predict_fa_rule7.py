@@ -39,7 +39,6 @@ Not in it: the Triton kernel (the fifth rule as recorded); the dynamic scheduler
     python benchmarks/predict_fa_rule7.py --runs attention-fa4/<new run> --out data/predictions/...json
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -50,10 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import predict_fa_congestion as C  # noqa: E402
 
 from xstage.errors import InputError, exit_with  # noqa: E402
-from xstage.paths import data_dir  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import atomic_write_text, load_records  # noqa: E402
-from xstage.sim.platform import load_platform  # noqa: E402
 from xstage.sim.predict import FaKernel  # noqa: E402
 from xstage.sim.predict_congestion import predict_congested  # noqa: E402
 
@@ -141,18 +138,10 @@ def summary(table: list) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--platform", default="h200-pcie-host")
-    mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--fit", action="store_true", help="the rows d7 is fitted on, with every rule")
-    mode.add_argument("--preregister", default=None, help="comma-separated M: predict before measuring")
-    mode.add_argument("--runs", default=None, help="comma-separated FA4 runs under data/ to judge")
-    ap.add_argument("--out", default=None, help="write the record (.json); never over an existing file")
+    ap = C.rule_parser(__doc__, "the rows d7 is fitted on, with every rule",
+                       "comma-separated FA4 runs under data/ to judge")
     args = ap.parse_args(argv)
-    if args.out and Path(args.out).exists():
-        raise InputError("--out", args.out, "already exists (records are never overwritten)")
-    platform, base = load_platform(args.platform), data_dir()
-    m = C.measure(load_records(base / C.TILES, "tile")[0], json.loads((base / C.SUMMARY).read_text()))
+    platform, base, m = C.rule_inputs(args)
     law = json.loads((base / PP.LAWS).read_text())["laws"]["fa4"]
     fit = fit_d7(fit_rows(base), platform, m)
     if args.fit:

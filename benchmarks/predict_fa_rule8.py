@@ -34,7 +34,6 @@ it puts 32 of 40 within max(20 us, 20 %).
     python benchmarks/predict_fa_rule8.py --runs attention-runs/<new> --preregistered predictions/<pre>.json --out ...
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -46,10 +45,8 @@ import predict_fa_congestion as C  # noqa: E402
 import predict_fa_heldout as H  # noqa: E402
 
 from xstage.errors import InputError, exit_with  # noqa: E402
-from xstage.paths import data_dir  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import atomic_write_text, load_records  # noqa: E402
-from xstage.sim.platform import load_platform  # noqa: E402
 from xstage.sim.predict import FaKernel, predict_fa  # noqa: E402
 from xstage.sim.predict_congestion import predict_congested  # noqa: E402
 from xstage.sim.predict_drift import drift_at, mean_drift, per_m_drift  # noqa: E402
@@ -143,20 +140,12 @@ def summary(table: list) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--platform", default="h200-pcie-host")
-    mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--fit", action="store_true", help="the committed Triton rows (not held out)")
-    mode.add_argument("--preregister", default=None, help="comma-separated M: predict before measuring")
-    mode.add_argument("--runs", default=None, help="comma-separated Triton runs under data/ to judge")
-    ap.add_argument("--preregistered", default=None, help="with --runs: a pre-registration record under data/ whose "
-                                                          "answers are judged beside (same M and variant)")
-    ap.add_argument("--out", default=None, help="write the record (.json); never over an existing file")
+    ap = C.rule_parser(__doc__, "the committed Triton rows (not held out)",
+                       "comma-separated Triton runs under data/ to judge",
+                       preregistered_help="with --runs: a pre-registration record under data/ whose "
+                                          "answers are judged beside (same M and variant)")
     args = ap.parse_args(argv)
-    if args.out and Path(args.out).exists():
-        raise InputError("--out", args.out, "already exists (records are never overwritten)")
-    platform, base = load_platform(args.platform), data_dir()
-    m = C.measure(load_records(base / C.TILES, "tile")[0], json.loads((base / C.SUMMARY).read_text()))
+    platform, base, m = C.rule_inputs(args)
     laws = json.loads((base / PP.LAWS).read_text())
     law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
     d7 = float(json.loads((base / RULE7).read_text())["seventh_rule"]["d7"])

@@ -35,7 +35,6 @@ Ninth rule (fixed here, before the run that judges it; ``--preregister``):
     python benchmarks/predict_fa_rule9.py --runs attention-runs/<new> --preregistered predictions/<pre>.json --out ...
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -48,10 +47,8 @@ import predict_fa_heldout as H  # noqa: E402
 import predict_fa_rule8 as R8  # noqa: E402
 
 from xstage.errors import InputError, exit_with  # noqa: E402
-from xstage.paths import data_dir  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.records import atomic_write_text, load_records  # noqa: E402
-from xstage.sim.platform import load_platform  # noqa: E402
+from xstage.records import atomic_write_text  # noqa: E402
 from xstage.sim.predict import FaKernel  # noqa: E402
 from xstage.sim.predict_congestion import predict_congested  # noqa: E402
 from xstage.sim.predict_drift import drift_at, fitted_per_m  # noqa: E402
@@ -140,19 +137,11 @@ def summary(table: list) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--platform", default="h200-pcie-host")
-    mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--fit", action="store_true", help="the committed Triton rows the rule was fitted on")
-    mode.add_argument("--preregister", default=None, help="comma-separated M: predict before measuring")
-    mode.add_argument("--runs", default=None, help="comma-separated Triton runs under data/ to judge")
-    ap.add_argument("--preregistered", default=None, help="with --runs: a pre-registration record under data/")
-    ap.add_argument("--out", default=None, help="write the record (.json); never over an existing file")
+    ap = C.rule_parser(__doc__, "the committed Triton rows the rule was fitted on",
+                       "comma-separated Triton runs under data/ to judge",
+                       preregistered_help="with --runs: a pre-registration record under data/")
     args = ap.parse_args(argv)
-    if args.out and Path(args.out).exists():
-        raise InputError("--out", args.out, "already exists (records are never overwritten)")
-    platform, base = load_platform(args.platform), data_dir()
-    m = C.measure(load_records(base / C.TILES, "tile")[0], json.loads((base / C.SUMMARY).read_text()))
+    platform, base, m = C.rule_inputs(args)
     laws = json.loads((base / PP.LAWS).read_text())
     law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
     d7 = float(json.loads((base / R8.RULE7).read_text())["seventh_rule"]["d7"])
@@ -176,7 +165,7 @@ def main(argv=None) -> int:
         predict(r, platform, law, m, m8, m9, d7, tlaw)
     if args.preregistered and table:
         judge_preregistered(table, base / args.preregistered)
-    print(f"split drift per M: " + " ".join(f"{M // 1024}K {d:.3f}" for M, d in m9["split_drift_per_M"].items())
+    print("split drift per M: " + " ".join(f"{M // 1024}K {d:.3f}" for M, d in m9["split_drift_per_M"].items())
           + f"; constant {m9['split_drift_const']:.3f} ({m9['const_within']}/{m9['const_n']} split fit rows)")
     for r in table:
         meas = r.get("measured_E_res_us")
