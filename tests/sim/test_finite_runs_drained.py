@@ -41,3 +41,19 @@ def test_score_reads_the_median_over_trials(tmp_path):
     assert run["T_iss_us_meas"] == pytest.approx(1.1) and run["drained_us_rel_err"] == pytest.approx(-0.2)
     assert s["all"]["drained_us"]["within_10pct"] == 0.0 and s["all"]["period_us"]["within_10pct"] == 1.0
     assert "drain_bound" not in s and s["barrier_paced"]["T_iss_us"]["n"] == 1
+
+
+def test_committed_scores_are_the_committed_run_scored_against_the_committed_predictions():
+    fd = load_script("finite_runs_drained")
+    extra = data_dir() / "calibration-extra"
+    run = extra / "lockstep-drained-bb34da7"
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["provenance"]["git_commit"].startswith("bb34da7") and not meta["skipped_for_budget"]
+    rec = json.loads((extra / "lockstep-drained-s8-scores.json").read_text())
+    got = fd.score(run, json.loads(PRED.read_text()))
+    for key, s in rec["scores"].items():
+        assert got["scores"][key]["n_runs"] == s["n_runs"] == 30
+        for sub in ("all", "drain_bound", "barrier_paced"):
+            for fig in fd.FIGURES:
+                if sub in s:
+                    assert got["scores"][key][sub][fig] == pytest.approx(s[sub][fig], rel=1e-12)
