@@ -9,11 +9,16 @@ pre-registered platforms (``*-wide*``, fitted on the wide records) against the f
 (``lockstep_overlap``): every lockstep burst starts from a drained path (the barrier's system fence), so its
 issue time is the isolated one, and the next starts at max(drained, issue end + barrier) + G -- the barrier runs
 while the path drains, so a drain-bound period is V / R, not V / R + barrier (``as_run``, isolated mode, adds it).
+Since session 8 the rule is the simulator's ``xstage sim bursts --mode lockstep --barrier-us X``
+(``finite_runs.lockstep`` runs it); the record's figures are reproduced (``tests/sim/test_lockstep_mode.py``).
 """
 
 import sys, json
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 import finite_runs as fr
+if len(sys.argv) != 2 or __import__("os").path.exists(sys.argv[1]):
+    print("usage: finite_runs_lockstep.py OUT.json (OUT must not exist: records are never overwritten)", file=sys.stderr)
+    sys.exit(2)
 from xstage.sim.platform import load_platform
 from xstage.provenance import provenance
 out = {"what": "lockstep zero-gap rate runs of the wide grids simulated as run; lockstep_overlap: the next burst at "

@@ -6,6 +6,8 @@ Modes:
                completely, then G, then the next burst.
     local      the local-memory control: no X-Stage, every issue takes T_iss0.
     coupled    completion-coupled counterfactual: an issuer resumes only once its bytes drained.
+    lockstep   the microbenchmark's lockstep run: every burst starts from a drained path (issue time as
+               isolated), the next at max(drained, issue end + ``barrier_us``) + G (``burst_config``).
 
 Engines: ``exact`` (``xstage.sim.bursts_exact``: the closed-form recurrence of K identical producers,
 no per-producer work) and ``simpy`` (processes on ``FluidXStage`` or ``ChunkedXStage``: the reference,
@@ -24,89 +26,24 @@ empty (0), else the summary skips half the bursts and says ``steady`` None.
 """
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
 import simpy
 
-from xstage.errors import InputError, require_int, require_positive
+from xstage.errors import InputError
 from xstage.sim import model, model_two_stage
+from xstage.sim.burst_config import ENGINES, MODES, BurstConfig  # noqa: F401 - moved there; re-exported
 from xstage.sim.bursts_exact import uniform_bursts
 from xstage.sim.platform import Platform
-from xstage.sim.xqueue import DRAIN_ORDERS, ChunkedXStage, FluidXStage
+from xstage.sim.xqueue import ChunkedXStage, FluidXStage
 
-MODES = ("periodic", "isolated", "local", "coupled")
-ENGINES = ("auto", "exact", "simpy")
 SIMPY_MAX_PRODUCER_BURSTS = 5_000_000   # ~1.5 GB of Python state and records; the exact engine has no bound
 
 
-@dataclass(frozen=True)
-class BurstConfig:
-    producers: int
-    bytes_per_producer: int
-    gap_us: float
-    bursts: int = 200
-    mode: str = "periodic"
-    queue: str = "fluid"          # fluid | chunked
-    chunk_bytes: int = 4096
-    capacity_bytes: float | None = None  # override Q(K) (used by calibration sweeps)
-    skip: int | None = None       # bursts left out of the summary medians; None: the warm-up (steady-state rule)
-    engine: str = "auto"          # auto | exact | simpy
-    drain_order: str = "fair"     # fair | ordered (fixed per-producer shares; simpy fluid queue only)
-    drain_spread: float | None = None   # ordered: a in w_p = exp(-a p / (K - 1)); required there, else None
-
-    def __post_init__(self):
-        object.__setattr__(self, "producers", require_int("producers", self.producers))
-        require_positive("bytes_per_producer", self.bytes_per_producer)
-        require_positive("gap_us", self.gap_us, allow_zero=True)
-        object.__setattr__(self, "bursts", require_int("bursts", self.bursts, minimum=2))
-        if self.mode not in MODES:
-            raise InputError("mode", self.mode, f"must be one of {', '.join(MODES)}")
-        if self.queue not in ("fluid", "chunked"):
-            raise InputError("queue", self.queue, "must be fluid or chunked")
-        require_positive("chunk_bytes", self.chunk_bytes)
-        if self.capacity_bytes is not None:
-            require_positive("capacity_bytes", self.capacity_bytes)
-        if self.skip is not None:
-            skip = require_int("skip", self.skip, minimum=0)
-            if skip > self.bursts - 2:
-                raise InputError("skip", self.skip, f"must leave at least 2 of the {self.bursts} bursts (<= "
-                                 f"{self.bursts - 2})")
-            object.__setattr__(self, "skip", skip)
-        if self.engine not in ENGINES:
-            raise InputError("engine", self.engine, f"must be one of {', '.join(ENGINES)}")
-        if self.engine == "exact" and self.queue != "fluid":
-            raise InputError("engine", self.engine, "needs queue fluid (the chunked queue runs on simpy)")
-        if self.drain_order not in DRAIN_ORDERS:
-            raise InputError("drain_order", self.drain_order, f"must be one of {', '.join(DRAIN_ORDERS)}")
-        if self.drain_order == "fair":
-            if self.drain_spread is not None:
-                raise InputError("drain_spread", self.drain_spread, "applies to drain_order ordered only")
-        else:
-            if self.drain_spread is None:
-                raise InputError("drain_spread", None, "is required with drain_order ordered (a >= 0)")
-            require_positive("drain_spread", self.drain_spread, allow_zero=True)
-            object.__setattr__(self, "drain_spread", float(self.drain_spread))
-            if self.engine == "exact" or self.queue != "fluid":
-                field, value = ("engine", self.engine) if self.engine == "exact" else ("queue", self.queue)
-                raise InputError(field, value, "has no drain order ordered: use engine simpy, queue fluid")
-
-    @property
-    def resolved_engine(self) -> str:
-        if self.engine != "auto":
-            return self.engine
-        return "exact" if self.queue == "fluid" and self.drain_order == "fair" else "simpy"
-
-    def weights(self) -> list[float]:
-        """Each producer's share of the drain while held back (all 1 for ``fair``)."""
-        K = self.producers
-        if self.drain_order == "fair":
-            return [1.0] * K
-        return [float(np.exp(-self.drain_spread * p / max(K - 1, 1))) for p in range(K)]
-
-
 _ORDER_KEYS = ("drain_order", "drain_spread")   # in summaries only when not the default (keys unchanged)
+_BARRIER_KEY = "barrier_us"                       # in summaries of mode lockstep only
 _OCC_COLUMNS = ["time(us)", "queue(bytes)", "issued(bytes)", "drained(bytes)"]
 
 
@@ -145,7 +82,7 @@ class BurstResult:
     def warmup_bursts(self, platform: Platform) -> int | None:
         cfg = self.config
         if cfg.mode != "periodic":
-            return 0   # isolated and coupled bursts start drained, local ones have no queue
+            return 0   # isolated, lockstep and coupled bursts start drained, local ones have no queue
         K, B = cfg.producers, cfg.bytes_per_producer
         Q = cfg.capacity_bytes or platform.capacity_bytes(K)
         t0, R = platform.issue_time0_us(K, B), platform.drain_rate_Bpus
@@ -175,13 +112,17 @@ class BurstResult:
         t0 = platform.issue_time0_us(cfg.producers, cfg.bytes_per_producer)
         R = platform.drain_rate_Bpus
         Q = cfg.capacity_bytes or platform.capacity_bytes(cfg.producers)
-        pred, period = model_two_stage.steady_issue_and_period(cfg.mode, cfg.gap_us, t0, volume, R, Q,
+        mode, gap = ("isolated", 0.0) if cfg.mode == "lockstep" else (cfg.mode, cfg.gap_us)
+        pred, period = model_two_stage.steady_issue_and_period(mode, gap, t0, volume, R, Q,
                                                **(platform.queue_options(cfg.producers) if cfg.mode != "local" else {}))
+        if cfg.mode == "lockstep":    # isolated issue; the barrier overlaps the drain (period at G = 0: drained)
+            period = max(period, pred + cfg.barrier_us) + cfg.gap_us
         warm, skip = self.warmup_bursts(platform), self.skip(platform)
         t_iss, per = self._medians(skip)
         return {
             "platform": self.platform,
-            **{k: v for k, v in asdict(cfg).items() if k not in _ORDER_KEYS or cfg.drain_order != "fair"},
+            **{k: v for k, v in asdict(cfg).items() if (k not in _ORDER_KEYS or cfg.drain_order != "fair")
+               and (k != _BARRIER_KEY or cfg.mode == "lockstep")},
             "skip": skip, "engine": self.engine,
             "T_iss_us": t_iss,
             "period_us": per,
@@ -238,7 +179,7 @@ def _simulate_exact(platform: Platform, cfg: BurstConfig) -> BurstResult:
     Q = cfg.capacity_bytes or platform.capacity_bytes(K)
     wall = time.perf_counter()
     d = uniform_bursts(cfg.mode, cfg.bursts, platform.issue_time0_us(K, B), K * B, platform.drain_rate_Bpus, Q,
-                       cfg.gap_us)
+                       cfg.gap_us, barrier=cfg.barrier_us or 0.0)
     wall = time.perf_counter() - wall
     return BurstResult(cfg, platform, per_burst=d, peak_queue_bytes=d["peak"], drained_us=d["drained_us"],
                        wall_s=wall, engine="exact")
@@ -297,12 +238,15 @@ def _simulate_simpy(platform: Platform, cfg: BurstConfig, record_occupancy: bool
                 start[p][b] = t
                 end[p][b] = env.now if isinstance(queue, ChunkedXStage) else events[p].value
             done[0] += K
+            issue_end = env.now
             yield queue.when_empty()
+            if cfg.mode == "lockstep" and issue_end + cfg.barrier_us > env.now:   # the barrier overlaps the drain
+                yield env.timeout(issue_end + cfg.barrier_us - env.now)
             if gap > 0:
                 yield env.timeout(gap)
 
     wall = time.perf_counter()
-    if cfg.mode == "isolated":
+    if cfg.mode in ("isolated", "lockstep"):
         env.process(isolated())
     else:
         for p in range(K):

@@ -16,13 +16,17 @@
 //       sender-visible issue end = the stores were accepted, not completed
 //   [2] clock64 at [0]           [3] clock64 at [1]
 //   [4] %globaltimer after __threadfence_system + __syncthreads (isolated mode only, else 0):
-//       the CTA's stores are performed system-wide
+//       the CTA's stores are performed system-wide. With the end-fence flag (mode | END_FENCE, not in
+//       isolated mode) the last burst alone records it, right after its issue end and before its gap:
+//       the time the CTA's last store drained (a lockstep run's drained time, issue 15 item 4); every
+//       other burst keeps 0, and without the flag nothing changes.
 //   [5] %globaltimer at the end of the gap
 // Every spin is bounded (time and iterations); on a bound the kernel sets err[0] and returns.
 
 #include "xstage_sync.cuh"
 
 #define NREC 6
+#define END_FENCE 0x100u          // flag bit of the mode argument: fence and time the last burst
 #define NO_PRODUCER 0xFFFFFFFFu   // a region row no producer writes (stays zero)
 
 __device__ __forceinline__ uint4 pattern_word(u32 p, u32 b, u32 i) {
@@ -52,6 +56,8 @@ __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slo
                                            int* err) {
     const u32 p = blockIdx.x;
     const u32 K = gridDim.x;
+    const bool end_fence = (mode & END_FENCE) != 0;
+    mode &= 0xFFu;
     u32 barriers = 0;
     if (threadIdx.x == 0) sm_of[p] = sm_id();
     // Common start: every producer begins its first burst together.
@@ -71,6 +77,11 @@ __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slo
             u64 c_end = clock64();
             u64 t_end = gtimer();
             r[0] = t_start; r[1] = t_end; r[2] = c_start; r[3] = c_end; r[4] = 0;
+        }
+        if (end_fence && mode != 1 && b + 1 == n_bursts) {
+            __threadfence_system();  // the last burst: every thread's stores performed system-wide
+            __syncthreads();
+            if (threadIdx.x == 0) r[4] = gtimer();
         }
         if (mode == 1) {
             __threadfence_system();  // each thread's own stores are performed system-wide

@@ -142,6 +142,8 @@ def compare_issue_paths(figures: dict, base: str = "store") -> dict:
 class PutMicrobench(Microbench):
     """`Microbench` on the NVSHMEM put path: the same trial loop, check and records, the put kernel launched."""
 
+    supports_end_fence = False    # the put kernel has no end-fence flag (runner.Microbench.run refuses it)
+
     def __init__(self, target, *, issue: str = "put-nbi", timeout_ms: float = 2000.0, ring_bytes: int = 256 * 2**20):
         if issue not in ISSUES[1:]:
             raise InputError("--issue", issue, f"must be one of {', '.join(ISSUES[1:])} for the put kernel")

@@ -51,6 +51,12 @@ completed). Durations use %globaltimer when its tick is <= 64 ns, else clock64 s
 clock measured over the same run (``timebase``). Each run: warm-up trials (discarded), then
 ``trials`` trials; after every trial the error flag, the one-CTA-per-SM placement and the whole
 target buffer's pattern are checked, and any failure raises `MicrobenchError`.
+
+End fence (``BurstSpec.end_fence``, not isolated mode; session 8): after the last burst's issue end every
+thread runs __threadfence_system and thread 0 reads %globaltimer; the frame then has ``end_fence(us)`` on the
+last burst's rows (from the run's first burst start, as ``start(us)``; NaN elsewhere), so max over producers
+is the run's drained time: first issue to the last byte drained (the host probe's ``fence_us``). Without it
+the kernel, the records and their columns are as before.
 """
 
 
@@ -66,6 +72,7 @@ from xstage.hw.microbench.spec import GAP_KINDS, MODES, BurstSpec  # noqa: F401 
 from xstage.sim.burst_summary import summarize_run  # noqa: F401 - re-exported
 
 NREC = 6                      # u64 per burst, see microbench.cu
+END_FENCE = 0x100             # flag bit of the kernel's mode argument (microbench.cu)
 COARSE_TICK_NS = 64.0         # above this the durations use clock64
 ERRORS = {1: "grid barrier timed out (CTAs not co-resident?)", 2: "a spin loop hit its iteration bound"}
 
@@ -85,6 +92,8 @@ def kernel_source() -> str:
 
 class Microbench:
     """Compiled kernels plus one target buffer; `run(spec)` returns burst records."""
+
+    supports_end_fence = True     # the put path (puts.PutMicrobench) has no end fence
 
     def __init__(self, target, *, timeout_ms: float = 2000.0, ring_bytes: int = 256 * 2**20):
         import cupy
@@ -219,6 +228,8 @@ class Microbench:
             self.probe_timer()
         if spec.producers > self.sm_count:
             raise InputError("producers", spec.producers, f"must be <= the GPU's {self.sm_count} SMs")
+        if spec.end_fence and not self.supports_end_fence:
+            raise InputError("end_fence", spec.end_fence, f"has no kernel in {type(self).__name__} (store path only)")
         K, W, n = spec.producers, spec.words_per_producer, spec.bursts
         slots = self.slots_for(spec)
         regions = self.regions(spec, slots)
@@ -246,7 +257,7 @@ class Microbench:
             ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
             ev0.record()
             kernel((K,), (spec.threads,),
-                   (*head, np.uint32(W), np.uint32(slots), np.uint32(n), np.uint32(MODES.index(spec.mode)),
+                   (*head, np.uint32(W), np.uint32(slots), np.uint32(n), np.uint32(MODES.index(spec.mode) | (END_FENCE if spec.end_fence else 0)),
                     np.uint32(gap_kind), np.uint64(gap_param), np.uint64(int(spec.settle_us * 1e3)),
                     np.uint64(self.timeout_ns), counter, rec, sm_of, sink, err),
                    shared_mem=self.pad_bytes)
@@ -291,6 +302,9 @@ class Microbench:
             issue = issue_ck
             period[:, :-1] = np.diff(ck0, axis=1) / ghz / 1e3
         fence = np.where(gtf > 0, (gtf - gt0) / 1e3, np.nan)
+        if spec.end_fence:        # the last burst's drain; not a per-burst fence (that column stays NaN)
+            end_fence = np.where(gtf > 0, (gtf - t_base) / 1e3, np.nan)
+            fence = np.full_like(fence, np.nan)
         gap_meas = period - issue
         nominal = spec.gap_us if spec.gap_kind != "fma" else float(np.nanmedian(gap_meas)) if n > 1 else 0.0
         frame = pd.DataFrame({
@@ -303,6 +317,8 @@ class Microbench:
             "gap_measured(us)": gap_meas.ravel(), "issue_gt(us)": issue_gt.ravel(),
             "issue_clk(us)": issue_ck.ravel(), "fence(us)": fence.ravel(), "sm": np.repeat(sms.astype(int), n),
         })
+        if spec.end_fence:
+            frame["end_fence(us)"] = end_fence.ravel()
         return frame, ghz
 
     def close(self):

@@ -25,6 +25,7 @@ class BurstSpec:
     warmup: int = 1
     threads: int = 512
     settle_us: float = 10.0      # isolated mode: wait after the drain barrier
+    end_fence: bool = False      # not isolated: the last burst fences and records its drain (``end_fence(us)``)
 
     def __post_init__(self):
         object.__setattr__(self, "producers", require_int("producers", self.producers))
@@ -47,6 +48,11 @@ class BurstSpec:
         if t > 1024 or t % 32:
             raise InputError("threads", t, "must be a multiple of 32 and <= 1024")
         require_positive("settle_us", self.settle_us, allow_zero=True)
+        if not isinstance(self.end_fence, bool):
+            raise InputError("end_fence", self.end_fence, "must be True or False")
+        if self.end_fence and self.mode == "isolated":
+            raise InputError("end_fence", self.end_fence, "applies to modes free, periodic, aligned (isolated "
+                             "mode fences every burst)")
 
     @property
     def volume_bytes(self) -> int:

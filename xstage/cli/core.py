@@ -37,14 +37,15 @@ def register(sub):
     s = sub.add_parser("sim", help="run the simpy X-Stage simulator",
                        description="Simulate the X-Stage with simpy.")
     ssub = s.add_subparsers(dest="sim_kind", metavar="{bursts}", required=True)
-    b = ssub.add_parser("bursts", help="periodic / isolated / local / coupled burst experiment",
+    b = ssub.add_parser("bursts", help="periodic / isolated / local / coupled / lockstep burst experiment",
                         description="K producers issue B bytes each, then wait G us; repeated N times.")
     _platform_arg(b, required=True)
     b.add_argument("--producers", "-K", required=True)
     b.add_argument("--bytes-per-producer", "-B", required=True)
     b.add_argument("--gap-us", "-G", default="0")
     b.add_argument("--bursts", "-n", default="200", help="bursts per producer (default 200)")
-    b.add_argument("--mode", default="periodic", help="periodic | isolated | local | coupled")
+    b.add_argument("--mode", default="periodic", help="periodic | isolated | local | coupled | lockstep (every "
+                   "burst from a drained path, the next at max(drained, issue end + --barrier-us) + G)")
     b.add_argument("--queue", default="fluid", help="fluid (exact, fast) | chunked (4 KiB chunks, cross-check)")
     b.add_argument("--chunk", default="4KiB", help="chunk size for --queue chunked")
     add_out(b, "write the burst records (.parquet, or .csv with a .meta.json beside it)")
@@ -58,6 +59,8 @@ def register(sub):
                    "--drain-spread, runs on simpy)")
     b.add_argument("--drain-spread", default=None, help="a >= 0 for --drain-order ordered (a = 0 is fair; "
                    "1.0 fitted on the H200 host probe, docs/calibration.md)")
+    b.add_argument("--barrier-us", default=None, help="--mode lockstep: the barrier's own time in us (>= 0; the H200's "
+                   "wide grids: 1.216 host, 1.10 local, docs/calibration/lockstep-drained.md)")
     b.set_defaults(func=run_sim_bursts)
 
     pl = sub.add_parser("platforms", help="list bundled platforms or show one",
@@ -114,7 +117,9 @@ def run_sim_bursts(args) -> int:
         skip=None if args.skip is None else integer("--skip", args.skip, minimum=0), engine=args.engine,
         drain_order=args.drain_order,
         drain_spread=None if args.drain_spread is None else number("--drain-spread", args.drain_spread, minimum=0,
-                                                                   allow_equal=True))
+                                                                   allow_equal=True),
+        barrier_us=None if args.barrier_us is None else number("--barrier-us", args.barrier_us, minimum=0,
+                                                               allow_equal=True))
     if args.out:
         out = check_output("--out", args.out, overwrite=args.overwrite, suffixes=(".parquet", ".csv"))
         if out.suffix == ".csv":  # its metadata goes beside it: never clobbered either
