@@ -98,3 +98,14 @@ def test_one_m_at_two_shapes_is_refused(mod, setup, tmp_path):
     with pytest.raises(InputError):
         mod.run_rows(tmp_path / "r2", "r2", setup[1])
 
+
+
+def test_the_committed_preregistration_covers_every_configuration(mod):
+    rec = json.loads((data_dir() / PRE).read_text())
+    assert rec["mode"] == "preregistered" and len(rec["rules_commit"]) == 40
+    want = {p for p in mod.parse_points(POINTS)}
+    got = {(r["M"], r["kw"]["heads"], r["kw"]["head_dim"]) for r in rec["rows"]}
+    assert got == want and len(rec["rows"]) == 4 * len(want)
+    assert all(f"{k}_E_res_us" in r for r in rec["rows"] for k in mod.KEYS)
+    split = {(r["M"], r["kw"]["head_dim"]): r for r in rec["rows"] if r["variant"] == mod.R9.SPLIT}
+    assert split[(65536, 64)]["rule11_regime"] == "low" and split[(65536, 64)]["rule11_m_regime"] == "high"
