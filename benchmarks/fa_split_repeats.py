@@ -26,7 +26,7 @@ from xstage.records import atomic_write_text, load_records  # noqa: E402
 from xstage.sim.predict_drift import repeat_spread  # noqa: E402
 
 RUNS = ("attention", "attention-fa4/triton", "attention-runs/49d9e81", "attention-runs/7531682-heldout",
-        "attention-runs/6c1c349-heldout2", "attention-runs/63fb3ec-heldout3")
+        "attention-runs/6c1c349-heldout2", "attention-runs/63fb3ec-heldout3", "attention-runs/ad8f0af-heldout4")
 CLOCK = ("attention-runs/6c1c349-heldout2/clock/clock-diag.json", "attention-runs/6c1c349-heldout2/clock2/clock-diag.json")
 VARIANTS = ("fused_wb", "fused_wb_split", "fused_wb_stagger", "fused_wb_split_stagger", "fused_hbm")
 ALIAS = {"fused_wt_split_stagger": "fused_wb_split_stagger"}

@@ -16,7 +16,8 @@ def test_the_committed_repeats_at_64k(mod):
     meas = mod.measurements(data_dir())
     vals = sorted(x for _, x in meas[(65536, 3, 128)]["fused_wb_split"])
     assert len(vals) == 3 and vals[0] == pytest.approx(-45, abs=1) and vals[-1] == pytest.approx(18, abs=1)
-    assert (57344, 3, 128) in meas and len(meas[(57344, 3, 128)]["fused_wb_split"]) == 1
+    band = sorted(x for _, x in meas[(57344, 3, 128)]["fused_wb_split"])     # 7531682 + heldout4 x 3
+    assert len(band) == 4 and band[-1] - band[0] > 100
 
 
 def test_spread_rows_only_where_repeated_and_tolerance_at_the_median(mod):
