@@ -12,6 +12,8 @@ drift is fitted on these residuals), and the run that judged it from the judged 
 import json
 from pathlib import Path
 
+from xstage.compare.attention_rule11 import with_rule11
+
 RULE10_FIT = "predictions/fa-rule10-fit-h200-pcie-host.json"
 RULE10_HELDOUT = "predictions/fa-rule10-heldout3-63fb3ec-h200-pcie-host.json"
 FIT_SET = "attention"
@@ -21,7 +23,7 @@ def with_rule10(rows: list, data_dir: Path, fit=RULE10_FIT, heldout=RULE10_HELDO
     """``rows`` with the tenth rule's keys on the one-GPU Triton rows (module docstring)."""
     f, h = Path(data_dir) / fit, Path(data_dir) / heldout
     if not f.is_file():
-        return rows
+        return with_rule11(rows, data_dir)
     rec = json.loads(f.read_text())
     pred = {}
     for r in rec.get("rows", []):
@@ -44,4 +46,4 @@ def with_rule10(rows: list, data_dir: Path, fit=RULE10_FIT, heldout=RULE10_HELDO
         if at and row.get("ranks", 1) == 1 and row.get("platform") == rec.get("platform") and row.get("fa_core") == "triton":
             row = {**row, **at, "rule10_record": fit, "rule10_held_out": False, **held}
         out.append(row)
-    return out
+    return with_rule11(out, data_dir)        # the eleventh rule's keys beside (compare/attention_rule11.py)

@@ -103,3 +103,29 @@ def drift_nearest(per_x: dict, x: float) -> float:
         raise InputError("x", x, "must be a finite number")
     key = min(sorted(per_x), key=lambda k: abs(float(k) - float(x)))
     return float(per_x[key])
+
+
+L2_REGIMES = ("low", "band", "high")
+
+
+def l2_regime(kv_bytes: int, l2_bytes: int, low_max: float = 0.4, high_min: float = 0.5) -> str:
+    """Which side of the L2 one head's K/V bytes lie (the eleventh FA rule): "low" when kv_bytes <= low_max x
+    l2_bytes, "high" when kv_bytes >= high_min x l2_bytes, "band" between. The H200's 60 MiB L2 is two partitions
+    of about 30 MiB, so high_min 0.5 is one partition and low_max 0.4 is 0.8 of it."""
+    for name, v in (("kv_bytes", kv_bytes), ("l2_bytes", l2_bytes)):
+        if not (isinstance(v, (int, np.integer)) and v > 0):
+            raise InputError(name, v, "must be a positive integer")
+    if not (0 < low_max <= high_min):
+        raise InputError("low_max", low_max, f"must lie in (0, high_min={high_min}]")
+    x = float(kv_bytes) / float(l2_bytes)
+    return "low" if x <= low_max else "high" if x >= high_min else "band"
+
+
+def repeat_spread(values) -> dict:
+    """Median, min, max, range (max - min) and count of repeated measurements of one figure (NaN left out)."""
+    v = np.asarray([float(x) for x in values], dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        raise InputError("values", list(values), "must hold at least one finite number")
+    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max()),
+            "range": float(v.max() - v.min()), "n": int(len(v))}
