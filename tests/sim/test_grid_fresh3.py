@@ -75,3 +75,33 @@ def test_pairs_split_keeps_capacity_limited_sweeps_fitted_for_every_seed(host):
     assert len(fitted_capacity_sweeps(g, host, 0)) == 7     # the recorded split (seed 0)
     # the same property fails for the fresh grid (one capacity-limited sweep fitted at seed 0): the test can fail
     assert len(fitted_capacity_sweeps(GRIDS["fresh"], host, 0)) == 1
+
+
+def test_results_report_the_preregistered_platform_on_the_fresh3_run():
+    import json
+
+    from xstage.compare.calibration_records import summarize_results
+    from xstage.paths import data_dir
+    scores = json.loads((data_dir() / "calibration-extra" / "fresh3-s8-scores.json").read_text())
+    for name, target in (("h200-pcie-host-fresh3", "host"), ("h200-local-fresh3", "local")):
+        row = summarize_results(data_dir(), name)
+        pre = scores[target]["preregistered"]["two-stage-gated"]
+        assert row["preregistered_platform"] == f"calibration-extra/{name[:-len('-fresh3')]}-wide-two-stage-gated"
+        assert row["preregistered_n_points"] == pre["n_points"] == 353
+        for key in ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period"):
+            assert row[f"preregistered_{key}"] == pytest.approx(pre[key], rel=1e-9)
+        assert row["heldout_n_points"] == scores[target]["own_split"]["v1"]["heldout_n_points"]   # recorded: v1
+    assert scores["host"]["recorded_split_matches"] and scores["local"]["recorded_split_matches"]
+
+
+def test_fresh3_decision_follows_the_preregistered_rule():
+    import json
+
+    from xstage.paths import data_dir
+    from xstage.sim.platform_fit import DEFAULT_MODEL
+    scores = json.loads((data_dir() / "calibration-extra" / "fresh3-s8-scores.json").read_text())
+    met = all(scores[t]["own_split"]["two-stage-gated"][f"heldout_{k}"] <= limit for t in ("host", "local")
+              for k, limit in (("median_rel_err_T_iss", 0.05), ("p90_rel_err_T_iss", 0.15),
+                               ("median_rel_err_period", 0.05), ("p90_rel_err_period", 0.15)))
+    assert scores["decision"]["met"] is met
+    assert DEFAULT_MODEL == ("two-stage-gated" if met else "v1")
