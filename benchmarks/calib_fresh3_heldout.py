@@ -2,6 +2,7 @@
 
     python benchmarks/calib_fresh3_heldout.py design             # sweeps, capacity-limited ones, split, GPU time
     python benchmarks/calib_fresh3_heldout.py score --host DIR --local DIR [--json OUT] [--extra-seeds 1,2,3,4]
+    python benchmarks/calib_fresh3_heldout.py posthoc-free [--json OUT]   # POST HOC: free-running bursts, Eq. 3 alone
 
 Pre-registered in ``data/calibration-extra/fresh3-s8-preregistration.md`` (committed before the device run; the
 commit is named in the records' provenance). Model ``two-stage-gated``; split ``pairs`` (``split_pairs``), fraction
@@ -157,6 +158,57 @@ def decide(result: dict) -> dict:
             "checks": checks, "met": met, "default": MODEL if met else "v1"}
 
 
+def free_eq3_law(points, platform):
+    """POST HOC (read from the fresh3 host records after the run): ``platform`` with a free-running issue law
+    t_free fitted on ``points``' free-running bursts that the drain kept up with over one period,
+    V/R <= (T + G) / 1.15 (a free burst after a gap longer than its drain time issues backpressure-free), and
+    (t_free, n) -- or (platform unchanged, None) with too few such bursts."""
+    from dataclasses import replace
+    free = points[(points["mode"] == "free") & (points["T_iss(us)"] > 0)].dropna(subset=["T_iss(us)"])
+    V = free["producers"].to_numpy(float) * free["bytes_per_producer"].to_numpy(float)
+    kept_up = V / platform.drain_rate_Bpus <= (free["T_iss(us)"] + free["gap_measured(us)"].clip(lower=0)) / 1.15
+    if kept_up.sum() < 3:
+        return platform, None
+    base = replace(platform, t_fixed_us=0.0, start_skew_us=None, free_t_fixed_us=None)
+    sel = free[kept_up.to_numpy()]
+    law = np.array([base.issue_time0_us(int(k), float(b)) for k, b in zip(sel["producers"], sel["bytes_per_producer"])])
+    t_free = max(float(np.median(sel["T_iss(us)"].to_numpy(float) - law)), 0.0)
+    return replace(platform, free_t_fixed_us=t_free), (t_free, int(kept_up.sum()))
+
+
+def posthoc_free() -> dict:
+    """POST HOC: free-running bursts predicted by Eq. 3 alone -- max(T_iss0,free, V/R - G), no capacity bound --
+    against the model check's relaxing form, with cal3's gated platforms (wide fit half) on every point of each
+    grid, and on fresh3's own split (t_free fitted on its fit half, judged on its held-out half)."""
+    out = {}
+    q = lambda e: {"median": float(np.median(np.abs(e))), "p90": float(np.percentile(np.abs(e), 90)),  # noqa: E731
+                   "n": int(e.size)}
+    for target, t in TARGETS.items():
+        gated = Platform.load(EXTRA / PREREG[MODEL].format(t=t) / "platform.json")
+        wide, _ = load_points(EXTRA / f"h200-{t}-wide")
+        wide_fit = wide[wide["split"].astype(str) == "fit"] if "split" in wide else wide
+        with_free, tf = free_eq3_law(wide_fit, gated)
+        for grid in ("wide", "fresh", "fresh2", "fresh3"):
+            pts, _ = load_points(EXTRA / f"h200-{t}-{grid}")
+            c0 = calib_fit.model_check(pts[pts["mode"] == "free"], gated)
+            c1 = calib_fit.model_check(pts[pts["mode"] == "free"], with_free)
+            out.setdefault(target, {})[grid] = {
+                "model_T_iss": q(c0["rel_err_T_iss"].to_numpy()), "eq3_T_iss": q(c0["rel_err_T_iss_eq3"].to_numpy()),
+                "eq3_free_law_T_iss": q(c1["rel_err_T_iss_eq3"].to_numpy()),
+                "model_period": q(c0["rel_err_period"].to_numpy()), "eq3_period": q(c0["rel_err_period_eq3"].to_numpy()),
+                "eq3_free_law_period": q(c1["rel_err_period_eq3"].to_numpy()), "t_free_us_from_wide_fit_half": tf}
+        pts, _ = load_points(EXTRA / f"h200-{t}-fresh3")
+        split = split_pairs(pts, FRACTION, SEED).to_numpy()
+        own, tf3 = free_eq3_law(pts[split == "fit"], gated)
+        held = pts[(split == "heldout") & (pts["mode"] == "free").to_numpy()]
+        c = calib_fit.model_check(held, own)
+        out[target]["fresh3_own_split_heldout"] = {"eq3_free_law_T_iss": q(c["rel_err_T_iss_eq3"].to_numpy()),
+                                                   "eq3_free_law_period": q(c["rel_err_period_eq3"].to_numpy()),
+                                                   "model_T_iss": q(calib_fit.model_check(held, gated)[
+                                                       "rel_err_T_iss"].to_numpy()), "t_free": tf3}
+    return out
+
+
 def _line(label, f, pre=""):
     return (f"{label:40s} T_iss {f[pre + 'median_rel_err_T_iss']:.1%} / {f[pre + 'p90_rel_err_T_iss']:.1%}  period "
             f"{f[pre + 'median_rel_err_period']:.1%} / {f[pre + 'p90_rel_err_period']:.1%}  free T_iss "
@@ -171,7 +223,7 @@ def _write(path: Path, obj) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("design", "score"))
+    ap.add_argument("action", choices=("design", "score", "posthoc-free"))
     ap.add_argument("--host", type=Path, default=None)
     ap.add_argument("--local", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
@@ -193,6 +245,15 @@ def main(argv=None) -> int:
                   f"sweep estimate {e['wall_estimate_s']:.0f} s")
         if args.json is not None:
             _write(args.json, d)
+        return 0
+    if args.action == "posthoc-free":
+        r = posthoc_free()
+        for target, by in r.items():
+            for grid, f in by.items():
+                print(f"{target:5s} {grid:26s} " + "  ".join(f"{k} {v['median']:.1%} / {v['p90']:.1%}" for k, v in f.items()
+                                                            if isinstance(v, dict)) + f"  t_free {f.get('t_free') or f.get('t_free_us_from_wide_fit_half')}")
+        if args.json is not None:
+            _write(args.json, {"post_hoc": True, **r})
         return 0
     seeds = [int(s) for s in args.extra_seeds.split(",") if s.strip()]
     result = {"model": MODEL, "split": {"rule": "pairs", "fraction": FRACTION, "seed": SEED},

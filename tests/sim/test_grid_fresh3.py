@@ -105,3 +105,32 @@ def test_fresh3_decision_follows_the_preregistered_rule():
                                ("median_rel_err_period", 0.05), ("p90_rel_err_period", 0.15)))
     assert scores["decision"]["met"] is met
     assert DEFAULT_MODEL == ("two-stage-gated" if met else "v1")
+
+
+def _script():
+    import importlib.util
+    import sys
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "calib_fresh3_heldout.py"
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location("calib_fresh3_heldout", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_posthoc_free_law_reads_t_free_only_from_bursts_the_drain_kept_up_with(host):
+    from dataclasses import replace
+    mod = _script()
+    truth = replace(host, t_fixed_us=0.0, start_skew_us=None)
+    rows = []
+    for k, b in ((26, 14 * KiB), (132, 36 * KiB), (64, 6 * KiB)):
+        v_r = k * b / host.drain_rate_Bpus
+        for g in (0.0, 0.5 * v_r, 1.2 * v_r, 2.0 * v_r):
+            t0 = 0.2 + truth.issue_time0_us(k, b)                  # t_free = 0.2 us
+            rows.append({"phase": "free-gap", "mode": "free", "producers": k, "bytes_per_producer": b,
+                         "gap_measured(us)": g, "T_iss(us)": max(t0, v_r - g)})
+    pts = pd.DataFrame(rows)
+    law, (t_free, n) = mod.free_eq3_law(pts, host)
+    assert t_free == pytest.approx(0.2, rel=1e-6) and n == 6 and law.free_t_fixed_us == pytest.approx(0.2)
+    drain_bound = pts[pts["gap_measured(us)"] == 0.0]
+    assert mod.free_eq3_law(drain_bound, host) == (host, None)   # no burst the drain kept up with: no law
