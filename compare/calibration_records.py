@@ -9,10 +9,10 @@ seed) computed here, and a platform refitted in memory on its ``fit`` points onl
 (``split_source: computed``; ``heldout_platform`` says what that refit gave); the committed files are
 never rewritten. The all-points keys (``median_rel_err_T_iss``, ...) stay the committed platform's.
 
-Pre-registered figures (``preregistered_*``, session 7): a folder of the ``fresh`` grid (no (K, B) pair of the
-wide one) named ``<base>-fresh`` whose ``<base>-wide-two-stage-gated`` folder exists is also checked, on every
-point, against that folder's platform -- fitted on the wide records' fit half and committed before the fresh run
-(``preregistered_platform`` names it; nothing of the fresh run fitted it).
+Pre-registered figures (``preregistered_*``, session 7): a folder of the ``fresh`` or ``fresh3`` grid (no (K, B)
+pair of the wide one) named ``<base>-fresh`` / ``<base>-fresh3`` whose ``<base>-wide-two-stage-gated`` folder exists
+is also checked, on every point, against that folder's platform -- fitted on the wide records' fit half and
+committed before the fresh run (``preregistered_platform`` names it; nothing of the fresh run fitted it).
 """
 
 from pathlib import Path
@@ -69,6 +69,7 @@ def heldout_summary(points, platform, meta: dict | None = None) -> dict:
 
 
 PREREGISTERED_SUFFIX = ("-fresh", "-wide-two-stage-gated")   # fresh folder -> the folder whose platform it tests
+PREREGISTERED_GRIDS = {"fresh": "-fresh", "fresh3": "-fresh3"}   # grid -> the folder-name suffix of its runs
 PREREGISTERED_KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period",
                       "isolated_median_rel_err_T_iss", "isolated_p90_rel_err_T_iss", "n_points")
 
@@ -77,8 +78,9 @@ def preregistered_summary(name: str, points, meta: dict | None, folders: dict) -
     """The ``preregistered_*`` keys of a fresh-grid folder (see the module doc); {} for any other folder."""
     from xstage.sim.platform import Platform
 
-    old, new = PREREGISTERED_SUFFIX
-    if ((meta or {}).get("config") or {}).get("grid") != "fresh" or not name.endswith(old):
+    new = PREREGISTERED_SUFFIX[1]
+    old = PREREGISTERED_GRIDS.get(((meta or {}).get("config") or {}).get("grid"))
+    if old is None or not name.endswith(old):
         return {}
     source = name[: -len(old)] + new
     if source not in folders:

@@ -1,4 +1,4 @@
-"""The (K, B) grids of a calibration sweep: ``default`` (today's 4 x 4 grid) and ``wide`` (issue 15).
+"""The (K, B) grids of a calibration sweep: ``default`` (today's 4 x 4 grid), ``wide`` (issue 15) and fresh ones.
 
 A grid names the producer counts K and per-producer sizes B of the rate / plateau / free-rate phases,
 the (K, B) pairs of the gap sweeps, the isolated sweep's K and B, and how many of the gap sweeps are
@@ -15,6 +15,13 @@ default five plus five at new K and B), each also free-running; the isolated swe
 
 ``fresh2`` (session 7, cal4): K in {10, 28, 44, 72, 104} x B in {5, 10, 28, 56, 160} KiB, four gap sweeps (each
 also free-running), the isolated sweep at every K on 9 sizes of 5-160 KiB: no (K, B) pair of ``wide`` or ``fresh``.
+``fresh3`` (session 8, cal5): K in {4, 11, 18, 26, 36, 52, 64, 88, 112, 132} x B in {3, 6, 14, 22, 36, 56, 80, 144, 224}
+KiB, fourteen gap sweeps (each also free-running), ten of them capacity-limited under the session-7 gated host
+platform (V - R T_iss0 > Q(K); ``capacity_limited``) at K from 11 to 132 and V from 2.0 to 29 MiB, and the isolated
+sweep at every K on 12 sizes of 3-224 KiB. No (K, B) pair of ``wide``, ``fresh`` or ``fresh2``: K = 4 and 132 are
+wide's, so every B of fresh3 (rate and isolated) is outside wide's sizes. Three of the capacity-limited sweeps sit
+at B = 224 KiB, the largest B of their K, which the ``pairs`` split always keeps fitted (its per-K extremes), so
+the fit half keeps at least three of them for every seed (seed 0: seven of ten); docs/calibration/fresh3.md.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -28,6 +35,11 @@ DEFAULT_GAPS = ((132, 32 * KiB), (66, 64 * KiB), (33, 16 * KiB), (132, 8 * KiB),
 WIDE_K = (4, 8, 16, 24, 33, 48, 66, 99, 132)
 FRESH_K = (6, 12, 20, 40, 56, 80, 120)
 FRESH2_K = (10, 28, 44, 72, 104)
+FRESH3_K = (4, 11, 18, 26, 36, 52, 64, 88, 112, 132)
+# fresh3's gap sweeps: ten capacity-limited under the session-7 gated host platform, then four that are not
+FRESH3_CAPACITY_SWEEPS = tuple((k, b * KiB) for k, b in ((11, 224), (18, 144), (26, 80), (36, 56), (36, 224), (64, 144),
+                                                         (88, 36), (112, 80), (132, 36), (132, 224)))
+FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
     "default": dict(producers=(16, 33, 66, 132), sizes=(8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB),
@@ -47,6 +59,10 @@ GRIDS = {
                    gap_configs=((104, 28 * KiB), (28, 160 * KiB), (44, 56 * KiB), (10, 10 * KiB)),
                    iso_producers=FRESH2_K, iso_sizes=tuple(k * KiB for k in (5, 10, 18, 28, 40, 56, 80, 120, 160)),
                    free_gaps=4),
+    # fresh3 (session 8, cal5): about the wide grid's size, with many capacity-limited gap sweeps (module doc)
+    "fresh3": dict(producers=FRESH3_K, sizes=tuple(k * KiB for k in (3, 6, 14, 22, 36, 56, 80, 144, 224)),
+                   gap_configs=FRESH3_CAPACITY_SWEEPS + FRESH3_OTHER_SWEEPS, iso_producers=FRESH3_K,
+                   iso_sizes=tuple(k * KiB for k in (3, 5, 7, 10, 18, 26, 36, 44, 72, 112, 160, 224)), free_gaps=14),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -57,7 +73,14 @@ QUICK_GRIDS = {
     "wide": dict(gap_configs=((132, 32 * KiB), (24, 48 * KiB)), free_gaps=2),
     "fresh": dict(gap_configs=((120, 40 * KiB), (20, 192 * KiB)), free_gaps=2),
     "fresh2": dict(gap_configs=((104, 28 * KiB), (10, 10 * KiB)), free_gaps=2),
+    "fresh3": dict(gap_configs=((132, 36 * KiB), (26, 14 * KiB)), free_gaps=2),
 }
+
+
+def capacity_limited(k: int, b: int, platform) -> bool:
+    """Whether a lockstep burst of K producers x B bytes is capacity-limited under ``platform``: what is left after
+    one backpressure-free issue at the drain rate, V - R T_iss0(K, B), exceeds the capacity Q(K)."""
+    return k * b - platform.drain_rate_GBps * 1e3 * platform.issue_time0_us(k, b) > platform.capacity_bytes(k)
 
 
 def grid_fields(grid: str, quick: bool = False) -> dict:

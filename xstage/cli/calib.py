@@ -42,11 +42,13 @@ def register(sub):
                    help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
                    "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
-    p.add_argument("--grid", default="default", metavar="{default,wide,fresh,fresh2}",
+    p.add_argument("--grid", default="default", metavar="{default,wide,fresh,fresh2,fresh3}",
                    help="the (K, B) grid: default (K 16,33,66,132 x B 8-64 KiB, five gap sweeps), fresh (K "
                    "6,12,20,40,56,80,120 x B 3,6,12,20,40,96,192 KiB: no pair of wide; five gap sweeps, each also "
                    "free-running; isolated sweep at every K), fresh2 (K 10,28,44,72,104 x B 5,10,28,56,160 KiB: no pair of "
-                   "wide or fresh; four gap sweeps, each also free-running) or wide (K "
+                   "wide or fresh; four gap sweeps, each also free-running), fresh3 (K 4,11,18,26,36,52,64,88,112,132 x B "
+                   "3,6,14,22,36,56,80,144,224 KiB: no pair of wide, fresh or fresh2; fourteen gap sweeps, ten of them "
+                   "capacity-limited on the H200's host path, each also free-running; isolated sweep at every K) or wide (K "
                    "4,8,16,24,33,48,66,99,132 x B 2,4,8,16,24,32,48,64,128,256 KiB, ten gap sweeps, each also "
                    "free-running; isolated sweep at every K). --producers, --sizes, --gap-configs, --iso-producers "
                    "and --iso-sizes override it")
