@@ -139,6 +139,32 @@ def summary(table: list) -> dict:
     return C.rule_counts(groups, keys)
 
 
+ROW_KEYS = ("set", "kind", "kernel", "M", "variant", "rep", "steps", "measured_E_res_us", "spread", "fa_us_interpolated",
+            "prereg_fa_us_interpolated")
+SLIM_RULES = ("rule12", "rule11", "rule11_m", "rule10", "rule9")
+KW_KEYS = ("seq_len", "heads", "head_dim", "block_m", "block_n", "fa_us", "send", "tail_parts")
+
+
+def slim(r: dict) -> dict:
+    """The record's copy of a row: its measurement, configuration and the answers of rules 9-12 (and their
+    pre-registered answers; the drift of rule 12 only) only, floats rounded, so that the shipped records stay under their size bound."""
+    keep = {k: r[k] for k in ROW_KEYS if k in r}
+    keep["kw"] = {k: r["kw"][k] for k in KW_KEYS if k in r["kw"]}
+    rules = tuple(f"{k}_" for k in SLIM_RULES) + tuple(f"prereg_{k}_" for k in SLIM_RULES)
+    keep.update({k: v for k, v in r.items() if k.startswith(rules) and "_const_" not in k
+                 and (k == "rule12_drift" or not k.endswith("_drift"))})
+    return _rounded(keep)
+
+
+def _rounded(x):
+    """``x`` with every float rounded to 1e-4 (us, or a drift: far below any tolerance; flags computed before)."""
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rounded(v) for v in x]
+    return round(x, 4) if isinstance(x, float) else x
+
+
 def main(argv=None) -> int:
     ap = C.rule_parser(__doc__, "the committed Triton rows the rule was fitted on (repeats of heldout4 included)",
                        "comma-separated Triton runs under data/ to judge (repeats in a rep column)",
@@ -185,8 +211,8 @@ def main(argv=None) -> int:
                   "platform": args.platform, "tolerance": PP.TOLERANCE, "rules_commit": C._commit(),
                   "twelfth_rule": m12, "eleventh_rule": m11,
                   "mode": "fit" if args.fit else "preregistered" if args.preregister else "judged",
-                  "summary": summ, "rows": table, "provenance": provenance()}
-        atomic_write_text(args.out, json.dumps(record, indent=1, default=str))
+                  "summary": _rounded(summ), "rows": [slim(r) for r in table], "provenance": provenance()}
+        atomic_write_text(args.out, json.dumps(record, separators=(",", ":"), default=str))
         print(f"wrote {args.out}")
     return 0
 
