@@ -15,6 +15,8 @@ A record that is not there adds nothing; other rows unchanged.
 import json
 from pathlib import Path
 
+from xstage.compare.attention_rule12 import with_rule12
+
 RULE11_FIT = "predictions/fa-rule11-fit-h200-pcie-host.json"
 RULE11_HELDOUT = "predictions/fa-rule11-heldout4-ad8f0af-h200-pcie-host.json"
 FIT_SET = "attention"
@@ -43,7 +45,7 @@ def with_rule11(rows: list, data_dir: Path, fit=RULE11_FIT, heldout=RULE11_HELDO
     """``rows`` with the eleventh rule's keys on the one-GPU Triton rows (module docstring)."""
     f, h = Path(data_dir) / fit, Path(data_dir) / heldout
     if not f.is_file():
-        return rows
+        return with_rule12(rows, data_dir)
     rec = json.loads(f.read_text())
     pred = {}
     for r in rec.get("rows", []):
@@ -57,4 +59,4 @@ def with_rule11(rows: list, data_dir: Path, fit=RULE11_FIT, heldout=RULE11_HELDO
         if at and row.get("ranks", 1) == 1 and row.get("platform") == rec.get("platform") and row.get("fa_core") == "triton":
             row = {**row, **at, "rule11_record": fit, "rule11_held_out": False, **held}
         out.append(row)
-    return out
+    return with_rule12(out, data_dir)        # the twelfth rule's keys beside (compare/attention_rule12.py)

@@ -129,3 +129,20 @@ def repeat_spread(values) -> dict:
         raise InputError("values", list(values), "must hold at least one finite number")
     return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max()),
             "range": float(v.max() - v.min()), "n": int(len(v))}
+
+
+STEP_BOUNDS = (384, 480)   # the twelfth FA rule's: the d 128, block_n 128 runs' 48K and 60K in K/V steps
+
+
+def steps_regime(seq_len: int, block_n: int, low_max: int = STEP_BOUNDS[0], high_min: int = STEP_BOUNDS[1]) -> str:
+    """Which regime the K/V steps per Q tile (seq_len // block_n, the mainloop length in steps) lie in (the twelfth
+    FA rule): "low" when steps <= low_max, "high" when steps >= high_min, "band" between (``L2_REGIMES``' names)."""
+    for name, v in (("seq_len", seq_len), ("block_n", block_n), ("low_max", low_max), ("high_min", high_min)):
+        if not (isinstance(v, (int, np.integer)) and v > 0):
+            raise InputError(name, v, "must be a positive integer")
+    if seq_len % block_n:
+        raise InputError("seq_len", seq_len, f"must be a multiple of block_n={block_n}")
+    if low_max > high_min:
+        raise InputError("low_max", low_max, f"must be <= high_min={high_min}")
+    steps = seq_len // block_n
+    return "low" if steps <= low_max else "high" if steps >= high_min else "band"

@@ -1,0 +1,91 @@
+"""The Triton FA-A2A variants at a chosen block_n, repeated and interleaved (issue 15 item 5, the twelfth FA rule).
+
+``attention_triton_sweep4`` with a fourth field per point, the K/V block ``block_n``: (M, heads, head dim,
+block_n). Halving block_n at one M doubles the K/V steps per Q tile (M // block_n) and leaves the tile grid
+(heads x M / block_m), one head's K/V bytes and the FLOPs as they are, which separates the steps from M. Same
+kernels, checks (float32 reference, poisoned destinations), paired residuals and instrumented launches
+(``attention_triton_heldout.measure``); repeat r runs every point in the order rotated by r with fresh inputs (seed
+2 + r). Every row and tile carries ``rep``; tiles ``heads``, ``head_dim`` and ``block_n``; tile logs are kept for
+programs on even SMs and for the first ``--tile-reps`` repeats only. Records under ``--out`` (saved after every
+point): ``attention-kernel.parquet``, ``attention-tile.parquet``, ``attention-checks.json``. Exit status 1 when
+any check failed.
+
+    python benchmarks/gpu/attention_triton_sweep5.py --out $OUT/r/attention --points 32768:3:128:64,30720:3:64:128 \
+        --repeats 3 --trials 8
+"""
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from attention_triton_sweep4 import order  # noqa: E402
+
+
+def points(text: str) -> list:
+    """[(M, heads, head_dim, block_n), ...] of "M[:heads[:d[:block_n]]],..." (3 heads, d 128, block_n 128 when left
+    out); block_n a power of two >= 16."""
+    out = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        parts = item.split(":")
+        if len(parts) > 4 or not all(p.isdigit() for p in parts):
+            raise SystemExit(f"--points: {item!r} must be M, M:heads, M:heads:head_dim or M:heads:head_dim:block_n")
+        m, h, d, bn = (int(x) for x in (parts + ["3", "128", "128"][len(parts) - 1:])[:4])
+        if bn < 16 or bn & (bn - 1):
+            raise SystemExit(f"--points: block_n {bn} in {item!r} must be a power of two >= 16")
+        out.append((m, h, d, bn))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--points", required=True, help="comma-separated M[:heads[:head_dim[:block_n]]]")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--trials", type=int, default=8)
+    ap.add_argument("--tile-reps", type=int, default=1, help="keep tile logs of the first N repeats")
+    args = ap.parse_args(argv)
+    pts = points(args.points)
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats: {args.repeats} must be >= 1")
+    import torch
+
+    from attention_triton_heldout import measure
+    from xstage.hw.attention.config import AttentionConfig
+    from xstage.hw.common.timing import gpu_clocks
+    from xstage.records.attention import save_run
+
+    base = AttentionConfig(16384, 3, 128, 8, block_n=128, num_stages=3, tma=True, store_cache=".wt",
+                           stagger=True, split_tail=True)
+    cfgs = [replace(base, seq_len=M, heads=h, head_dim=d, block_n=bn) for M, h, d, bn in pts]   # validated first
+    props = torch.cuda.get_device_properties(0)
+    dev = {"name": props.name, "L2_cache_size": int(getattr(props, "L2_cache_size", -1)),
+           "sm_count": int(props.multi_processor_count)}
+    print(f"device: {dev}; clocks (sm, mem, temp, power, reasons): {gpu_clocks()}", flush=True)
+    t0 = time.time()
+    rows, tiles, checks = [], [], []
+    for rep in range(args.repeats):
+        for cfg in order(cfgs, rep):
+            r, t, c = measure(cfg, args.trials, seed=2 + rep)
+            for x in r + c:
+                x["rep"] = rep
+            if rep < args.tile_reps:
+                tiles += [f[f["sm"] % 2 == 0].assign(rep=rep, heads=cfg.heads, head_dim=cfg.head_dim,
+                                                     block_n=cfg.block_n) for f in t]
+            rows, checks = rows + r, checks + c
+            save_run(Path(args.out), rows, tiles, checks, {"args": vars(args), "kernel": base.label(), "device": dev,
+                                                           "points": pts}, overwrite=True)
+            fa = next(x for x in r if x["variant"] == "fa")["time(us)"]
+            print(f"rep {rep} M={cfg.seq_len} H={cfg.heads} d={cfg.head_dim} bn={cfg.block_n}: fa {fa:.0f} us, "
+                  + ", ".join(f"{x['variant']} {x['paired_minus_fa(us)']:.0f}" for x in r if "paired_minus_fa(us)" in x)
+                  + f" ({time.time() - t0:.0f}s)", flush=True)
+    failed = [c for c in checks if c.get("ok") is False]
+    print(f"checks: {len(checks)} rows, {len(failed)} failed; wall {time.time() - t0:.0f}s", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
