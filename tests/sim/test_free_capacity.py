@@ -133,3 +133,24 @@ def test_fit_rule_on_committed_host_records():
     f3_fit = f3[split_pairs(f3, 0.3, 0).to_numpy() == "fit"]
     fitted, info = fit_free_law(f3_fit, gated)
     assert fitted.free_capacity_bound is False and info["l1_unbounded"] < 0.05 * info["l1_bounded"]
+
+
+def test_fresh4_grid_is_new_and_its_preregistered_score_reproduces():
+    from xstage.hw.calib.grids import GRIDS, grid_fields
+
+    def pairs(g):
+        return ({(k, b) for k in g["producers"] for b in g["sizes"]} | set(g["gap_configs"])
+                | {(k, b) for k in g["iso_producers"] for b in g["iso_sizes"]})
+    new = pairs(GRIDS["fresh4"])
+    for other in ("default", "wide", "fresh", "fresh2", "fresh3"):
+        assert not new & pairs(GRIDS[other]), other
+    assert set(grid_fields("fresh4", quick=True)["gap_configs"]) <= set(GRIDS["fresh4"]["gap_configs"])
+    primary = Platform.load(EXTRA / "free-s8-platforms" / "h200-pcie-host-gated-wide-fresh3.json")
+    assert primary.free_capacity_bound is False
+    pts = _records("h200-pcie-host-fresh4")
+    err = calib_fit.model_check(pts[pts["mode"] == "free"], primary)
+    scores = json.loads((EXTRA / "free-s8-scores.json").read_text())["host"]["gated/wide+fresh3"]
+    for col, key in (("rel_err_T_iss", "T_iss"), ("rel_err_period", "period")):
+        e = np.abs(err[col].to_numpy())
+        assert np.median(e) == pytest.approx(scores[key]["median"]) and np.percentile(e, 90) == pytest.approx(
+            scores[key]["p90"])
