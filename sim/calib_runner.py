@@ -25,7 +25,8 @@ class SimRunner:
     def run(self, spec):
         mode = "periodic" if spec.mode in ("free", "aligned") else spec.mode   # symmetric producers
         cfg = BurstConfig(spec.producers, spec.bytes_per_producer, spec.gap_us, bursts=spec.bursts, mode=mode)
-        platform = self.platform.free_running() if spec.mode == "free" else self.platform
+        volume = spec.producers * spec.bytes_per_producer
+        platform = self.platform.free_running(volume) if spec.mode == "free" else self.platform
         frame = simulate_bursts(platform, cfg, record_occupancy=False).bursts
         frame = frame.assign(trial=0, gap_kind=spec.gap_kind, fma_iters=spec.fma_iters, mode=spec.mode)
         frame["gap_measured(us)"] = frame["period(us)"] - frame["issue(us)"]

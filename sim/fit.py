@@ -236,9 +236,9 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
     for d in points.to_dict("records"):
         K, B = int(d["producers"]), float(d["bytes_per_producer"])
         V = K * B
-        plat = platform.free_running() if d["mode"] == "free" else platform   # its own issue law (schema 2)
+        plat = platform.free_running(V) if d["mode"] == "free" else platform   # its own laws (schema 2)
         t0 = plat.issue_time0_us(K, B)
-        Q = platform.capacity_bytes(K)
+        Q = plat.capacity_bytes(K)
         G = max(float(d["gap_measured(us)"]), 0.0)
         if d["mode"] == "isolated":
             pred_t = eq3_t = _two_stage_isolated(platform, K, t0, V, R, Q)

@@ -43,7 +43,12 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   have no start skew and their own fixed part: T_iss0,free(K, B) = t_free + max(max(B - b0, 0)/P, K B/I)
   (``free_issue_time0_us``; None: the lockstep law). Local HBM's free bursts take 0.155 us at 2 KiB at
   every K from 4 to 132, where the lockstep law gives 0.29-0.46 us (docs/calibration.md).
-  All three are written only when set, so version-2 files without them keep their contents and hash.
+- ``free_capacity_bound`` (false: session 8, cal6): whether free-running bursts see the lockstep capacity Q(K).
+  False: a free-running burst of volume V sees a capacity of (at least) its own volume, so Eq. 3 alone holds,
+  T_iss = max(T_iss0,free, V/R - G), with no (V - Q)/R term and no relaxing capacity (``free_running(V)``).
+  H200 host path: a free burst of 28.9 MiB issues in 4.5 us once G >= V/R, where the lockstep Q(132) is ~3 MiB
+  (docs/calibration/free-running.md). None (or true): the lockstep capacity, as before.
+  All four are written only when set, so version-2 files without them keep their contents and hash.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
   Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
@@ -70,8 +75,8 @@ from xstage.sim import model_two_stage
 PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and writes
 SCHEMA_VERSIONS = (1, 2)
 TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps", "start_skew_us",
-                    "store_buffer_bytes", "free_t_fixed_us")   # version 2 only
-_WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us")   # version-2 fields added later: left out of the file while None
+                    "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound")   # version 2 only
+_WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound")   # version-2 fields added later: left out of the file while None
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -94,6 +99,7 @@ class Platform:
     start_skew_us: float | None = None          # v2: s, the K producers' starts spread: + s (K - 1) / (K + 1)
     store_buffer_bytes: float | None = None     # v2: b0, bytes an SM accepts at once: B / P -> max(B - b0, 0) / P
     free_t_fixed_us: float | None = None        # v2: fixed part of a free-running burst's issue span (no skew)
+    free_capacity_bound: bool | None = None     # v2: False: free-running bursts see no capacity below their volume
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -141,6 +147,8 @@ class Platform:
         if self.free_t_fixed_us is not None:
             object.__setattr__(self, "free_t_fixed_us", _real("platform.free_t_fixed_us", self.free_t_fixed_us,
                                                               allow_zero=True))
+        if self.free_capacity_bound is not None and not isinstance(self.free_capacity_bound, bool):
+            raise InputError("platform.free_capacity_bound", self.free_capacity_bound, "must be true or false")
 
     @property
     def schema_version(self) -> int:
@@ -180,15 +188,21 @@ class Platform:
             return t0
         return model_two_stage.sm_stage_issue_time0_us(t0, bytes_per_producer, self.sm_store_GBps * 1e3)
 
-    def free_running(self) -> "Platform":
+    def free_running(self, volume_bytes: float | None = None) -> "Platform":
         """The platform a free-running burst (no barrier between bursts) sees: with ``free_t_fixed_us`` set,
         t_fixed = t_free and no start skew (free-running producers do not start together; each one's issue
-        span is its own); else the platform itself. The simulator's free mode and the model check read it."""
-        if self.free_t_fixed_us is None:
-            return self
+        span is its own); with ``free_capacity_bound`` false and the burst's volume V given, a flat capacity of V
+        and no per-SM slots or relaxing (Eq. 3 alone: T_iss = max(T_iss0,free, V/R - G)); else the platform
+        itself. The simulator's free mode and the model check read it."""
         from dataclasses import replace
-        return replace(self, t_fixed_us=self.free_t_fixed_us,
-                       start_skew_us=None if self.start_skew_us is None else 0.0)
+        plat = self
+        if self.free_t_fixed_us is not None:
+            plat = replace(plat, t_fixed_us=self.free_t_fixed_us,
+                           start_skew_us=None if self.start_skew_us is None else 0.0)
+        if self.free_capacity_bound is False and volume_bytes is not None:
+            plat = replace(plat, capacity_points=((1, max(float(volume_bytes), 1.0)),), sm_outstanding_bytes=None,
+                           capacity_relax_GBps=None)
+        return plat
 
     def free_issue_time0_us(self, producers: int, bytes_per_producer: float) -> float:
         """T_iss0 of a free-running burst: t_free + max(max(B - b0, 0) / P, K B / I) behind the SM stage

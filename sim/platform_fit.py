@@ -200,6 +200,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     if capacity_law == "relaxing-robust":
         platform, fit["free"] = _with_free_law(platform, points)
+    if capacity_law in ("relaxing-gated", "relaxing-robust"):    # free bursts without a capacity bound, if shown
+        platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
     return platform, fit
 
 

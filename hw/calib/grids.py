@@ -22,6 +22,10 @@ sweep at every K on 12 sizes of 3-224 KiB. No (K, B) pair of ``wide``, ``fresh``
 wide's, so every B of fresh3 (rate and isolated) is outside wide's sizes. Three of the capacity-limited sweeps sit
 at B = 224 KiB, the largest B of their K, which the ``pairs`` split always keeps fitted (its per-K extremes), so
 the fit half keeps at least three of them for every seed (seed 0: seven of ten); docs/calibration/fresh3.md.
+``fresh4`` (session 8, cal6): a small grid for one short run testing the free-running law (``Platform.free_capacity_bound``;
+docs/calibration/free-running.md): K in {14, 60, 128} x B in {9, 48, 176} KiB, four gap sweeps, each also
+free-running -- (128, 176 KiB) = 22 MiB, (60, 96 KiB), (14, 176 KiB), (96, 9 KiB) -- and the isolated sweep on the
+grid's three sizes. Every K is new to wide, fresh, fresh2 and fresh3, so no (K, B) pair of it is in any of them.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -39,6 +43,7 @@ FRESH3_K = (4, 11, 18, 26, 36, 52, 64, 88, 112, 132)
 # fresh3's gap sweeps: ten capacity-limited under the session-7 gated host platform, then four that are not
 FRESH3_CAPACITY_SWEEPS = tuple((k, b * KiB) for k, b in ((11, 224), (18, 144), (26, 80), (36, 56), (36, 224), (64, 144),
                                                          (88, 36), (112, 80), (132, 36), (132, 224)))
+FRESH4_K = (14, 60, 128)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -63,6 +68,10 @@ GRIDS = {
     "fresh3": dict(producers=FRESH3_K, sizes=tuple(k * KiB for k in (3, 6, 14, 22, 36, 56, 80, 144, 224)),
                    gap_configs=FRESH3_CAPACITY_SWEEPS + FRESH3_OTHER_SWEEPS, iso_producers=FRESH3_K,
                    iso_sizes=tuple(k * KiB for k in (3, 5, 7, 10, 18, 26, 36, 44, 72, 112, 160, 224)), free_gaps=14),
+    # fresh4 (session 8, cal6): free-running bursts after long gaps at large V (module doc)
+    "fresh4": dict(producers=FRESH4_K, sizes=tuple(k * KiB for k in (9, 48, 176)),
+                   gap_configs=((128, 176 * KiB), (60, 96 * KiB), (14, 176 * KiB), (96, 9 * KiB)), iso_producers=FRESH4_K,
+                   iso_sizes=tuple(k * KiB for k in (9, 48, 176)), free_gaps=4),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -74,6 +83,7 @@ QUICK_GRIDS = {
     "fresh": dict(gap_configs=((120, 40 * KiB), (20, 192 * KiB)), free_gaps=2),
     "fresh2": dict(gap_configs=((104, 28 * KiB), (10, 10 * KiB)), free_gaps=2),
     "fresh3": dict(gap_configs=((132, 36 * KiB), (26, 14 * KiB)), free_gaps=2),
+    "fresh4": dict(gap_configs=((128, 176 * KiB), (96, 9 * KiB)), free_gaps=2),
 }
 
 
