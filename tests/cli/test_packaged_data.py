@@ -39,9 +39,16 @@ def shipped(tmp_path_factory):
     return out
 
 
+# The bound keeps the wheel from growing unnoticed. 16 MiB until session 8, when the shipped records reached 16.4 MiB
+# (17.2 MB) with every held-out run's prediction records; raised to 20 MiB rather than leave the installed dashboards
+# without the attention tile logs they plot. A record over ~1 MB that `xstage results` and the dashboards do not read
+# still belongs in pyproject's exclude-package-data.
+SHIPPED_BOUND = 20 * 2**20
+
+
 def test_shipped_records_are_small():
     total = sum(p.stat().st_size for p in shipped_files())
-    assert 0 < total < 16 * 2**20, total
+    assert 0 < total < SHIPPED_BOUND, total
 
 
 @pytest.mark.parametrize("argv,key", [
