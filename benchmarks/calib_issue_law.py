@@ -1,0 +1,99 @@
+"""The lockstep issue law's start skew against its aggregate ceiling (issue 15, session 8, cal7): POST HOC scores.
+
+    python benchmarks/calib_issue_law.py score [--json OUT] [--grids wide,fresh,fresh2,fresh3] [--seeds 1,2,3,4]
+
+``two-stage-gated`` adds the start skew to the aggregate ceiling, T_iss0 = t_fixed + max(B'/P, K B/I) + s S(K)
+(B' = max(B - b0, 0), S(K) = (K - 1)/(K + 1)); ``two-stage-gated2`` puts it inside the per-producer branch,
+t_fixed + max(B'/P + s S(K), K B/I) (``Platform.skew_overlaps_ceiling``). Both are refitted on each committed
+grid's own fit half (the split the device recorded; for fresh3 also ``split_pairs`` at the extra seeds) and judged
+on its held-out half: |rel err| median / p90 of T_iss and period on lockstep periodic points. Everything here is
+POST HOC: these records were read to design ``two-stage-gated2`` (docs/calibration/issue-law.md).
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
+from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_split_platform, split_pairs  # noqa: E402
+
+TARGETS = {"host": "pcie-host", "local": "local"}
+MODELS = ("two-stage-gated", "two-stage-gated2")
+GRIDS = ("wide", "fresh", "fresh2", "fresh3")
+FRACTION = 0.3
+KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period", "n_points")
+
+
+def recorded_split(points):
+    """The split the device recorded with the points (``split`` column), else ``split_pairs`` at seed 0."""
+    if "split" in points:
+        return points["split"].astype(str).reset_index(drop=True), "recorded"
+    return split_pairs(points, FRACTION, 0).reset_index(drop=True), "pairs seed 0"
+
+
+def own_split(points, split, target: str, model: str) -> dict:
+    fitted, _ = fit_split_platform(points, split, name=f"issue-law-{model}", target=TARGETS[target], sm_count=132,
+                                   capacity_law=capacity_law_of(model))
+    _, s = check_and_summarize(points, fitted, split)
+    return {**{f"heldout_{k}": s.get(f"heldout_{k}") for k in KEYS}, **{f"fit_{k}": s.get(f"fit_{k}") for k in KEYS},
+            "t_fixed_us": fitted.t_fixed_us, "producer_issue_GBps": fitted.producer_issue_GBps,
+            "injection_GBps": fitted.injection_GBps, "start_skew_us": fitted.start_skew_us,
+            "store_buffer_bytes": fitted.store_buffer_bytes, "rho_GBps": fitted.capacity_relax_GBps}
+
+
+def score(grids=GRIDS, seeds=(1, 2, 3, 4), models=MODELS, recorded=True, targets=tuple(TARGETS), log=print) -> dict:
+    out = {"post_hoc": True, "models": list(models), "rows": []}
+    for target in targets:
+        for grid in grids:
+            points, _ = load_points(EXTRA / f"h200-{TARGETS[target]}-{grid}")
+            points = points.reset_index(drop=True)
+            split, how = recorded_split(points)
+            runs = ([(how, split)] if recorded else []) + ([(f"pairs seed {s}", split_pairs(points, FRACTION, s).reset_index(drop=True))
+                                      for s in seeds] if grid == "fresh3" else [])
+            for label, sp in runs:
+                for model in models:
+                    r = {"target": target, "grid": grid, "split": label, "model": model,
+                         **own_split(points, sp, target, model)}
+                    out["rows"].append(r)
+                    log(f"{target:5s} {grid:6s} {label:13s} {model:17s} held-out T_iss "
+                        f"{r['heldout_median_rel_err_T_iss']:.1%} / {r['heldout_p90_rel_err_T_iss']:.1%}  period "
+                        f"{r['heldout_median_rel_err_period']:.1%} / {r['heldout_p90_rel_err_period']:.1%}  "
+                        f"(n {r['heldout_n_points']}; fit half T_iss {r['fit_median_rel_err_T_iss']:.1%} / "
+                        f"{r['fit_p90_rel_err_T_iss']:.1%})  s {r['start_skew_us']:.3f} I {r['injection_GBps']}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("action", choices=("score",))
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--grids", default=",".join(GRIDS))
+    ap.add_argument("--seeds", default="1,2,3,4", help="extra split_pairs seeds for fresh3")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--no-recorded", action="store_true", help="only the extra seeds (fresh3)")
+    args = ap.parse_args(argv)
+    grids = [g for g in args.grids.split(",") if g]
+    bad = [g for g in grids if g not in GRIDS]
+    if bad:
+        print(f"--grids: {bad[0]!r} must be one of {', '.join(GRIDS)}", file=sys.stderr)
+        return 2
+    seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+    models = [m for m in args.models.split(",") if m]
+    targets = [t for t in args.targets.split(",") if t]
+    for field, vals, allowed in (("--models", models, MODELS), ("--targets", targets, tuple(TARGETS))):
+        wrong = [v for v in vals if v not in allowed]
+        if wrong:
+            print(f"{field}: {wrong[0]!r} must be one of {', '.join(allowed)}", file=sys.stderr)
+            return 2
+    result = score(grids, seeds, models, not args.no_recorded, targets)
+    if args.json is not None:
+        tmp = args.json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        tmp.replace(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
