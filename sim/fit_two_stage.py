@@ -3,6 +3,11 @@
 ``fit_two_stage_capacity``: Q(K) = Q_shared + K q_sm in Eq. 7 over all K at once. ``fit_relax_rate``: the
 relaxation rate rho that minimises a given loss (the model check on the fitted points). Used by
 ``xstage.sim.platform_fit.fit_platform(capacity_law=...)``.
+
+``fit_issue_time0_overlap`` (session 8, cal7; model ``two-stage-gated2``): the lockstep issue law with the start
+skew inside the per-producer branch, T_iss0 = t_fixed + max(max(B - b0, 0)/P + s (K - 1)/(K + 1), K B/I)
+(``Platform.skew_overlaps_ceiling``): while the last producers are still starting, the early ones already use the
+aggregate path, so the skew and the aggregate ceiling overlap instead of adding.
 """
 
 import numpy as np
@@ -59,3 +64,59 @@ def fit_relax_rate(loss, R_Bpus: float, points: int = 25, rounds: int = 3) -> di
         step = grid[1] - grid[0]
         lo, hi = best[1] - step, min(best[1] + step, np.log(R_Bpus * 0.95))
     return {"rho_Bpus": float(np.exp(best[1])), "loss": best[0]}
+
+
+def overlap_t0(K, B, t_fixed, inv_p, inv_i, skew=0.0, buffer=0.0):
+    """t_fixed + max(max(B - b0, 0)/P + s (K - 1)/(K + 1), K B/I) (us; B in bytes; 1/P, 1/I in us/byte)."""
+    K, B = np.asarray(K, dtype=float), np.asarray(B, dtype=float)
+    return t_fixed + np.maximum(np.maximum(B - buffer, 0.0) * inv_p + skew * (K - 1.0) / (K + 1.0), K * B * inv_i)
+
+
+def fit_issue_time0_overlap(K, B, T, buffer: float = 0.0, rounds: int = 6) -> dict:
+    """Fit ``overlap_t0`` on relative error with b0 = ``buffer`` fixed: a grid over (1/P, 1/I, s) -- 1/I = 0 means
+    no aggregate ceiling, s >= 0 -- with t_fixed >= 0 in closed form (weighted mean), zoomed ``rounds`` times.
+    Returns the keys of ``fit.fit_issue_time0`` (skew fitted) plus ``skew_overlaps_ceiling`` True."""
+    K, B, T = (np.asarray(x, dtype=float) for x in (K, B, T))
+    if len(T) < 3:
+        raise ValueError("fit_issue_time0_overlap needs >= 3 points")
+    w = 1.0 / T**2
+    S = (K - 1.0) / (K + 1.0)
+    Bp = np.maximum(B - buffer, 0.0)
+    slope_max = float(np.max(T / np.maximum(B, 1.0)))
+    lo_p, hi_p = slope_max * 1e-5, slope_max
+    lo_i, hi_i = slope_max * 1e-5 / K.max(), slope_max / K.min()
+    lo_s, hi_s = 0.0, float(np.max(T))
+
+    def solve(ps, is_, ss):
+        g = np.maximum(Bp * ps[:, None, None, None] + ss[None, None, :, None] * S, K * B * is_[None, :, None, None])
+        t = np.maximum(np.sum(w * (T - g), axis=-1) / np.sum(w), 0.0)
+        r = (t[..., None] + g - T) / T
+        return np.sum(r * r, axis=-1), t
+
+    best, zoom = None, 4.0
+    for _ in range(rounds + 1):
+        ps = np.geomspace(lo_p, hi_p, 40)
+        is_ = np.concatenate([[0.0], np.geomspace(lo_i, hi_i, 40)])
+        ss = np.linspace(lo_s, hi_s, 25)
+        score, t = solve(ps, is_, ss)
+        a, b, c = np.unravel_index(np.argmin(score), score.shape)
+        if best is None or score[a, b, c] <= best[0]:
+            best = (float(score[a, b, c]), float(t[a, b, c]), float(ps[a]), float(is_[b]), float(ss[c]))
+        _, _, ip, ii, sk = best
+        lo_p, hi_p = ip / zoom, ip * zoom
+        if ii > 0:
+            lo_i, hi_i = ii / zoom, ii * zoom
+        step = (hi_s - lo_s) / 24
+        lo_s, hi_s = max(sk - 2 * step, 0.0), sk + 2 * step
+        zoom = zoom**0.5
+    _, t, ip, ii, sk = best
+    binds = ii > 0 and bool(np.any(K * B * ii > Bp * ip + sk * S))
+    if not binds:
+        ii = 0.0
+    pred = overlap_t0(K, B, t, ip, ii, sk, buffer)
+    res = rel_err(pred, T)
+    return {"t_fixed_us": t, "producer_issue_GBps": 1.0 / ip / 1e3,
+            "injection_GBps": (1.0 / ii / 1e3) if binds else None, "start_skew_us": sk,
+            "store_buffer_bytes": buffer if buffer else None, "skew_overlaps_ceiling": True,
+            "residuals": res, "median_abs_rel_residual": float(np.median(np.abs(res))),
+            "max_abs_rel_residual": float(np.max(np.abs(res))), "n_points": int(len(T))}

@@ -48,6 +48,9 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   T_iss = max(T_iss0,free, V/R - G), with no (V - Q)/R term and no relaxing capacity (``free_running(V)``).
   H200 host path: a free burst of 28.9 MiB issues in 4.5 us once G >= V/R, where the lockstep Q(132) is ~3 MiB
   (docs/calibration/free-running.md). None (or true): the lockstep capacity, as before.
+- ``skew_overlaps_ceiling`` (session 8, cal7; ``--model two-stage-gated2``): true: the start skew sits inside the
+  per-producer branch, T_iss0 = t_fixed + max(max(B - b0, 0)/P + s (K - 1)/(K + 1), K B/I) -- while the last
+  producers start, the early ones already fill the aggregate path (docs/calibration/issue-law.md). None: additive.
   All four are written only when set, so version-2 files without them keep their contents and hash.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
@@ -75,8 +78,10 @@ from xstage.sim import model_two_stage
 PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and writes
 SCHEMA_VERSIONS = (1, 2)
 TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps", "start_skew_us",
-                    "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound")   # version 2 only
-_WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound")   # version-2 fields added later: left out of the file while None
+                    "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
+                    "skew_overlaps_ceiling")   # version 2 only
+_WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
+                     "skew_overlaps_ceiling")   # version-2 fields added later: left out of the file while None
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -100,6 +105,7 @@ class Platform:
     store_buffer_bytes: float | None = None     # v2: b0, bytes an SM accepts at once: B / P -> max(B - b0, 0) / P
     free_t_fixed_us: float | None = None        # v2: fixed part of a free-running burst's issue span (no skew)
     free_capacity_bound: bool | None = None     # v2: False: free-running bursts see no capacity below their volume
+    skew_overlaps_ceiling: bool | None = None   # v2: True: t_fixed + max(max(B - b0, 0)/P + s (K-1)/(K+1), K B/I)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -149,6 +155,8 @@ class Platform:
                                                               allow_zero=True))
         if self.free_capacity_bound is not None and not isinstance(self.free_capacity_bound, bool):
             raise InputError("platform.free_capacity_bound", self.free_capacity_bound, "must be true or false")
+        if self.skew_overlaps_ceiling is not None and not isinstance(self.skew_overlaps_ceiling, bool):
+            raise InputError("platform.skew_overlaps_ceiling", self.skew_overlaps_ceiling, "must be true or false")
 
     @property
     def schema_version(self) -> int:
@@ -181,9 +189,11 @@ class Platform:
         aggregate = 0.0
         if self.injection_GBps is not None:
             aggregate = producers * bytes_per_producer / (self.injection_GBps * 1e3)
-        t0 = self.t_fixed_us + max(per_producer, aggregate)
-        if self.start_skew_us is not None:
-            t0 += self.start_skew_us * (producers - 1) / (producers + 1)
+        skew = 0.0 if self.start_skew_us is None else self.start_skew_us * (producers - 1) / (producers + 1)
+        if self.skew_overlaps_ceiling:             # the skew overlaps the aggregate ceiling (two-stage-gated2)
+            t0 = self.t_fixed_us + max(per_producer + skew, aggregate)
+        else:
+            t0 = self.t_fixed_us + max(per_producer, aggregate) + skew
         if self.sm_store_GBps is None:
             return t0
         return model_two_stage.sm_stage_issue_time0_us(t0, bytes_per_producer, self.sm_store_GBps * 1e3)

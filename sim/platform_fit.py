@@ -33,10 +33,11 @@ def _capacity_of(caps: dict, K):
     return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
 
 
-CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust")
+CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap")
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
-          "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust"}
+          "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
+          "two-stage-gated2": "relaxing-gated-overlap"}   # gated2: the skew overlaps the ceiling (cal7)
 DEFAULT_MODEL = "v1"
 
 
@@ -104,29 +105,39 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     def t0_fn(fit):
         inv_i = 0.0 if fit["injection_GBps"] is None else 1.0 / (fit["injection_GBps"] * 1e3)
         inv_p = 1.0 / (fit["producer_issue_GBps"] * 1e3)
+        if fit.get("skew_overlaps_ceiling"):
+            return lambda k, b: fit_two_stage.overlap_t0(k, b, fit["t_fixed_us"], inv_p, inv_i, fit["start_skew_us"],
+                                                         fit.get("store_buffer_bytes") or 0.0)
         return lambda k, b: calib_fit._t0_model(np.asarray(k, float), np.asarray(b, float), fit["t_fixed_us"],
                                                 inv_p, inv_i, fit.get("start_skew_us") or 0.0,
                                                 fit.get("store_buffer_bytes") or 0.0)
 
     robust = capacity_law != "points"
     issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
-    gated = capacity_law in ("relaxing-gated", "relaxing-robust")   # robust: gated + ``fit_robust``'s two rules
+    overlap = capacity_law == "relaxing-gated-overlap"
+    gated = capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap")   # robust: gated + ``fit_robust``'s two rules
     seen = drain_seen_pairs(points) if gated else set()
     # relaxing-gated: only a pair whose drain is seen may be read as backpressured (trimmed, capacity-explained)
     may_wait = (np.array([(int(k), int(b)) in seen for k, b in zip(K, B)], dtype=bool) if gated
                 else np.ones(len(T), dtype=bool))
 
+    def law_fit(use):
+        t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
+        if overlap:                                      # b0 from the additive law, then the overlap law
+            t0 = fit_two_stage.fit_issue_time0_overlap(K[use], B[use], T[use], t0.get("store_buffer_bytes") or 0.0)
+        return t0
+
     def issue_fit(use):
         """T_iss0 on the points ``use``; for the schema-2 laws trimmed one-sidedly until stable (backpressure
         only lengthens an issue, so a point measured > TRIM x the law is taken as backpressured)."""
         use = use & issue_pool
-        t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
+        t0 = law_fit(use)
         for _ in range(8 if robust else 0):
             keep = use & ((T <= TRIM * t0_fn(t0)(K, B)) | ~may_wait)
             if (keep == use).all() or keep.sum() < 3:
                 break
             use = keep
-            t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
+            t0 = law_fit(use)
         return t0
 
     use = np.ones(len(T), dtype=bool)
@@ -170,6 +181,11 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     fit = {"T_iss0": t0, "R": r, "Q": fits, "iterations": len(history) + 1, "fence_rate_GBps": fence}
     notes = dict(notes or {})
     notes.update(fit_notes(fit))
+    if overlap:
+        notes["skew_overlaps_ceiling"] = (
+            f"two-stage-gated2: T_iss0 = t_fixed + max(max(B - b0, 0)/P + s (K - 1)/(K + 1), K B/I) -- the start skew "
+            f"s = {t0['start_skew_us']:.3f} us overlaps the aggregate ceiling instead of adding to it (b0 from the "
+            f"additive law's fit; docs/calibration/issue-law.md).")
     cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
     if capacity_law != "points":
         sel = np.isin(K, list(fits))                    # the free points of the isolated K, as arrays
@@ -178,10 +194,11 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
         relax = ""
-        if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust"):
+        if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap"):
             stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                              producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
-                             start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"], **cap)
+                             start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"],
+                             skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), **cap)
             loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else _check_loss
             rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
             fit["relax"] = rho
@@ -196,11 +213,11 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                         producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
                         start_skew_us=t0.get("start_skew_us"), store_buffer_bytes=t0.get("store_buffer_bytes"),
-                        target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
+                        skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     if capacity_law == "relaxing-robust":
         platform, fit["free"] = _with_free_law(platform, points)
-    if capacity_law in ("relaxing-gated", "relaxing-robust"):    # free bursts without a capacity bound, if shown
+    if capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap"):    # free bursts without a capacity bound, if shown
         platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
     return platform, fit
 

@@ -26,6 +26,11 @@ the fit half keeps at least three of them for every seed (seed 0: seven of ten);
 docs/calibration/free-running.md): K in {14, 60, 128} x B in {9, 48, 176} KiB, four gap sweeps, each also
 free-running -- (128, 176 KiB) = 22 MiB, (60, 96 KiB), (14, 176 KiB), (96, 9 KiB) -- and the isolated sweep on the
 grid's three sizes. Every K is new to wide, fresh, fresh2 and fresh3, so no (K, B) pair of it is in any of them.
+``fresh5`` (session 8, cal7): a small lockstep grid for one short run testing ``--model two-stage-gated2`` (the start
+skew overlapping the aggregate ceiling; docs/calibration/issue-law.md): K in {7, 30, 76, 124} x B in {9, 18, 30, 68,
+200} KiB, four gap sweeps -- (124, 18 KiB) and (124, 30 KiB), large K and mid B where the two laws differ most,
+(76, 68 KiB), (30, 200 KiB) -- and the isolated sweep at every K on 7 sizes. Every K is new to wide, fresh, fresh2,
+fresh3 and fresh4, so no (K, B) pair of it is in any of them.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -44,6 +49,7 @@ FRESH3_K = (4, 11, 18, 26, 36, 52, 64, 88, 112, 132)
 FRESH3_CAPACITY_SWEEPS = tuple((k, b * KiB) for k, b in ((11, 224), (18, 144), (26, 80), (36, 56), (36, 224), (64, 144),
                                                          (88, 36), (112, 80), (132, 36), (132, 224)))
 FRESH4_K = (14, 60, 128)
+FRESH5_K = (7, 30, 76, 124)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -72,6 +78,10 @@ GRIDS = {
     "fresh4": dict(producers=FRESH4_K, sizes=tuple(k * KiB for k in (9, 48, 176)),
                    gap_configs=((128, 176 * KiB), (60, 96 * KiB), (14, 176 * KiB), (96, 9 * KiB)), iso_producers=FRESH4_K,
                    iso_sizes=tuple(k * KiB for k in (9, 48, 176)), free_gaps=4),
+    # fresh5 (session 8, cal7): lockstep, large K x mid B, for two-stage-gated2's issue law (module doc)
+    "fresh5": dict(producers=FRESH5_K, sizes=tuple(k * KiB for k in (9, 18, 30, 68, 200)),
+                   gap_configs=((124, 18 * KiB), (124, 30 * KiB), (76, 68 * KiB), (30, 200 * KiB)), iso_producers=FRESH5_K,
+                   iso_sizes=tuple(k * KiB for k in (9, 18, 30, 48, 68, 120, 200)), free_gaps=0),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -84,6 +94,7 @@ QUICK_GRIDS = {
     "fresh2": dict(gap_configs=((104, 28 * KiB), (10, 10 * KiB)), free_gaps=2),
     "fresh3": dict(gap_configs=((132, 36 * KiB), (26, 14 * KiB)), free_gaps=2),
     "fresh4": dict(gap_configs=((128, 176 * KiB), (96, 9 * KiB)), free_gaps=2),
+    "fresh5": dict(gap_configs=((124, 18 * KiB), (76, 68 * KiB)), free_gaps=0),
 }
 
 
