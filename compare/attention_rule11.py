@@ -15,11 +15,10 @@ A record that is not there adds nothing; other rows unchanged.
 import json
 from pathlib import Path
 
-from xstage.compare.attention_rule12 import with_rule12
+from xstage.compare.attention_rule12 import with_rule12, with_rule_keys
 
 RULE11_FIT = "predictions/fa-rule11-fit-h200-pcie-host.json"
 RULE11_HELDOUT = "predictions/fa-rule11-heldout4-ad8f0af-h200-pcie-host.json"
-FIT_SET = "attention"
 SPLIT = "fused_wb_split"
 
 
@@ -42,21 +41,5 @@ def _heldout(path: Path, name: str) -> dict:
 
 
 def with_rule11(rows: list, data_dir: Path, fit=RULE11_FIT, heldout=RULE11_HELDOUT) -> list:
-    """``rows`` with the eleventh rule's keys on the one-GPU Triton rows (module docstring)."""
-    f, h = Path(data_dir) / fit, Path(data_dir) / heldout
-    if not f.is_file():
-        return with_rule12(rows, data_dir)
-    rec = json.loads(f.read_text())
-    pred = {}
-    for r in rec.get("rows", []):
-        if r.get("set") == FIT_SET and "rule11_E_res_us" in r:
-            pred.setdefault(int(r["M"]), {})[f"e_res_predicted_rule11_{r['variant'][len('fused_'):]}_us"] = \
-                float(r["rule11_E_res_us"])
-    held = _heldout(h, heldout) if h.is_file() else {}
-    out = []
-    for row in rows:
-        at = pred.get(int(row.get("M", -1)))
-        if at and row.get("ranks", 1) == 1 and row.get("platform") == rec.get("platform") and row.get("fa_core") == "triton":
-            row = {**row, **at, "rule11_record": fit, "rule11_held_out": False, **held}
-        out.append(row)
-    return with_rule12(out, data_dir)        # the twelfth rule's keys beside (compare/attention_rule12.py)
+    """``rows`` with the eleventh rule's keys on the one-GPU Triton rows (module docstring), then the twelfth's."""
+    return with_rule12(with_rule_keys(rows, data_dir, 11, fit, heldout, _heldout), data_dir)

@@ -44,22 +44,29 @@ def _heldout(path: Path, name: str) -> dict:
     return out
 
 
-def with_rule12(rows: list, data_dir: Path, fit=RULE12_FIT, heldout=RULE12_HELDOUT) -> list:
-    """``rows`` with the twelfth rule's keys on the one-GPU Triton rows (module docstring)."""
+def with_rule_keys(rows: list, data_dir: Path, rule: int, fit: str, heldout: str, heldout_keys) -> list:
+    """``rows`` with a regime rule's keys on the one-GPU Triton rows of its fit record's platform: the record's
+    fit-set answers per M as ``e_res_predicted_rule{rule}_<variant>_us``, ``rule{rule}_record`` / ``_held_out``,
+    and ``heldout_keys(path, name)``'s figures of its held-out record when that exists (rules 11 and 12)."""
     f, h = Path(data_dir) / fit, Path(data_dir) / heldout
     if not f.is_file():
         return rows
     rec = json.loads(f.read_text())
     pred = {}
     for r in rec.get("rows", []):
-        if r.get("set") == FIT_SET and "rule12_E_res_us" in r:
-            pred.setdefault(int(r["M"]), {})[f"e_res_predicted_rule12_{r['variant'][len('fused_'):]}_us"] = \
-                float(r["rule12_E_res_us"])
-    held = _heldout(h, heldout) if h.is_file() else {}
+        if r.get("set") == FIT_SET and f"rule{rule}_E_res_us" in r:
+            pred.setdefault(int(r["M"]), {})[f"e_res_predicted_rule{rule}_{r['variant'][len('fused_'):]}_us"] = \
+                float(r[f"rule{rule}_E_res_us"])
+    held = heldout_keys(h, heldout) if h.is_file() else {}
     out = []
     for row in rows:
         at = pred.get(int(row.get("M", -1)))
         if at and row.get("ranks", 1) == 1 and row.get("platform") == rec.get("platform") and row.get("fa_core") == "triton":
-            row = {**row, **at, "rule12_record": fit, "rule12_held_out": False, **held}
+            row = {**row, **at, f"rule{rule}_record": fit, f"rule{rule}_held_out": False, **held}
         out.append(row)
     return out
+
+
+def with_rule12(rows: list, data_dir: Path, fit=RULE12_FIT, heldout=RULE12_HELDOUT) -> list:
+    """``rows`` with the twelfth rule's keys on the one-GPU Triton rows (module docstring)."""
+    return with_rule_keys(rows, data_dir, 12, fit, heldout, _heldout)
