@@ -29,7 +29,11 @@ def recs():
 
 def test_inputs_are_measured_from_the_committed_records(mod, recs):
     m8 = mod.measure(data_dir())
-    assert json.loads(json.dumps(m8["drift"])) == recs["fit"]["eighth_rule"]["drift"]
+    drift, recorded = json.loads(json.dumps(m8["drift"])), recs["fit"]["eighth_rule"]["drift"]
+    assert drift.keys() == recorded.keys()
+    for variant, per_m in recorded.items():   # to the last bits: a least-squares slope (np.polyfit) may differ in the last bits between BLAS builds
+        assert drift[variant].keys() == per_m.keys()
+        assert drift[variant] == {m: pytest.approx(v, rel=1e-12, abs=0) for m, v in per_m.items()}
     assert m8["hbm_code_ratio"] == pytest.approx(recs["fit"]["eighth_rule"]["hbm_code_ratio"])
     split, lock = m8["drift"]["fused_wb_split"], m8["drift"]["fused_wb"]
     assert split[32768] < split[49152] < split[65536]          # the split kernel's drift grows with M
