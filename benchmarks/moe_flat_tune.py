@@ -23,7 +23,7 @@ while the budget lasts) on the same packed rows in the same process. Writes ``tu
         [--models DiT-MoE-S,DiT-MoE-M]
 
 Run twice on the H200 (data/moe/flat-tune-b4b9c17, flat-tune-c8b23bc-dit): every flattened point correct, each
-2-3.6x slower than ``now``; the pick was ``now`` both times (docs/moe.md, § A flattened loop for short K).
+2-3.6x slower than ``now``; the pick was ``now`` both times (docs/moe/quack.md, § A flattened loop for short K).
 """
 
 import json

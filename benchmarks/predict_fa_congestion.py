@@ -253,6 +253,31 @@ def rule_inputs(args) -> tuple:
     return platform, base, measure(load_records(base / TILES, "tile")[0], json.loads((base / SUMMARY).read_text()))
 
 
+def judged_rows(base: Path, runs: str, rows_of) -> list:
+    """The measured rows of ``--runs`` (comma-separated run folders under ``base``), each folder read by
+    ``rows_of(folder, name)``; a folder without ``attention-kernel.parquet`` is bad input."""
+    table = []
+    for n in (x.strip() for x in runs.split(",") if x.strip()):
+        if not (base / n / "attention-kernel.parquet").is_file():
+            raise InputError("--runs", n, "has no attention-kernel.parquet")
+        table += rows_of(base / n, n)
+    return table
+
+
+def print_summary(summ: dict, shown, width: int) -> None:
+    """One line per group of ``summ`` (``rule_counts``), its name right-aligned in ``width``: rows within target /
+    rows (median |error| us) of every rule ``k`` with ``shown(k)``."""
+    for name, d in summ.items():
+        print(f"{name:>{width}}: " + "  ".join(f"{k} {v['within']}/{v['n']} ({v['median_abs_error_us']:.0f})"
+                                               for k, v in d.items() if shown(k)))
+
+
+def write_record(path: str, record: dict, **dumps) -> None:
+    """``record`` as JSON at ``path`` (``json.dumps`` options ``dumps``; written to a temporary name, renamed)."""
+    atomic_write_text(path, json.dumps(record, default=str, **dumps))
+    print(f"wrote {path}")
+
+
 def rule_counts(groups: dict, keys) -> dict:
     """Per group of judged rows and per rule ``k`` of ``keys``: rows within target (``{k}_within``), rows, and the
     median |predicted - measured| residual (``{k}_E_res_us`` against ``measured_E_res_us``)."""

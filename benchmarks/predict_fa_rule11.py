@@ -43,7 +43,7 @@ import predict_fa_rule10 as R10  # noqa: E402
 
 from xstage.errors import InputError, exit_with  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.records import atomic_write_text, load_records  # noqa: E402
+from xstage.records import load_records  # noqa: E402
 from xstage.sim.predict import FaKernel  # noqa: E402
 from xstage.sim.predict_congestion import predict_congested  # noqa: E402
 from xstage.sim.predict_drift import L2_REGIMES, fitted_per_m, kv_head_bytes, l2_regime, repeat_spread  # noqa: E402
@@ -199,11 +199,7 @@ def main(argv=None) -> int:
     elif args.preregister:
         table = preregistered(parse_points(args.preregister), base, factors)
     else:
-        table = []
-        for n in (x.strip() for x in args.runs.split(",") if x.strip()):
-            if not (base / n / "attention-kernel.parquet").is_file():
-                raise InputError("--runs", n, "has no attention-kernel.parquet")
-            table += run_rows(base / n, n, factors)
+        table = C.judged_rows(base, args.runs, lambda folder, name: run_rows(folder, name, factors))
     for r in table:
         predict(r, platform, law, m, m8, m9, m10, m11, d7, tlaw)
     if args.preregistered and table:
@@ -216,9 +212,7 @@ def main(argv=None) -> int:
               + " ".join(f"{k[:8]} {r[k + '_E_res_us']:5.0f}" for k in KEYS[:4])
               + ("" if meas is None else "  " + " ".join(f"{k[:8]}:{'y' if r[k + '_within'] else 'n'}" for k in KEYS[:4])))
     summ = summary(table)
-    for name, d in summ.items():
-        print(f"{name:>34}: " + "  ".join(f"{k} {v['within']}/{v['n']} ({v['median_abs_error_us']:.0f})"
-                                          for k, v in d.items() if k in KEYS[:4] or k.startswith("prereg_rule11")))
+    C.print_summary(summ, lambda k: k in KEYS[:4] or k.startswith("prereg_rule11"), 34)
     if args.out:
         record = {"what": "FA residual exposure of the Triton kernels: the eleventh rule (fused_wb_split's drift by "
                           "one head's K/V bytes against the L2, three regimes) beside rules 10-5",
@@ -227,8 +221,7 @@ def main(argv=None) -> int:
                       str(k): v for k, v in m10["split_drift_per_kv_bytes"].items()}},
                   "mode": "fit" if args.fit else "preregistered" if args.preregister else "judged",
                   "summary": summ, "rows": table, "provenance": provenance()}
-        atomic_write_text(args.out, json.dumps(record, indent=1, default=str))
-        print(f"wrote {args.out}")
+        C.write_record(args.out, record, indent=1)
     return 0
 
 

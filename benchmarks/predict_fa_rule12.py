@@ -38,7 +38,6 @@ import predict_fa_rule11 as R11  # noqa: E402
 
 from xstage.errors import InputError, exit_with  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.records import atomic_write_text  # noqa: E402
 from xstage.sim.predict import FaKernel  # noqa: E402
 from xstage.sim.predict_congestion import predict_congested  # noqa: E402
 from xstage.sim.predict_drift import L2_REGIMES, STEP_BOUNDS, fitted_per_m, steps_regime  # noqa: E402
@@ -184,11 +183,7 @@ def main(argv=None) -> int:
     elif args.preregister:
         table = preregistered(parse_points(args.preregister), base, factors)
     else:
-        table = []
-        for n in (x.strip() for x in args.runs.split(",") if x.strip()):
-            if not (base / n / "attention-kernel.parquet").is_file():
-                raise InputError("--runs", n, "has no attention-kernel.parquet")
-            table += R11.run_rows(base / n, n, factors)
+        table = C.judged_rows(base, args.runs, lambda folder, name: R11.run_rows(folder, name, factors))
     for r in table:
         predict(r, platform, law, m, m8, m9, m10, m11, m12, d7, tlaw)
     if args.preregistered and table:
@@ -202,9 +197,7 @@ def main(argv=None) -> int:
               + " ".join(f"{k[:8]} {r[k + '_E_res_us']:5.0f}" for k in KEYS[:5])
               + ("" if meas is None else "  " + " ".join(f"{k[:8]}:{'y' if r[k + '_within'] else 'n'}" for k in KEYS[:5])))
     summ = summary(table)
-    for name, d in summ.items():
-        print(f"{name:>40}: " + "  ".join(f"{k} {v['within']}/{v['n']} ({v['median_abs_error_us']:.0f})"
-                                          for k, v in d.items() if k in KEYS[:5] or k.startswith("prereg_rule12")))
+    C.print_summary(summ, lambda k: k in KEYS[:5] or k.startswith("prereg_rule12"), 40)
     if args.out:
         record = {"what": "FA residual exposure of the Triton kernels: the twelfth rule (fused_wb_split's drift by the "
                           "K/V steps per Q tile, M // block_n, three regimes) beside rules 11-9",
@@ -212,8 +205,7 @@ def main(argv=None) -> int:
                   "twelfth_rule": m12, "eleventh_rule": m11,
                   "mode": "fit" if args.fit else "preregistered" if args.preregister else "judged",
                   "summary": _rounded(summ), "rows": [slim(r) for r in table], "provenance": provenance()}
-        atomic_write_text(args.out, json.dumps(record, separators=(",", ":"), default=str))
-        print(f"wrote {args.out}")
+        C.write_record(args.out, record, separators=(",", ":"))
     return 0
 
 

@@ -1,17 +1,28 @@
-"""The Triton FA-A2A variants at a chosen block_n, repeated and interleaved (issue 15 item 5, the twelfth FA rule).
+"""The Triton FA-A2A variants over (M, heads, head dim, block_n) points, repeated and interleaved (issue 15 item 5).
 
-``attention_triton_sweep4`` with a fourth field per point, the K/V block ``block_n``: (M, heads, head dim,
-block_n). Halving block_n at one M doubles the K/V steps per Q tile (M // block_n) and leaves the tile grid
-(heads x M / block_m), one head's K/V bytes and the FLOPs as they are, which separates the steps from M. Same
-kernels, checks (float32 reference, poisoned destinations), paired residuals and instrumented launches
-(``attention_triton_heldout.measure``); repeat r runs every point in the order rotated by r with fresh inputs (seed
-2 + r). Every row and tile carries ``rep``; tiles ``heads``, ``head_dim`` and ``block_n``; tile logs are kept for
-programs on even SMs and for the first ``--tile-reps`` repeats only. Records under ``--out`` (saved after every
-point): ``attention-kernel.parquet``, ``attention-tile.parquet``, ``attention-checks.json``. Exit status 1 when
-any check failed.
+``attention_triton_heldout.measure`` (same kernels, checks: float32 reference, poisoned destinations; paired
+residuals and instrumented launches) over (M, heads, head dim, block_n) points, each measured ``--repeats`` times
+with fresh random inputs (seed 2 + repeat). The repeats are interleaved: repeat r runs every point, in the point
+order rotated by r, before repeat r + 1 starts, so a drift of the machine over the call (clock, temperature) falls
+on every point alike and the spread over repeats measures the run-to-run variation. Head dim 64 halves one head's
+K/V bytes (2 x M x d x 2) at the same M and Q-loop length, which separates the L2 (K/V bytes per head) from M (the
+eleventh FA rule). Halving block_n at one M doubles the K/V steps per Q tile (M // block_n) and leaves the tile grid
+(heads x M / block_m), one head's K/V bytes and the FLOPs as they are, which separates the steps from M (the twelfth
+rule). Every row and tile carries ``rep``; tiles ``heads``, ``head_dim`` and ``block_n``; the device's L2 size and
+SM count go in the run's meta; tile logs are kept for programs on even SMs and for the first ``--tile-reps``
+repeats only. Records under ``--out`` (saved after every point): ``attention-kernel.parquet``,
+``attention-tile.parquet``, ``attention-checks.json``. A failed check is recorded and the point's rows kept; the
+exit status is 1 when any check failed.
 
     python benchmarks/gpu/attention_triton_sweep5.py --out $OUT/r/attention --points 32768:3:128:64,30720:3:64:128 \
         --repeats 3 --trials 8
+
+The eleventh rule's run (``data/attention-runs/ad8f0af-heldout4``) was made by ``attention_triton_sweep4.py``
+(this script without block_n; removed since, in git history at ad8f0af). Its recorded command run here, the points
+without block_n (128), measures the same configurations in the same order with the same seeds
+(``tests/sim/test_attention_sweep5_cli.py``); the records then also carry a ``block_n`` tile column and
+``tile_reps`` and block_n in the meta, and keep repeat 0's tile logs, as the committed ones do (sweep4 kept every
+repeat's: ``--tile-reps 3``).
 """
 
 import argparse
@@ -21,8 +32,6 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from attention_triton_sweep4 import order  # noqa: E402
 
 
 def points(text: str) -> list:
@@ -38,6 +47,12 @@ def points(text: str) -> list:
             raise SystemExit(f"--points: block_n {bn} in {item!r} must be a power of two >= 16")
         out.append((m, h, d, bn))
     return out
+
+
+def order(pts: list, rep: int) -> list:
+    """The points of repeat ``rep``: ``pts`` rotated left by ``rep``."""
+    k = rep % len(pts)
+    return pts[k:] + pts[:k]
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ and the TMA store is reading.
 ``PersistentSm90Stagger`` (kernel "stagger") adds the send shaping: the epilogue only stages the tile in sO and
 the store warp issues its TMA store at K/V step 1 + (b mod 16)·n/32 of the CTA's next mainloop (a hook on
 FA4's per-K/V-step method), so the CTAs' sends spread over half a Q-loop instead of landing together.
-Measured (docs/attention.md, data/attention-fa4/pers1-4): "drain" alone hides nothing more than stock FA4;
+Measured (docs/attention/fa4-persistent.md, data/attention-fa4/pers1-4): "drain" alone hides nothing more than stock FA4;
 "stagger" halves the residual at 16K/32K. The tile scheduler is FA4's ``StaticPersistentTileScheduler``
 (grid = #SMs, CTA b takes tiles b, b + grid, …; tile t is m-block t mod (M/128) of head t div (M/128), the
 same order as the stock grid's block index), or, as diagnostic and send-order levers (``PLANS``): the stock
@@ -36,7 +36,7 @@ by side; the owner merges the partner's normalised O and row LSEs from a global 
 extra kernel) and stores through the stagger epilogue: most remote tiles end half a wave before the kernel does.
 "staggersplitw" also spreads each staged tile's send over its CTA's window until it next stages one (through the
 partner units): the split's half-length units would otherwise squeeze the last whole wave's sends into a quarter
-of a tile (measured: docs/attention.md, "The split last wave").
+of a tile (measured: docs/attention/fa4-persistent.md, "The split last wave").
 
 Installed by rebinding, only while one of our calls runs (``installed``): FA4's interface builds
 ``FlashAttentionForwardSm90`` and ``FlashAttentionForwardSm90.__call__`` reads the module global

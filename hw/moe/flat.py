@@ -21,7 +21,7 @@ and skips the tile's stores.
 Measured on the H200 (triton 3.6, ``data/moe/flat-tune-b4b9c17``, ``flat-tune-c8b23bc-dit``): correct on every
 point, but 2-2.5x slower than the per-tile kernel at two programs per SM (the fused loop spills the accumulator
 under the 128-register cap and runs CTA barriers every K iteration), so it is an option (``--short-k-kernel
-'{"flat": true}'``, where H = I), not the default; docs/moe.md says what was tried.
+'{"flat": true}'``, where H = I), not the default; docs/moe/quack.md says what was tried.
 
 Instrumented (``tile_log``): wait start / mainloop start are stamped at the tile's first step (in the
 pipeline's time, i.e. up to a few K blocks early), mainloop end / issue start / issue end in its epilogue.
