@@ -45,7 +45,8 @@ from xstage.sim.schedules import TILE_M_BLOCK, TILE_ROW  # noqa: E402
 RUNS = ("attention", "attention-fa4/triton", "attention-runs/49d9e81", "attention-runs/7531682-heldout",
         "attention-runs/6c1c349-heldout2", "attention-runs/63fb3ec-heldout3", "attention-runs/ad8f0af-heldout4",
         "attention-runs/b4fb3a7-heldout5")
-CLOCK = ("attention-runs/6c1c349-heldout2/clock/clock-diag.json", "attention-runs/6c1c349-heldout2/clock2/clock-diag.json")
+CLOCK = ("attention-runs/6c1c349-heldout2/clock/clock-diag.json",
+         "attention-runs/6c1c349-heldout2/clock2/clock-diag.json")
 SPLIT, FA, HIDDEN = "fused_wb_split", "fa", "fused_wb_split_stagger"
 CONFIG = ("M", "heads", "head_dim", "block_n")
 PROGRAMS, WORLD, BLOCK_M = 132, 8, 128          # every committed Triton run: one H200, W = 8 emulated, bm 128
@@ -279,7 +280,8 @@ def main(argv=None) -> int:
     for r in comp:
         twins = "; ".join(f"{t['heads']}h {t['M']}: {t['residual_us']:.0f}" for t in r["twins"])
         print(f"  {r['heads']}h d{r['head_dim']} bn{r['block_n']} M {r['M']:>6}: tiles {r['tiles']:>4} waves "
-              f"{r['full_waves']:>2}+{r['tail']:>3} local {r['local_tiles']:>3}, last remote wave {r['last_remote_wave']}"
+              f"{r['full_waves']:>2}+{r['tail']:>3} local {r['local_tiles']:>3}, last remote wave "
+              f"{r['last_remote_wave']}"
               f" ({r['remote_in_last_remote_wave']} remote), {r['qloops_after_last_remote']:.1f} Q-loops after; "
               f"residual {r['residual_us']:.0f} [{r['residual_min_us']:.0f}, {r['residual_max_us']:.0f}] n {r['n']}"
               + (f"  == same make-up as {twins}" if twins else ""))
