@@ -99,7 +99,7 @@ def tile_frame(base: Path, kernel: pd.DataFrame, runs=RUNS) -> pd.DataFrame:
         if missing:
             if fa["M"].duplicated().any():
                 raise InputError("runs", n, f"lacks tile columns {missing} and holds one M at two configurations")
-            t = t.merge(fa[list(CONFIG)], on="M", how="left")
+            t = t.merge(fa[["M"] + missing], on="M", how="left")
         out.append(t)
     return pd.concat(out, ignore_index=True)
 

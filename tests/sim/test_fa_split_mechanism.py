@@ -89,3 +89,13 @@ def test_drift_rows_read_a_persistent_speed_spread(mod):
     assert r["fused_wb_split_persistence"] == pytest.approx(1.0)
     assert r["fused_wb_split_speed_sd_pct"] == pytest.approx(100 * np.std(speed, ddof=1), rel=1e-3)
     assert "fa_persistence" not in r or np.isnan(r["fa_persistence"])        # equal speeds: no correlation defined
+
+
+def test_tile_frame_fills_only_the_missing_configuration_columns(mod):
+    base = data_dir()
+    runs = ("attention-runs/ad8f0af-heldout4",)          # its tile log has heads and head dim, not block_n
+    tiles = mod.tile_frame(base, mod.kernel_frame(base, runs), runs)
+    assert tiles[["heads", "head_dim", "block_n"]].notna().all().all()
+    assert set(map(tuple, tiles[["M", "heads", "head_dim"]].drop_duplicates().to_numpy().tolist())) == \
+        {(57344, 3, 128), (63488, 3, 128), (65536, 3, 64), (61440, 4, 64), (131072, 2, 64)}
+    assert mod.order_check(tiles)["order_mismatches"] == 0
