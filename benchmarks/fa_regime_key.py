@@ -204,6 +204,21 @@ def measured(folder: Path) -> dict:
     return out
 
 
+def variant_medians(folder: Path) -> dict:
+    """Post hoc, judges nothing: {config: {variant: median paired residual over repeats (us), "fa": median FA-only
+    time, "split_minus_hbm": the split kernel's median minus ``fused_hbm``'s (the link's share: ``fused_hbm`` is the
+    same kernel storing into device memory)}}."""
+    k = load_records(folder / "attention-kernel.parquet", "kernel")[0]
+    out = {}
+    for (M, h, d), g in k.groupby(["M", "heads", "head_dim"]):
+        e = {v: float(np.median(x["paired_minus_fa(us)"])) for v, x in g.groupby("variant") if v != FA}
+        e["fa"] = float(np.median(g[g["variant"] == FA]["time(us)"]))
+        if SPLIT in e and "fused_hbm" in e:
+            e["split_minus_hbm"] = e[SPLIT] - e["fused_hbm"]
+        out[f"{int(M)}:{int(h)}:{int(d)}"] = e
+    return out
+
+
 def judge(pre: dict, meas: dict) -> dict:
     """The pre-registered decision on measured medians (``measured``)."""
     classes, controls, table = {}, {}, []
@@ -333,6 +348,10 @@ def main(argv=None) -> int:
               f"{r['predicted']['H_M']:>8} {r['predicted']['H_T']:>8}")
     print(f"verdict: {res['verdict']} (controls valid {res['controls_valid']}; as predicted {res['as_predicted']}; "
           f"against {res['against']}; void {res['void']})")
+    post = variant_medians(folder)
+    print("post hoc (judges nothing): median paired residuals per variant (us)")
+    for c, e in post.items():
+        print(f"  {c:>12} FA-only {e['fa']:.0f}: " + ", ".join(f"{v} {x:.0f}" for v, x in e.items() if v != "fa"))
     rows = judged_rows(args.run, base, platform, m, laws, ms)
     sec = {}
     for r in rows:
@@ -368,7 +387,7 @@ def main(argv=None) -> int:
                   "secondary": {"within": sec, "rows": [R12._rounded({k: r[k] for k in keep if k in r}
                                                                       | {"heads": r["kw"]["heads"],
                                                                          "fa_us": r["kw"]["fa_us"]}) for r in rows]},
-                  "paired_clocks": clocks, "idle_gap": idle, "rules_commit": C._commit(), "provenance": provenance()}
+                  "post_hoc_variant_medians": R12._rounded(post), "paired_clocks": clocks, "idle_gap": idle, "rules_commit": C._commit(), "provenance": provenance()}
         C.write_record(args.out, record, indent=1)
     return 0
 
