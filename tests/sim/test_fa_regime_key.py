@@ -1,8 +1,12 @@
 """``benchmarks/fa_regime_key.py``: the pre-registered decision between M (H_M) and the FA-only time (H_T) as the key
-of the split kernel's hiding -- its classes and verdict on exact small cases, the clock helpers, and the committed
-pre-registration record against the module's rule."""
+of the split kernel's hiding -- its classes and verdict on exact small cases, the clock helpers, the committed
+pre-registration record against the module's rule, and the run it judged (8c8a959-regime): its judged numbers are the
+run's records, and the commit the records carry already held the pre-registration."""
 
 import json
+import subprocess
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +135,58 @@ def test_the_preregistration_record_is_the_modules_rule(mod):
             assert {p["H_M"], p["H_T"]} == {"hidden", "exposed"}
         else:
             assert p["H_M"] == p["H_T"] != "band"
+
+
+RUN = "attention-runs/8c8a959-regime"
+JUDGED = "predictions/fa-regime-judged-h200-pcie-host.json"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _git(*args) -> str | None:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def _run_meta():
+    import pyarrow.parquet as pq
+
+    base = data_dir() / RUN
+    kernel = json.loads(pq.read_schema(base / "attention-kernel.parquet").metadata[b"xstage"])
+    clock = json.loads((base / "clock" / "clock-diag.json").read_text())
+    return kernel, clock
+
+
+def test_the_judged_numbers_are_the_runs_records(mod):
+    base = data_dir()
+    pre = json.loads((base / PRE).read_text())
+    judged = json.loads((base / JUDGED).read_text())
+    meas = mod.measured(base / RUN)
+    res = mod.judge(pre, meas)
+    assert judged["verdict"] == res["verdict"] == "inconclusive"
+    assert judged["as_predicted"] == res["as_predicted"] == {"H_M": 1, "H_T": 2}
+    assert judged["controls_valid"] is True and judged["void"] == 0
+    assert json.loads(json.dumps(res["table"])) == judged["table"]
+    classes = {r["config"]: (round(r["s"]), round(r["f"]), r["class"]) for r in judged["table"]}
+    assert classes == {"65536:1:128": (82, 354, "between"), "73728:1:128": (64, 994, "hidden"),
+                       "43008:6:128": (128, 1460, "hidden"), "47104:6:128": (0, 1265, "hidden"),
+                       "49152:3:128": (166, 715, "exposed"), "61440:3:128": (85, 922, "hidden")}
+    assert all(len(e["split"]) == 3 for e in meas.values())
+
+
+def test_the_preregistration_came_before_the_run():
+    base = data_dir()
+    pre = json.loads((base / PRE).read_text())
+    kernel, clock = _run_meta()
+    run_commit = kernel["provenance"]["git_commit"]
+    assert clock["provenance"]["git_commit"] == run_commit and "dirty" not in run_commit
+    assert json.loads((base / JUDGED).read_text())["preregistration_commit"] == pre["provenance"]["git_commit"]
+    if _git("cat-file", "-e", f"{run_commit}^{{commit}}") is None:
+        pytest.skip("no git history with the run's commit here")
+    # the records the run carries name a commit that already held the pre-registration, byte for byte as it is now
+    for path in (PRE, "predictions/fa-regime-preregistration.md"):
+        assert _git("show", f"{run_commit}:data/{path}") == (base / path).read_text()
+    assert _git("merge-base", "--is-ancestor", pre["provenance"]["git_commit"], run_commit) is not None
+    committed = datetime.fromisoformat(_git("log", "-1", "--format=%cI", run_commit).strip())
+    assert committed < datetime.fromisoformat(kernel["provenance"]["date"])
