@@ -16,6 +16,10 @@ Records under ``--out``: ``clock-diag.json`` (every launch's time, the blocks' h
 ``attention-tile.parquet``.
 
     python benchmarks/gpu/attention_triton_clock.py --out $OUT/clock --seq-lens 36864,53248,61440
+    python benchmarks/gpu/attention_triton_clock.py --out $OUT/clock --points 49152,65536:3:64 --pairs 12
+
+``--points M[:heads[:head_dim]]`` (3 heads, head dim 128 left out) replaces ``--seq-lens`` where given; every run
+entry of the record carries its heads and head dim.
 """
 
 import argparse
@@ -95,13 +99,29 @@ def measure(cfg, block: int, gap_s: float, pairs: int, seed: int = 3) -> tuple:
         A.launch_fa(q, k, v, c, tile_log=log, **({"out": out} if name.startswith("fa") else {"dest_table": dests.table}))
         sync()
         tiles.append(tile_frame(c, log.cpu().numpy(), schedule=name))
-    return {"M": cfg.seq_len, "check": check, "blocks": blocks, "gapped": gapped}, tiles
+    return {"M": cfg.seq_len, "heads": cfg.heads, "head_dim": cfg.head_dim, "check": check, "blocks": blocks,
+            "gapped": gapped}, tiles
+
+
+def points(args) -> list:
+    """[(M, heads, head_dim)] of ``--points`` "M[:heads[:head_dim]],..." (3 heads, d 128 left out), else of
+    ``--seq-lens`` at 3 heads, d 128."""
+    if not args.points:
+        return [(int(m), 3, 128) for m in args.seq_lens.split(",") if m.strip()]
+    out = []
+    for item in (x.strip() for x in args.points.split(",") if x.strip()):
+        parts = item.split(":")
+        if len(parts) > 3 or not all(p.isdigit() for p in parts):
+            raise SystemExit(f"--points: {item!r} must be M, M:heads or M:heads:head_dim")
+        out.append(tuple(int(x) for x in (parts + ["3", "128"][len(parts) - 1:])[:3]))
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seq-lens", default="36864,53248,61440")
+    ap.add_argument("--points", default=None, help="comma-separated M[:heads[:head_dim]] (replaces --seq-lens)")
     ap.add_argument("--block", type=int, default=12)
     ap.add_argument("--gap-ms", type=float, default=150.0)
     ap.add_argument("--pairs", type=int, default=8)
@@ -117,14 +137,17 @@ def main(argv=None) -> int:
                            stagger=True, split_tail=True)
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
+    pts = points(args)
+    cfgs = [replace(base, seq_len=M, heads=h, head_dim=d) for M, h, d in pts]       # validated first
     runs, tiles, t0 = [], [], time.time()
-    for M in (int(m) for m in args.seq_lens.split(",")):
-        r, t = measure(replace(base, seq_len=M), args.block, args.gap_ms / 1e3, args.pairs)
+    for (M, h, d), cfg in zip(pts, cfgs):
+        r, t = measure(cfg, args.block, args.gap_ms / 1e3, args.pairs)
         runs.append(r)
         tiles += t
         med = {b["variant"]: float(np.median(b["us"])) for b in r["blocks"] if b["rep"] == 1}
         gap = {n: float(np.median([d["diff_us"] for d in r["gapped"][n]])) for n in FUSED}
-        print(f"M={M}: check {r['check']['ok']}; blocks (rep 1) " + ", ".join(f"{k} {v:.0f}" for k, v in med.items())
+        print(f"M={M} H={h} d={d}: check {r['check']['ok']}; blocks (rep 1) "
+              + ", ".join(f"{k} {v:.0f}" for k, v in med.items())
               + "; gapped residual " + ", ".join(f"{k} {v:.0f}" for k, v in gap.items()) + f" ({time.time() - t0:.0f}s)",
               flush=True)
         record = {"what": "Triton FA-A2A clock diagnostics: back-to-back blocks, gapped pairs, idle-gap tile logs",

@@ -23,7 +23,9 @@ import numpy as np
 KEEP = ("fa", "fused_wb", "fused_wb_split", "fused_wb_stagger", "fused_wb_split_stagger")
 
 
-def measure(cfg, trials: int, seed: int = 2) -> tuple:
+def measure(cfg, trials: int, seed: int = 2, marks: list | None = None) -> tuple:
+    """Checks, timed rows, paired residuals and one instrumented launch per variant of ``cfg``; ``marks``, when a list,
+    gets the host's wall-clock start and end of each variant's paired timing (``timing.paired_differences``)."""
     import torch
 
     from xstage.hw.attention import kernel as A
@@ -54,7 +56,8 @@ def measure(cfg, trials: int, seed: int = 2) -> tuple:
         checks.append({"config": variant_cfg.get(variant, cfg).label(), "variant": variant, **res})
     before = gpu_clocks()
     times, modes = time_variants(fns, trials=trials, warmup=3, rounds=2)
-    paired = paired_differences(fns["fa"], {n: f for n, f in fns.items() if n != "fa"}, pairs=max(trials, 10))
+    paired = paired_differences(fns["fa"], {n: f for n, f in fns.items() if n != "fa"}, pairs=max(trials, 10),
+                                marks=marks)
     extra = {"clocks_before": before, "clocks_after": gpu_clocks()}
     rows = []
     for name, t in times.items():

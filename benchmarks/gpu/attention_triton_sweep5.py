@@ -11,8 +11,10 @@ eleventh FA rule). Halving block_n at one M doubles the K/V steps per Q tile (M 
 rule). Every row and tile carries ``rep``; tiles ``heads``, ``head_dim`` and ``block_n``; the device's L2 size and
 SM count go in the run's meta; tile logs are kept for programs on even SMs and for the first ``--tile-reps``
 repeats only. Records under ``--out`` (saved after every point): ``attention-kernel.parquet``,
-``attention-tile.parquet``, ``attention-checks.json``. A failed check is recorded and the point's rows kept; the
-exit status is 1 when any check failed.
+``attention-tile.parquet``, ``attention-checks.json``, and with ``--paired-marks`` ``paired-marks.json``: the host's
+wall-clock start and end of every variant's paired timing (rep, M, heads, head dim, block_n, variant; the host's UTC
+offset beside), to be read against a clock trace taken beside (``nvidia-smi -lms``). A failed check is recorded and
+the point's rows kept; the exit status is 1 when any check failed.
 
     python benchmarks/gpu/attention_triton_sweep5.py --out $OUT/r/attention --points 32768:3:128:64,30720:3:64:128 \
         --repeats 3 --trials 8
@@ -26,6 +28,7 @@ repeat's: ``--tile-reps 3``).
 """
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import replace
@@ -62,6 +65,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--tile-reps", type=int, default=1, help="keep tile logs of the first N repeats")
+    ap.add_argument("--paired-marks", action="store_true",
+                    help="also write paired-marks.json: each variant's paired timing's host start and end")
     args = ap.parse_args(argv)
     pts = points(args.points)
     if args.repeats < 1:
@@ -71,6 +76,7 @@ def main(argv=None) -> int:
     from attention_triton_heldout import measure
     from xstage.hw.attention.config import AttentionConfig
     from xstage.hw.common.timing import gpu_clocks
+    from xstage.records import atomic_write_text
     from xstage.records.attention import save_run
 
     base = AttentionConfig(16384, 3, 128, 8, block_n=128, num_stages=3, tma=True, store_cache=".wt",
@@ -81,10 +87,19 @@ def main(argv=None) -> int:
            "sm_count": int(props.multi_processor_count)}
     print(f"device: {dev}; clocks (sm, mem, temp, power, reasons): {gpu_clocks()}", flush=True)
     t0 = time.time()
-    rows, tiles, checks = [], [], []
+    rows, tiles, checks, marks = [], [], [], []
     for rep in range(args.repeats):
         for cfg in order(cfgs, rep):
-            r, t, c = measure(cfg, args.trials, seed=2 + rep)
+            if args.paired_marks:
+                m = []
+                r, t, c = measure(cfg, args.trials, seed=2 + rep, marks=m)
+                marks += [dict(x, rep=rep, M=cfg.seq_len, heads=cfg.heads, head_dim=cfg.head_dim, block_n=cfg.block_n)
+                          for x in m]
+                atomic_write_text(Path(args.out) / "paired-marks.json", json.dumps(
+                    {"what": "host wall-clock (time.time(), s) start and end of each variant's paired timing",
+                     "utc_offset_s": time.localtime().tm_gmtoff, "marks": marks}, indent=0), overwrite=True)
+            else:
+                r, t, c = measure(cfg, args.trials, seed=2 + rep)
             for x in r + c:
                 x["rep"] = rep
             if rep < args.tile_reps:

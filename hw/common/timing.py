@@ -112,18 +112,27 @@ def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5,
     return times, modes
 
 
-def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=capture) -> dict:
+def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=capture, marks: list | None = None) -> dict:
     """{name: [us]}: per pair, the device time of ``others[name]`` minus that of ``base``, the two
     launched back to back (which one goes first alternates). Slow clock drift (DVFS, temperature)
     moves both launches of a pair alike, so it cancels in the difference — the paper's matched-path
-    comparison; a difference of two medians taken seconds apart does not cancel it."""
+    comparison; a difference of two medians taken seconds apart does not cancel it.
+
+    ``marks``, when a list, gets one ``{"variant", "host_start_s", "host_end_s", "pairs"}`` per variant: the host's
+    wall clock (``time.time()``) before its pairs are queued and after they finished, so that a clock trace taken
+    beside (``nvidia-smi -lms``) gives the SM clock and throttle state while that variant's pairs ran. The timing
+    itself is unchanged."""
     import torch
 
     replays = {name: capture_fn(fn)[0] for name, fn in {"__base__": base, **others}.items()}
     diffs = {name: [] for name in others}
     if device() == "cpu":
+        if marks is not None:
+            now = time.time()
+            marks += [{"variant": name, "host_start_s": now, "host_end_s": now, "pairs": 0} for name in others]
         return {name: [0.0] for name in others}
     for name in others:
+        t0 = time.time()
         events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(pairs)]
         torch.cuda._sleep(20_000_000)  # keep the GPU busy while the host queues the pairs
         for i, ev in enumerate(events):
@@ -134,6 +143,8 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
             second()
             ev[2].record()
         sync()
+        if marks is not None:
+            marks.append({"variant": name, "host_start_s": t0, "host_end_s": time.time(), "pairs": pairs})
         for i, ev in enumerate(events):
             t_first, t_second = ev[0].elapsed_time(ev[1]) * 1e3, ev[1].elapsed_time(ev[2]) * 1e3
             diffs[name].append(t_second - t_first if i % 2 == 0 else t_first - t_second)

@@ -91,3 +91,49 @@ def test_the_recorded_command_measures_the_committed_configurations_in_order(mod
     assert set(pd.read_parquet(folder / "attention-tile.parquet", columns=["rep"])["rep"]) == {0}
     assert written["kernel"] == meta["kernel"] and written["args"]["points"] == args["points"]
     assert [list(p)[:3] for p in written["points"]] == [list(p)[:3] for p in meta["points"]]
+
+
+def test_paired_marks_are_written_per_point_and_only_when_asked(mod, monkeypatch, tmp_path):
+    """``--paired-marks`` hands ``measure`` a list for the host times of each variant's paired timing and writes them,
+    with each point's configuration and repeat, to ``paired-marks.json``; without it ``measure`` is called as
+    before (no ``marks`` argument) and no such file is written."""
+    calls = []
+
+    def measure(cfg, trials, seed=2, **kw):
+        calls.append(sorted(kw))
+        if "marks" in kw:
+            kw["marks"] += [{"variant": "fused_wb", "host_start_s": 1.0 + seed, "host_end_s": 1.5 + seed, "pairs": 10}]
+        rows = [{"variant": "fa", "time(us)": 1.0}, {"variant": "fused_wb", "paired_minus_fa(us)": 0.0}]
+        return rows, [pd.DataFrame({"sm": [0, 1, 2]})], [{"ok": True}]
+
+    props = types.SimpleNamespace(name="stub", L2_cache_size=1, multi_processor_count=132)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(get_device_properties=lambda i: props)))
+    monkeypatch.setitem(sys.modules, "attention_triton_heldout", types.SimpleNamespace(measure=measure))
+    monkeypatch.setattr("xstage.hw.common.timing.gpu_clocks", lambda: "stub")
+    monkeypatch.setattr("xstage.records.attention.save_run", lambda *a, **k: None)
+    out = tmp_path / "r"
+    assert mod.main(["--out", str(out), "--points", "65536:1,47104:6", "--repeats", "2", "--paired-marks"]) == 0
+    assert calls == [["marks"]] * 4
+    marks = json.loads((out / "paired-marks.json").read_text())["marks"]
+    assert [(m["rep"], m["M"], m["heads"], m["head_dim"], m["block_n"]) for m in marks] == [
+        (0, 65536, 1, 128, 128), (0, 47104, 6, 128, 128), (1, 47104, 6, 128, 128), (1, 65536, 1, 128, 128)]
+    assert [m["host_start_s"] for m in marks] == [3.0, 3.0, 4.0, 4.0]          # seed 2 + rep
+    calls.clear()
+    out2 = tmp_path / "plain"
+    assert mod.main(["--out", str(out2), "--points", "65536:1", "--repeats", "1"]) == 0
+    assert calls == [[]] and not (out2 / "paired-marks.json").exists()
+
+
+def test_the_clock_diagnostics_take_heads_and_head_dim():
+    sys.path.insert(0, str(GPU))
+    spec = importlib.util.spec_from_file_location("attention_triton_clock", GPU / "attention_triton_clock.py")
+    clock = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(clock)
+    ns = types.SimpleNamespace
+    assert clock.points(ns(points=None, seq_lens="36864,53248")) == [(36864, 3, 128), (53248, 3, 128)]
+    assert clock.points(ns(points="57344, 65536:3:64,49152:6", seq_lens="1")) == [(57344, 3, 128), (65536, 3, 64),
+                                                                                  (49152, 6, 128)]
+    for bad in ("1:2:3:4", "5x", "1:-2"):
+        with pytest.raises(SystemExit):
+            clock.points(ns(points=bad, seq_lens="1"))

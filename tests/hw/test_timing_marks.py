@@ -1,0 +1,67 @@
+"""``timing.paired_differences``'s ``marks`` (host wall-clock start and end of each variant's paired timing) on a fake
+torch: the timing and its differences are unchanged, and each variant gets one mark around its own pairs."""
+
+import sys
+import types
+
+import pytest
+
+from xstage.hw.common import timing
+
+
+class FakeEvent:
+    """A CUDA event on a fake clock: ``record`` reads the clock the fake launches advance."""
+
+    clock_ms = 0.0
+
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self):
+        self.t = FakeEvent.clock_ms
+
+    def elapsed_time(self, other):
+        return other.t - self.t
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=FakeEvent, _sleep=lambda n: None))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(timing, "device", lambda: "cuda")
+    monkeypatch.setattr(timing, "sync", lambda: None)
+    FakeEvent.clock_ms = 0.0
+    return torch
+
+
+def launch(ms):
+    def fn():
+        FakeEvent.clock_ms += ms
+    return fn
+
+
+def no_capture(fn):
+    return fn, "eager"
+
+
+def test_marks_bracket_each_variants_pairs_and_leave_the_differences(fake_torch, monkeypatch):
+    clock = iter(float(x) for x in range(100, 200))
+    monkeypatch.setattr(timing.time, "time", lambda: next(clock))
+    others = {"a": launch(1.5), "b": launch(0.5)}
+    plain = timing.paired_differences(launch(1.0), others, pairs=4, capture_fn=no_capture)
+    marks = []
+    marked = timing.paired_differences(launch(1.0), others, pairs=4, capture_fn=no_capture, marks=marks)
+    assert plain == marked
+    assert marked["a"] == pytest.approx([500.0] * 4) and marked["b"] == pytest.approx([-500.0] * 4)
+    assert [m["variant"] for m in marks] == ["a", "b"]
+    assert [m["pairs"] for m in marks] == [4, 4]
+    assert marks[0]["host_start_s"] < marks[0]["host_end_s"] <= marks[1]["host_start_s"] < marks[1]["host_end_s"]
+
+
+def test_marks_on_the_cpu_dry_run(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace())
+    monkeypatch.setattr(timing, "device", lambda: "cpu")
+    marks = []
+    out = timing.paired_differences(lambda: None, {"a": lambda: None}, pairs=3, marks=marks)
+    assert out == {"a": [0.0]}
+    assert [(m["variant"], m["pairs"]) for m in marks] == [("a", 0)]
