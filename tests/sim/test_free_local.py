@@ -200,3 +200,22 @@ def test_preregistered_platforms_reproduce():
     for f in ("free_t_fixed_us",) + FIELDS:
         assert getattr(refit, f) == pytest.approx(getattr(committed, f), rel=1e-9), f
     assert committed.injection_GBps == local.injection_GBps and committed.drain_rate_GBps == local.drain_rate_GBps
+
+
+def test_fresh7_preregistered_scores_reproduce():
+    """The fresh7 run (records at the pre-registration commit) scored as pre-registered: local `current` and cal6's
+    host platform on every free point, the figures in fresh7-scores.json; both rules met."""
+    scores = json.loads((EXTRA / "fresh7-scores.json").read_text())
+    plats = {"local": Platform.load(EXTRA / "free-s9-platforms" / "h200-local-gated-current.json"),
+             "host": Platform.load(EXTRA / "free-s8-platforms" / "h200-pcie-host-gated-wide-fresh3.json")}
+    for target, folder in (("local", "h200-local-fresh7"), ("host", "h200-pcie-host-fresh7")):
+        pts, meta = load_records(EXTRA / folder / "points.parquet", "point")
+        assert meta["provenance"]["git_commit"].startswith("8123b17")
+        err = calib_fit.model_check(pts[pts["mode"] == "free"], plats[target])
+        assert len(err) == 55
+        key = "current" if target == "local" else "cal6"
+        for col, name in (("rel_err_T_iss", "T_iss"), ("rel_err_period", "period")):
+            e = np.abs(err[col].to_numpy())
+            assert np.median(e) == pytest.approx(scores[target][key][name]["median"])
+            assert np.percentile(e, 90) == pytest.approx(scores[target][key][name]["p90"])
+        assert scores["decision"][target]["met"]
