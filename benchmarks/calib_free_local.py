@@ -1,7 +1,8 @@
 """Free-running bursts on local HBM: the free law's own issue terms and drain rate (issue 15 item 1, session 9, cal9).
 
     python benchmarks/calib_free_local.py classes [--json OUT]     # what the cal6 law gets wrong, by binding term
-    python benchmarks/calib_free_local.py posthoc [--json OUT]     # own-split refits of every committed grid (POST HOC)
+    python benchmarks/calib_free_local.py posthoc [--json OUT]     # own-split refits of every committed grid (POST HOC,
+                                                                   # fresh7 included after its run; ~15 min)
     python benchmarks/calib_free_local.py platforms                # (re)write the pre-registered platforms
     python benchmarks/calib_free_local.py predict [--json OUT]     # their predictions on fresh7's free design
     python benchmarks/calib_free_local.py score --host DIR --local DIR [--json OUT]   # PRE-REGISTERED fresh7 score
@@ -42,7 +43,7 @@ from xstage.sim.platform import Platform  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_split_platform  # noqa: E402
 
 TARGETS = {"host": "pcie-host", "local": "local"}
-GRIDS_WITH_FREE = ("wide", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
+GRIDS_WITH_FREE = ("wide", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh7")   # fresh7: after its run
 OLD_KERNEL = ("wide", "fresh", "fresh2", "fresh3")      # before dbec454 (the end-fence kernel change)
 NEW_KERNEL = ("fresh4", "fresh5")
 CAL6 = EXTRA / "free-s8-platforms"
@@ -111,7 +112,8 @@ def classes() -> dict:
             row[name] = {"n": int(m.sum()), "median_rel_err": float(np.median(e)) if m.any() else None,
                          "median_abs_rel_err": float(np.median(np.abs(e))) if m.any() else None}
         small = B <= 9 * 1024
-        row["B <= 9 KiB"] = {"n": int(small.sum()), "median_rel_err": float(np.median(c["rel_err_T_iss"][small]))}
+        row["B <= 9 KiB"] = {"n": int(small.sum()), "median_rel_err": float(np.median(c["rel_err_T_iss"][small]))
+                             if small.any() else None}
         zero = c["gap(us)"].to_numpy(float) == 0.0
         row["max aggregate K B / T (TB/s)"] = float(np.max(V / T) / 1e6)
         row["max zero-gap V / period (TB/s)"] = float(np.max((V / c["period(us)"].to_numpy(float))[zero]) / 1e6)

@@ -53,8 +53,9 @@ def beats_lockstep(points, platform) -> dict:
     V = free["producers"].to_numpy(float) * free["bytes_per_producer"].to_numpy(float)
     agg = V / free["T_iss(us)"].to_numpy(float)
     stream = V / free["period(us)"].to_numpy(float)
-    above_ceiling = 0 if platform.injection_GBps is None else int(np.sum(agg > CEILING_MARGIN * platform.injection_GBps * 1e3))
-    return {"above_ceiling": above_ceiling, "above_drain": int(np.sum(stream > DRAIN_MARGIN * platform.drain_rate_Bpus))}
+    ceiling = np.inf if platform.injection_GBps is None else CEILING_MARGIN * platform.injection_GBps * 1e3
+    return {"above_ceiling": int(np.sum(agg > ceiling)),
+            "above_drain": int(np.sum(stream > DRAIN_MARGIN * platform.drain_rate_Bpus))}
 
 
 def fit_law(points) -> dict | None:
@@ -83,10 +84,12 @@ def fit_law(points) -> dict | None:
             break
         drain = calib_fit.fit_drain_rate(V[zero_gap], per[zero_gap], T[zero_gap], t0[zero_gap])
         R = drain["R_Bpus"]
-    return {"t_free_us": law["t_fixed_us"], "producer_issue_GBps": law["producer_issue_GBps"], "store_buffer_bytes": law["store_buffer_bytes"] or 0.0,
-            "injection_GBps": law["injection_GBps"] if law["injection_GBps"] is not None else False, "drain_rate_GBps": R / 1e3,
-            "drain_limited": bool(drain["drain_limited"]) if drain else False, "n_drain_points": drain["n_used"] if drain else 0,
-            "n_issue_points": law["n_points"], "median_abs_rel_residual": law["median_abs_rel_residual"]}
+    return {"t_free_us": law["t_fixed_us"], "producer_issue_GBps": law["producer_issue_GBps"],
+            "store_buffer_bytes": law["store_buffer_bytes"] or 0.0,
+            "injection_GBps": law["injection_GBps"] if law["injection_GBps"] is not None else False,   # false: none
+            "drain_rate_GBps": R / 1e3, "drain_limited": bool(drain["drain_limited"]) if drain else False,
+            "n_drain_points": drain["n_used"] if drain else 0, "n_issue_points": law["n_points"],
+            "median_abs_rel_residual": law["median_abs_rel_residual"]}
 
 
 def with_law(platform, law: dict):
