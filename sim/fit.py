@@ -227,16 +227,17 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
 
     Periodic points: T_iss = max(T_iss0, V/R - G, (V - Q)/R), period = T_iss + G (Eq. 2), with the
     measured gap G (start of the next burst minus issue end); the Eq. 3-only prediction is kept
-    beside it. Isolated points: Eq. 7; their period is not modelled (NaN). A relaxing capacity
+    beside it. Isolated points: Eq. 7; their period is not modelled (NaN). Free-running points read
+    ``platform.free_running(V)``: its issue law, capacity and drain rate. A relaxing capacity
     (schema 2) uses ``model_two_stage``'s relaxing forms (``_two_stage_isolated`` / ``_two_stage_periodic``;
     the simulator where the periodic one has no closed form).
     """
-    R = platform.drain_rate_Bpus
     rows = []
     for d in points.to_dict("records"):
         K, B = int(d["producers"]), float(d["bytes_per_producer"])
         V = K * B
         plat = platform.free_running(V) if d["mode"] == "free" else platform   # its own laws (schema 2)
+        R = plat.drain_rate_Bpus                 # a free burst's own drain rate where set (free_drain_rate_GBps)
         t0 = plat.issue_time0_us(K, B)
         Q = plat.capacity_bytes(K)
         G = max(float(d["gap_measured(us)"]), 0.0)

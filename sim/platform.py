@@ -51,7 +51,12 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
 - ``skew_overlaps_ceiling`` (session 8, cal7; ``--model two-stage-gated2``): true: the start skew sits inside the
   per-producer branch, T_iss0 = t_fixed + max(max(B - b0, 0)/P + s (K - 1)/(K + 1), K B/I) -- while the last
   producers start, the early ones already fill the aggregate path (docs/calibration/issue-law.md). None: additive.
-  All four are written only when set, so version-2 files without them keep their contents and hash.
+- ``free_producer_issue_GBps``, ``free_store_buffer_bytes``, ``free_injection_GBps``, ``free_drain_rate_GBps``
+  (session 9, cal9): a free-running burst's own P, b0, aggregate ceiling I (false: none) and drain rate R
+  (``free_running``; each None: the lockstep field). Local HBM's free bursts issue at one producer's rate at every K up to 8 TB/s
+  aggregate (no ceiling near the lockstep I = 5.1 TB/s) and drain at ~4.5 TB/s where the lockstep runs, whose
+  barrier hides the drain, bound R only from below at 3.5 TB/s (docs/calibration/free-local.md).
+  All eight are written only when set, so version-2 files without them keep their contents and hash.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
   Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
@@ -79,9 +84,13 @@ PLATFORM_SCHEMA_VERSION = 2          # the newest version this module reads and 
 SCHEMA_VERSIONS = (1, 2)
 TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps", "start_skew_us",
                     "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
-                    "skew_overlaps_ceiling")   # version 2 only
+                    "skew_overlaps_ceiling") + ("free_producer_issue_GBps", "free_store_buffer_bytes",
+                                                "free_injection_GBps", "free_drain_rate_GBps")   # version 2 only
+_FREE_OVERRIDES = (("free_producer_issue_GBps", "producer_issue_GBps"), ("free_store_buffer_bytes", "store_buffer_bytes"),
+                   ("free_injection_GBps", "injection_GBps"), ("free_drain_rate_GBps", "drain_rate_GBps"))
 _WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
-                     "skew_overlaps_ceiling")   # version-2 fields added later: left out of the file while None
+                     "skew_overlaps_ceiling") + tuple(f for f, _ in _FREE_OVERRIDES)
+# version-2 fields added later: left out of the file while None
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -106,6 +115,10 @@ class Platform:
     free_t_fixed_us: float | None = None        # v2: fixed part of a free-running burst's issue span (no skew)
     free_capacity_bound: bool | None = None     # v2: False: free-running bursts see no capacity below their volume
     skew_overlaps_ceiling: bool | None = None   # v2: True: t_fixed + max(max(B - b0, 0)/P + s (K-1)/(K+1), K B/I)
+    free_producer_issue_GBps: float | None = None   # v2: P of free-running bursts (None: producer_issue_GBps)
+    free_store_buffer_bytes: float | None = None    # v2: b0 of free-running bursts (None: store_buffer_bytes)
+    free_injection_GBps: float | bool | None = None  # v2: I of free-running bursts (false: none; None: injection_GBps)
+    free_drain_rate_GBps: float | None = None       # v2: R seen by free-running bursts (None: drain_rate_GBps)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -157,6 +170,17 @@ class Platform:
             raise InputError("platform.free_capacity_bound", self.free_capacity_bound, "must be true or false")
         if self.skew_overlaps_ceiling is not None and not isinstance(self.skew_overlaps_ceiling, bool):
             raise InputError("platform.skew_overlaps_ceiling", self.skew_overlaps_ceiling, "must be true or false")
+        for name, _ in _FREE_OVERRIDES:
+            value = getattr(self, name)
+            if value is None or (value is False and name == "free_injection_GBps"):   # false: no ceiling
+                continue
+            if name == "free_injection_GBps" and value is True:
+                raise InputError("platform.free_injection_GBps", value, "must be a number or false (no ceiling)")
+            object.__setattr__(self, name, _real(f"platform.{name}", value, allow_zero=name == "free_store_buffer_bytes"))
+        if (self.free_drain_rate_GBps is not None and self.capacity_relax_GBps is not None
+                and self.free_drain_rate_GBps <= self.capacity_relax_GBps):
+            raise InputError("platform.free_drain_rate_GBps", self.free_drain_rate_GBps,
+                             f"must be above capacity_relax_GBps={self.capacity_relax_GBps}")
 
     @property
     def schema_version(self) -> int:
@@ -201,7 +225,8 @@ class Platform:
     def free_running(self, volume_bytes: float | None = None) -> "Platform":
         """The platform a free-running burst (no barrier between bursts) sees: with ``free_t_fixed_us`` set,
         t_fixed = t_free and no start skew (free-running producers do not start together; each one's issue
-        span is its own); with ``free_capacity_bound`` false and the burst's volume V given, a flat capacity of V
+        span is its own); the ``free_*`` P, b0, I and R in place of the lockstep ones where set; with
+        ``free_capacity_bound`` false and the burst's volume V given, a flat capacity of V
         and no per-SM slots or relaxing (Eq. 3 alone: T_iss = max(T_iss0,free, V/R - G)); else the platform
         itself. The simulator's free mode and the model check read it."""
         from dataclasses import replace
@@ -209,6 +234,11 @@ class Platform:
         if self.free_t_fixed_us is not None:
             plat = replace(plat, t_fixed_us=self.free_t_fixed_us,
                            start_skew_us=None if self.start_skew_us is None else 0.0)
+        own = {lockstep: getattr(self, name) for name, lockstep in _FREE_OVERRIDES if getattr(self, name) is not None}
+        if own.get("injection_GBps") is False:      # free_injection_GBps false: free bursts see no aggregate ceiling
+            own["injection_GBps"] = None
+        if own:
+            plat = replace(plat, **own)
         if self.free_capacity_bound is False and volume_bytes is not None:
             plat = replace(plat, capacity_points=((1, max(float(volume_bytes), 1.0)),), sm_outstanding_bytes=None,
                            capacity_relax_GBps=None)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int
-from xstage.sim import fit as calib_fit, fit_robust, fit_two_stage
+from xstage.sim import fit as calib_fit, fit_free, fit_robust, fit_two_stage
 from xstage.units import KiB, MiB
 
 
@@ -219,6 +219,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         platform, fit["free"] = _with_free_law(platform, points)
     if capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap"):    # free bursts without a capacity bound, if shown
         platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
+        platform, fit["free_law"] = fit_free.fit_free_issue_law(points, platform)   # free bursts' own P, b0, I, R
     return platform, fit
 
 
@@ -365,6 +366,9 @@ def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None 
                        capacity_relax_GBps=platform.capacity_relax_GBps,
                        sm_outstanding_KiB=None if platform.sm_outstanding_bytes is None
                        else platform.sm_outstanding_bytes / KiB)
+        summary.update({f: getattr(platform, f) for f in ("free_producer_issue_GBps", "free_store_buffer_bytes",
+                                                          "free_injection_GBps", "free_drain_rate_GBps")
+                        if getattr(platform, f) is not None})      # the free-running law's own terms, where fitted
     if platform.target == "peer":   # records from before the pattern option ran "next"
         summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
     return check, summary

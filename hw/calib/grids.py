@@ -31,6 +31,13 @@ skew overlapping the aggregate ceiling; docs/calibration/issue-law.md): K in {7,
 200} KiB, four gap sweeps -- (124, 18 KiB) and (124, 30 KiB), large K and mid B where the two laws differ most,
 (76, 68 KiB), (30, 200 KiB) -- and the isolated sweep at every K on 7 sizes. Every K is new to wide, fresh, fresh2,
 fresh3 and fresh4, so no (K, B) pair of it is in any of them.
+``fresh7`` (session 9, cal9): a small grid for one short run testing the free-running law's own terms on local HBM
+(``Platform.free_*``: no aggregate ceiling, the free drain rate; docs/calibration/free-local.md) and the host's
+free law beyond the volumes measured so far: K in {22, 46, 94, 130} x B in {13, 40, 120, 200} KiB, three gap sweeps,
+each also free-running -- (130, 320 KiB) = 40.6 MiB, a free burst larger than any measured after a gap (28.9 MiB),
+(94, 288 KiB) = 26.4 MiB, and (130, 24 KiB) = 3.0 MiB at large K and short B -- and the isolated sweep on
+{13, 40, 120} KiB (host sweep about 44 s, local 12 s by calib_fresh3_heldout's time model). Every K is new to every
+earlier grid, so no (K, B) pair of it is in any.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -50,6 +57,7 @@ FRESH3_CAPACITY_SWEEPS = tuple((k, b * KiB) for k, b in ((11, 224), (18, 144), (
                                                          (88, 36), (112, 80), (132, 36), (132, 224)))
 FRESH4_K = (14, 60, 128)
 FRESH5_K = (7, 30, 76, 124)
+FRESH7_K = (22, 46, 94, 130)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -82,6 +90,10 @@ GRIDS = {
     "fresh5": dict(producers=FRESH5_K, sizes=tuple(k * KiB for k in (9, 18, 30, 68, 200)),
                    gap_configs=((124, 18 * KiB), (124, 30 * KiB), (76, 68 * KiB), (30, 200 * KiB)), iso_producers=FRESH5_K,
                    iso_sizes=tuple(k * KiB for k in (9, 18, 30, 48, 68, 120, 200)), free_gaps=0),
+    # fresh7 (session 9, cal9): free-running bursts, large V after gaps, several K (module doc)
+    "fresh7": dict(producers=FRESH7_K, sizes=tuple(k * KiB for k in (13, 40, 120, 200)),
+                   gap_configs=((130, 320 * KiB), (94, 288 * KiB), (130, 24 * KiB)), iso_producers=FRESH7_K,
+                   iso_sizes=tuple(k * KiB for k in (13, 40, 120)), free_gaps=3),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -95,6 +107,7 @@ QUICK_GRIDS = {
     "fresh3": dict(gap_configs=((132, 36 * KiB), (26, 14 * KiB)), free_gaps=2),
     "fresh4": dict(gap_configs=((128, 176 * KiB), (96, 9 * KiB)), free_gaps=2),
     "fresh5": dict(gap_configs=((124, 18 * KiB), (76, 68 * KiB)), free_gaps=0),
+    "fresh7": dict(gap_configs=((130, 320 * KiB), (130, 24 * KiB)), free_gaps=2),
 }
 
 
