@@ -16,17 +16,18 @@
 //       sender-visible issue end = the stores were accepted, not completed
 //   [2] clock64 at [0]           [3] clock64 at [1]
 //   [4] %globaltimer after __threadfence_system + __syncthreads (isolated mode only, else 0):
-//       the CTA's stores are performed system-wide. With the end-fence flag (mode | END_FENCE, not in
+//       the CTA's stores are performed system-wide. In the end-fence kernels (`*_end_fence`, not in
 //       isolated mode) the last burst alone records it, right after its issue end and before its gap:
 //       the time the CTA's last store drained (a lockstep run's drained time, issue 15 item 4); every
-//       other burst keeps 0, and without the flag nothing changes.
+//       other burst keeps 0. The end fence is a template argument, not a run-time flag, so the kernels
+//       without it compile to the code they had before it existed (records taken with a run-time flag
+//       read local free issue spans 1-2 timer ticks longer: docs/calibration/free-local.md).
 //   [5] %globaltimer at the end of the gap
 // Every spin is bounded (time and iterations); on a bound the kernel sets err[0] and returns.
 
 #include "xstage_sync.cuh"
 
 #define NREC 6
-#define END_FENCE 0x100u          // flag bit of the mode argument: fence and time the last burst
 #define NO_PRODUCER 0xFFFFFFFFu   // a region row no producer writes (stays zero)
 
 __device__ __forceinline__ uint4 pattern_word(u32 p, u32 b, u32 i) {
@@ -49,6 +50,7 @@ __device__ __forceinline__ uint4 pattern_word(u32 p, u32 b, u32 i) {
 //
 // One producer's bursts: burst b writes base0 + (b % slots) * slot_stride_words, words tagged `tag`.
 // Every early return (error flag set) ends the producer; the kernel then returns.
+template <bool kEndFence>
 __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slot_stride_words, u32 tag,
                                            u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode, u32 gap_kind,
                                            u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter,
@@ -56,8 +58,6 @@ __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slo
                                            int* err) {
     const u32 p = blockIdx.x;
     const u32 K = gridDim.x;
-    const bool end_fence = (mode & END_FENCE) != 0;
-    mode &= 0xFFu;
     u32 barriers = 0;
     if (threadIdx.x == 0) sm_of[p] = sm_id();
     // Common start: every producer begins its first burst together.
@@ -78,7 +78,7 @@ __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slo
             u64 t_end = gtimer();
             r[0] = t_start; r[1] = t_end; r[2] = c_start; r[3] = c_end; r[4] = 0;
         }
-        if (end_fence && mode != 1 && b + 1 == n_bursts) {
+        if (kEndFence && mode != 1 && b + 1 == n_bursts) {
             __threadfence_system();  // the last burst: every thread's stores performed system-wide
             __syncthreads();
             if (threadIdx.x == 0) r[4] = gtimer();
@@ -112,29 +112,64 @@ __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slo
     if (a0 + a1 + a2 + a3 == -1.0f) sink[p] = a0;  // keeps the FMA gap alive
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
-burst_kernel(uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode,
-             u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter,
-             u64* __restrict__ rec, u32* __restrict__ sm_of, float* __restrict__ sink, int* err) {
-    extern __shared__ uint4 occupancy_pad[];  // dynamic smem: forces one CTA per SM
+template <bool kEndFence>
+__device__ __forceinline__ void burst_body(uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_bursts,
+                                           u32 mode, u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns,
+                                           u32* barrier_counter, u64* __restrict__ rec, u32* __restrict__ sm_of,
+                                           float* __restrict__ sink, int* err) {
     const u32 p = blockIdx.x;
-    run_bursts(dst + (size_t)p * words_per_producer, (size_t)gridDim.x * words_per_producer, p, words_per_producer,
-               slots, n_bursts, mode, gap_kind, gap_param, settle_ns, timeout_ns, barrier_counter, rec, sm_of, sink, err);
+    run_bursts<kEndFence>(dst + (size_t)p * words_per_producer, (size_t)gridDim.x * words_per_producer, p,
+                          words_per_producer, slots, n_bursts, mode, gap_kind, gap_param, settle_ns, timeout_ns,
+                          barrier_counter, rec, sm_of, sink, err);
+}
+
+#define BURST_PARAMS uint4* __restrict__ dst, u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode, \
+    u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter, u64* __restrict__ rec, \
+    u32* __restrict__ sm_of, float* __restrict__ sink, int* err
+#define BURST_ARGS dst, words_per_producer, slots, n_bursts, mode, gap_kind, gap_param, settle_ns, timeout_ns, \
+    barrier_counter, rec, sm_of, sink, err
+
+extern "C" __global__ void __launch_bounds__(1024) burst_kernel(BURST_PARAMS) {
+    extern __shared__ uint4 occupancy_pad[];  // dynamic smem: forces one CTA per SM
+    burst_body<false>(BURST_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) burst_kernel_end_fence(BURST_PARAMS) {
+    extern __shared__ uint4 occupancy_pad[];
+    burst_body<true>(BURST_ARGS);
 }
 
 // The all-to-all peer pattern: producer p stores into the region dst_table[dst_of[p]] (this sender's
 // region of that peer's buffer), row row_of[p] of `rows` per copy; its words carry tag_base | p.
-extern "C" __global__ void __launch_bounds__(1024)
-burst_kernel_multi(const u64* __restrict__ dst_table, const u32* __restrict__ dst_of, const u32* __restrict__ row_of,
-                   u32 rows, u32 tag_base, u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode,
-                   u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter,
-                   u64* __restrict__ rec, u32* __restrict__ sm_of, float* __restrict__ sink, int* err) {
-    extern __shared__ uint4 occupancy_pad[];  // dynamic smem: forces one CTA per SM
+template <bool kEndFence>
+__device__ __forceinline__ void burst_multi_body(const u64* __restrict__ dst_table, const u32* __restrict__ dst_of,
+                                                 const u32* __restrict__ row_of, u32 rows, u32 tag_base,
+                                                 u32 words_per_producer, u32 slots, u32 n_bursts, u32 mode,
+                                                 u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns,
+                                                 u32* barrier_counter, u64* __restrict__ rec,
+                                                 u32* __restrict__ sm_of, float* __restrict__ sink, int* err) {
     const u32 p = blockIdx.x;
     uint4* region = reinterpret_cast<uint4*>(dst_table[dst_of[p]]);
-    run_bursts(region + (size_t)row_of[p] * words_per_producer, (size_t)rows * words_per_producer, tag_base | p,
-               words_per_producer, slots, n_bursts, mode, gap_kind, gap_param, settle_ns, timeout_ns, barrier_counter,
-               rec, sm_of, sink, err);
+    run_bursts<kEndFence>(region + (size_t)row_of[p] * words_per_producer, (size_t)rows * words_per_producer,
+                          tag_base | p, words_per_producer, slots, n_bursts, mode, gap_kind, gap_param, settle_ns,
+                          timeout_ns, barrier_counter, rec, sm_of, sink, err);
+}
+
+#define BURST_MULTI_PARAMS const u64* __restrict__ dst_table, const u32* __restrict__ dst_of, \
+    const u32* __restrict__ row_of, u32 rows, u32 tag_base, u32 words_per_producer, u32 slots, u32 n_bursts, \
+    u32 mode, u32 gap_kind, u64 gap_param, u64 settle_ns, u64 timeout_ns, u32* barrier_counter, \
+    u64* __restrict__ rec, u32* __restrict__ sm_of, float* __restrict__ sink, int* err
+#define BURST_MULTI_ARGS dst_table, dst_of, row_of, rows, tag_base, words_per_producer, slots, n_bursts, mode, \
+    gap_kind, gap_param, settle_ns, timeout_ns, barrier_counter, rec, sm_of, sink, err
+
+extern "C" __global__ void __launch_bounds__(1024) burst_kernel_multi(BURST_MULTI_PARAMS) {
+    extern __shared__ uint4 occupancy_pad[];  // dynamic smem: forces one CTA per SM
+    burst_multi_body<false>(BURST_MULTI_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) burst_kernel_multi_end_fence(BURST_MULTI_PARAMS) {
+    extern __shared__ uint4 occupancy_pad[];
+    burst_multi_body<true>(BURST_MULTI_ARGS);
 }
 
 // Zero `n_words` 16-byte words (the host calls it before every run).

@@ -55,8 +55,11 @@ target buffer's pattern are checked, and any failure raises `MicrobenchError`.
 End fence (``BurstSpec.end_fence``, not isolated mode; session 8): after the last burst's issue end every
 thread runs __threadfence_system and thread 0 reads %globaltimer; the frame then has ``end_fence(us)`` on the
 last burst's rows (from the run's first burst start, as ``start(us)``; NaN elsewhere), so max over producers
-is the run's drained time: first issue to the last byte drained (the host probe's ``fence_us``). Without it
-the kernel, the records and their columns are as before.
+is the run's drained time: first issue to the last byte drained (the host probe's ``fence_us``). It is a build
+of its own (``burst_kernel_end_fence``: a template argument of ``microbench.cu``), so without it the kernel is
+the one from before the end fence existed (session 9: records taken with it as a run-time flag read local
+free issue spans 1-2 timer ticks longer; ``benchmarks/gpu/microbench_ab.py`` compares the builds), and the records
+and their columns are as before.
 """
 
 
@@ -72,7 +75,6 @@ from xstage.hw.microbench.spec import GAP_KINDS, MODES, BurstSpec  # noqa: F401 
 from xstage.sim.burst_summary import summarize_run  # noqa: F401 - re-exported
 
 NREC = 6                      # u64 per burst, see microbench.cu
-END_FENCE = 0x100             # flag bit of the kernel's mode argument (microbench.cu)
 COARSE_TICK_NS = 64.0         # above this the durations use clock64
 ERRORS = {1: "grid barrier timed out (CTAs not co-resident?)", 2: "a spin loop hit its iteration bound"}
 
@@ -174,10 +176,12 @@ class Microbench:
                  "rows": lay.rows, "tags": lay.tags(d), "words": slots * lay.rows * W} for d in lay.dests]
 
     def _burst_launch(self, spec: BurstSpec, regions: list[dict]):
-        """(kernel, leading arguments) of the burst kernel: the buffer, or the destination tables."""
+        """(kernel, leading arguments) of the burst kernel: the buffer, or the destination tables; its end-fence
+        build (``*_end_fence``, a template argument of microbench.cu) where the spec asks for the end fence."""
         lay = self.target.layout(spec.producers)
+        fence = "_end_fence" if spec.end_fence else ""
         if lay is None:
-            return self.k_burst, (np.uint64(regions[0]["ptr"]),)
+            return (self.kernel("burst_kernel" + fence) if fence else self.k_burst), (np.uint64(regions[0]["ptr"]),)
         cp = self.cp
         index = {r["dest"]: k for k, r in enumerate(regions)}
         table = cp.zeros(len(regions), dtype=cp.uint64)
@@ -186,7 +190,7 @@ class Microbench:
         dst_of.set(np.array([index[int(d)] for d in lay.dest_of], dtype=np.uint32))
         row_of = cp.zeros(spec.producers, dtype=cp.uint32)
         row_of.set(lay.row_of.astype(np.uint32))
-        return self.kernel("burst_kernel_multi"), (table, dst_of, row_of, np.uint32(lay.rows), np.uint32(lay.tag_base))
+        return self.kernel("burst_kernel_multi" + fence), (table, dst_of, row_of, np.uint32(lay.rows), np.uint32(lay.tag_base))
 
     def verify(self, spec: BurstSpec, slots: int | None = None) -> int:
         """Check every region the last run of ``spec`` wrote, on the device (through the peer mapping
@@ -257,7 +261,7 @@ class Microbench:
             ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
             ev0.record()
             kernel((K,), (spec.threads,),
-                   (*head, np.uint32(W), np.uint32(slots), np.uint32(n), np.uint32(MODES.index(spec.mode) | (END_FENCE if spec.end_fence else 0)),
+                   (*head, np.uint32(W), np.uint32(slots), np.uint32(n), np.uint32(MODES.index(spec.mode)),
                     np.uint32(gap_kind), np.uint64(gap_param), np.uint64(int(spec.settle_us * 1e3)),
                     np.uint64(self.timeout_ns), counter, rec, sm_of, sink, err),
                    shared_mem=self.pad_bytes)

@@ -21,7 +21,8 @@ def test_header_inlined_once(name):
 
 def test_store_kernel_keeps_its_entry_points():
     src = kernel_source()
-    for kernel in ("burst_kernel", "burst_kernel_multi", "fill_zero", "verify_pattern", "verify_rows", "flip_bits",
+    for kernel in ("burst_kernel", "burst_kernel_multi", "burst_kernel_end_fence", "burst_kernel_multi_end_fence",
+                   "fill_zero", "verify_pattern", "verify_rows", "flip_bits",
                    "timer_probe"):  # what runner.Microbench gets from the module
         assert len(re.findall(rf"\b{kernel}\(", src)) == 1, kernel
     assert "pattern_word" in src
@@ -33,3 +34,15 @@ def test_put_helpers_file_is_the_inlined_source():
     assert path.name == "put_helpers.cu" and helpers_path() == str(path)  # written once per process
     for fn in ("xs_gtimer", "xs_clock", "xs_smid", "xs_grid_barrier", "xs_spin_until", "xs_spin_cycles"):
         assert f'extern "C" __device__ int {fn}(' in path.read_text()
+
+
+def test_the_end_fence_is_a_template_argument_not_a_runtime_flag():
+    """The kernels without the end fence compile to the code they had before it (a run-time flag moved their issue
+    spans by a timer tick or two): run_bursts takes it as a template argument and the mode is not masked."""
+    src = kernel_source()
+    assert "template <bool kEndFence>" in src and "if (kEndFence && mode != 1" in src
+    assert "END_FENCE" not in src and "mode &=" not in src
+    for kernel, fence in (("burst_kernel", "false"), ("burst_kernel_end_fence", "true"),
+                          ("burst_kernel_multi", "false"), ("burst_kernel_multi_end_fence", "true")):
+        body = src[src.index(f" {kernel}("):]
+        assert f"<{fence}>(" in body[:body.index("}")], kernel

@@ -48,6 +48,17 @@ def test_without_end_fence_the_frame_is_unchanged():
     assert with_fence.drop(columns=["end_fence(us)"]).equals(frame)
 
 
+def test_the_end_fence_runs_its_own_kernel_build():
+    mb = object.__new__(Microbench)            # no GPU: only what _burst_launch reads
+    mb.k_burst, mb.kernel = "burst_kernel", lambda name: name
+    mb.target = type("T", (), {"layout": lambda self, K: None})()
+    regions = [{"ptr": 4096}]
+    kernel, head = mb._burst_launch(BurstSpec(3, 4096, mode="periodic", bursts=4), regions)
+    assert kernel == "burst_kernel" and [int(x) for x in head] == [4096]
+    kernel, _ = mb._burst_launch(BurstSpec(3, 4096, mode="periodic", bursts=4, end_fence=True), regions)
+    assert kernel == "burst_kernel_end_fence"
+
+
 def test_end_fence_is_refused_where_it_has_no_meaning():
     with pytest.raises(InputError, match="end_fence"):
         BurstSpec(4, 4096, mode="isolated", end_fence=True)
