@@ -5,7 +5,9 @@ Compiles several sources of ``microbench.cu`` (``--source NAME=PATH``, each with
 burst configurations through each build of ``burst_kernel`` on one GPU, interleaved: for every repeat, every
 configuration, every build in turn. Runs without the end fence only, so every build gets the same arguments.
 Per (build, configuration, repeat): T_iss, period, the median producer issue span and the kernel's bytes over
-its time (``xstage.sim.burst_summary.summarize_run``, as ``xstage calibrate`` reports them). Writes a JSON
+its time (``xstage.sim.burst_summary.summarize_run``, as ``xstage calibrate`` reports them). ``--end-fence``
+adds this checkout's end-fence build (``burst_kernel_end_fence``, run with ``end_fence=True``) on the zero-gap
+configurations, as the build ``current+fence``. Writes a JSON
 record (``--out``, provenance included) and prints one line per configuration: each build's median over
 repeats and its ratio to the first build.
 
@@ -40,6 +42,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", action="append", default=[], metavar="NAME=PATH",
                     help="a microbench.cu to build beside this checkout's ('current'); repeatable")
+    ap.add_argument("--end-fence", action="store_true", help="also this checkout's end-fence build (zero gaps)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bursts", type=int, default=64)
     ap.add_argument("--trials", type=int, default=3)
@@ -65,14 +68,20 @@ def main(argv=None) -> int:
         mb = Microbench(open_target(target, 1 << 30))
         mb.probe_timer()
         builds = {name: build(mb, src) for name, src in sources.items()}
+        if args.end_fence:
+            builds["current+fence"] = builds["current"]
         for rep in range(args.repeats):
             for (tgt, K, B, gap, mode) in CONFIGS:
                 if tgt != target:
                     continue
                 spec = BurstSpec(K, B * 1024, gap, mode=mode, bursts=args.bursts, trials=args.trials, warmup=1)
                 for name, (_, kernel) in builds.items():
+                    fence = name.endswith("+fence")
+                    if fence and (gap > 0 or mode not in ("periodic", "free")):
+                        continue
                     mb.k_burst = kernel
-                    frame, _ = mb.run(spec)
+                    frame, _ = mb.run(BurstSpec(K, B * 1024, gap, mode=mode, bursts=args.bursts, trials=args.trials,
+                                                warmup=1, end_fence=True) if fence else spec)
                     s = summarize_run(frame)
                     rows.append({"build": name, "target": target, "K": K, "B_KiB": B, "gap_us": gap, "mode": mode,
                                  "repeat": rep, **{k: s[k] for k in ("T_iss(us)", "period(us)", "T_iss_producer(us)",
@@ -80,13 +89,13 @@ def main(argv=None) -> int:
                 print(f"[ab] {target} K {K} B {B} KiB gap {gap} {mode} repeat {rep} done", flush=True)
         mb.close()
 
-    names = list(sources)
+    names = list(sources) + (["current+fence"] if args.end_fence else [])
     print(f"{'target':>6} {'K':>4} {'B':>4} {'gap':>5} {'mode':>9}  " +
           "  ".join(f"{n + ' T_iss':>16} {'period':>8} {'prod':>7}" for n in names))
     summary = []
     for (tgt, K, B, gap, mode) in CONFIGS:
         sel = [r for r in rows if (r["target"], r["K"], r["B_KiB"], r["gap_us"], r["mode"]) == (tgt, K, B, gap, mode)]
-        med = {n: {k: float(np.median([r[k] for r in sel if r["build"] == n]))
+        med = {n: {k: float(np.median([r[k] for r in sel if r["build"] == n] or [np.nan]))
                    for k in ("T_iss(us)", "period(us)", "T_iss_producer(us)")} for n in names}
         summary.append({"target": tgt, "K": K, "B_KiB": B, "gap_us": gap, "mode": mode, "median": med})
         print(f"{tgt:>6} {K:>4} {B:>4} {gap:>5} {mode:>9}  " +

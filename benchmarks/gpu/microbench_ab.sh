@@ -16,7 +16,7 @@ for n in flag current; do
   echo "sass before vs $n: $(diff "$D/before.sass" "$D/$n.sass" | grep -c '^[<>]') differing lines"
 done
 step "A/B runs"
-timeout $(( $(left) - 60 )) $PY benchmarks/gpu/microbench_ab.py --source "before=$SRC/before.cu" --source "flag=$SRC/flag.cu" \
+timeout $(( $(left) - 60 )) $PY benchmarks/gpu/microbench_ab.py --end-fence --source "before=$SRC/before.cu" --source "flag=$SRC/flag.cu" \
   --out "$D/microbench-ab.json" 2>&1 | tee "$D/ab.log" | grep -v '^\[ab\]'
 step "GPU tests"
 timeout 50 $PY -m pytest -q -p no:cacheprovider -m gpu tests/hw/test_microbench_end_fence.py tests/hw/test_calib_gpu.py \

@@ -17,11 +17,12 @@
 //   [2] clock64 at [0]           [3] clock64 at [1]
 //   [4] %globaltimer after __threadfence_system + __syncthreads (isolated mode only, else 0):
 //       the CTA's stores are performed system-wide. In the end-fence kernels (`*_end_fence`, not in
-//       isolated mode) the last burst alone records it, right after its issue end and before its gap:
-//       the time the CTA's last store drained (a lockstep run's drained time, issue 15 item 4); every
-//       other burst keeps 0. The end fence is a template argument, not a run-time flag, so the kernels
-//       without it compile to the code they had before it existed (records taken with a run-time flag
-//       read local free issue spans 1-2 timer ticks longer: docs/calibration/free-local.md).
+//       isolated mode, zero gap only) the last burst alone records it, after the burst loop (its gap
+//       is zero): the time the CTA's last store drained (a lockstep run's drained time, issue 15 item
+//       4); every other burst keeps 0. The end fence is a template argument used after the loop, not a
+//       run-time flag inside it: the kernels without it compile to the code they had before it existed,
+//       and the loop of the kernels with it is the same source (a run-time flag inside the loop read
+//       issue spans 1-3 timer ticks longer: docs/calibration/microbench-build.md).
 //   [5] %globaltimer at the end of the gap
 // Every spin is bounded (time and iterations); on a bound the kernel sets err[0] and returns.
 
@@ -78,11 +79,6 @@ __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slo
             u64 t_end = gtimer();
             r[0] = t_start; r[1] = t_end; r[2] = c_start; r[3] = c_end; r[4] = 0;
         }
-        if (kEndFence && mode != 1 && b + 1 == n_bursts) {
-            __threadfence_system();  // the last burst: every thread's stores performed system-wide
-            __syncthreads();
-            if (threadIdx.x == 0) r[4] = gtimer();
-        }
         if (mode == 1) {
             __threadfence_system();  // each thread's own stores are performed system-wide
             __syncthreads();
@@ -108,6 +104,11 @@ __device__ __forceinline__ void run_bursts(uint4* __restrict__ base0, size_t slo
             __syncthreads();
         }
         if (threadIdx.x == 0) r[5] = gtimer();
+    }
+    if (kEndFence && mode != 1) {    // after the loop, so the bursts run the code of the build without it
+        __threadfence_system();      // the last burst (zero gap): every thread's stores performed system-wide
+        __syncthreads();
+        if (threadIdx.x == 0) rec[((size_t)p * n_bursts + n_bursts - 1) * NREC + 4] = gtimer();
     }
     if (a0 + a1 + a2 + a3 == -1.0f) sink[p] = a0;  // keeps the FMA gap alive
 }

@@ -52,14 +52,15 @@ clock measured over the same run (``timebase``). Each run: warm-up trials (disca
 ``trials`` trials; after every trial the error flag, the one-CTA-per-SM placement and the whole
 target buffer's pattern are checked, and any failure raises `MicrobenchError`.
 
-End fence (``BurstSpec.end_fence``, not isolated mode; session 8): after the last burst's issue end every
-thread runs __threadfence_system and thread 0 reads %globaltimer; the frame then has ``end_fence(us)`` on the
-last burst's rows (from the run's first burst start, as ``start(us)``; NaN elsewhere), so max over producers
-is the run's drained time: first issue to the last byte drained (the host probe's ``fence_us``). It is a build
-of its own (``burst_kernel_end_fence``: a template argument of ``microbench.cu``), so without it the kernel is
-the one from before the end fence existed (session 9: records taken with it as a run-time flag read local
-free issue spans 1-2 timer ticks longer; ``benchmarks/gpu/microbench_ab.py`` compares the builds), and the records
-and their columns are as before.
+End fence (``BurstSpec.end_fence``, not isolated mode, zero gap; session 8): after the burst loop (the last
+burst's issue end, its gap being zero) every thread runs __threadfence_system and thread 0 reads %globaltimer;
+the frame then has ``end_fence(us)`` on the last burst's rows (from the run's first burst start, as
+``start(us)``; NaN elsewhere), so max over producers is the run's drained time: first issue to the last byte
+drained (the host probe's ``fence_us``). It is a build of its own (``burst_kernel_end_fence``: a template
+argument of ``microbench.cu`` used after the loop), so the kernel without it is the one from before the end
+fence existed and the loop of the one with it is the same source (session 9: as a run-time flag inside the loop
+it read issue spans 1-3 timer ticks longer; ``benchmarks/gpu/microbench_ab.py`` compares builds, record and
+figures in docs/calibration/microbench-build.md), and the records and their columns are as before.
 """
 
 

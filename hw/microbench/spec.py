@@ -25,7 +25,7 @@ class BurstSpec:
     warmup: int = 1
     threads: int = 512
     settle_us: float = 10.0      # isolated mode: wait after the drain barrier
-    end_fence: bool = False      # not isolated: the last burst fences and records its drain (``end_fence(us)``)
+    end_fence: bool = False      # not isolated, zero gap: the last burst fences, records its drain (``end_fence(us)``)
 
     def __post_init__(self):
         object.__setattr__(self, "producers", require_int("producers", self.producers))
@@ -53,6 +53,9 @@ class BurstSpec:
         if self.end_fence and self.mode == "isolated":
             raise InputError("end_fence", self.end_fence, "applies to modes free, periodic, aligned (isolated "
                              "mode fences every burst)")
+        if self.end_fence and (self.gap_us > 0 if self.gap_kind != "fma" else self.fma_iters > 0):
+            raise InputError("end_fence", self.end_fence, "needs a zero gap (the fence runs after the last burst's "
+                             f"gap; gap_us={self.gap_us}, fma_iters={self.fma_iters})")
 
     @property
     def volume_bytes(self) -> int:

@@ -42,6 +42,8 @@ def test_the_end_fence_is_a_template_argument_not_a_runtime_flag():
     src = kernel_source()
     assert "template <bool kEndFence>" in src and "if (kEndFence && mode != 1" in src
     assert "END_FENCE" not in src and "mode &=" not in src
+    loop = src[src.index("for (u32 b = 0; b < n_bursts; ++b)"):src.index("if (kEndFence && mode != 1")]
+    assert "kEndFence" not in loop          # the burst loop is one source for both builds
     for kernel, fence in (("burst_kernel", "false"), ("burst_kernel_end_fence", "true"),
                           ("burst_kernel_multi", "false"), ("burst_kernel_multi_end_fence", "true")):
         body = src[src.index(f" {kernel}("):]

@@ -64,6 +64,11 @@ def test_end_fence_is_refused_where_it_has_no_meaning():
         BurstSpec(4, 4096, mode="isolated", end_fence=True)
     with pytest.raises(InputError, match="end_fence"):
         BurstSpec(4, 4096, end_fence=1)
+    with pytest.raises(InputError, match="zero gap"):
+        BurstSpec(4, 4096, 2.0, mode="periodic", end_fence=True)
+    with pytest.raises(InputError, match="zero gap"):
+        BurstSpec(4, 4096, gap_kind="fma", fma_iters=10, mode="free", end_fence=True)
+    assert BurstSpec(4, 4096, gap_kind="fma", fma_iters=0, mode="free", end_fence=True).end_fence
 
 
 @pytest.mark.gpu
