@@ -15,6 +15,10 @@ done
 for n in flag current; do
   echo "sass before vs $n: $(diff "$D/before.sass" "$D/$n.sass" | grep -c '^[<>]') differing lines"
 done
+cuobjdump -sass -fun burst_kernel_end_fence "$D/current.cubin" 2>/dev/null | grep -E '^\s+/\*[0-9a-f]{4}\*/' \
+  | sed -E 's#/\*[0-9a-f]{4}\*/##; s#;.*##' > "$D/current-end-fence.sass"
+echo "sass current vs its end-fence build: $(wc -l < "$D/current-end-fence.sass") instructions," \
+  "$(diff "$D/current.sass" "$D/current-end-fence.sass" | grep -c '^[<>]') differing lines"
 step "A/B runs"
 timeout $(( $(left) - 60 )) $PY benchmarks/gpu/microbench_ab.py --end-fence --source "before=$SRC/before.cu" --source "flag=$SRC/flag.cu" \
   --out "$D/microbench-ab.json" 2>&1 | tee "$D/ab.log" | grep -v '^\[ab\]'
