@@ -43,13 +43,17 @@ def test_score_reads_the_median_over_trials(tmp_path):
     assert "drain_bound" not in s and s["barrier_paced"]["T_iss_us"]["n"] == 1
 
 
-def test_committed_scores_are_the_committed_run_scored_against_the_committed_predictions():
+@pytest.mark.parametrize("run_name, scores", [("lockstep-drained-bb34da7", "lockstep-drained-s8-scores.json"),
+                                              ("lockstep-drained-3f89e3d", "lockstep-drained-s9-scores.json")])
+def test_committed_scores_are_the_committed_run_scored_against_the_committed_predictions(run_name, scores):
     fd = load_script("finite_runs_drained")
     extra = data_dir() / "calibration-extra"
-    run = extra / "lockstep-drained-bb34da7"
+    run = extra / run_name
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["provenance"]["git_commit"].startswith("bb34da7") and not meta["skipped_for_budget"]
-    rec = json.loads((extra / "lockstep-drained-s8-scores.json").read_text())
+    assert meta["provenance"]["git_commit"].startswith(run_name.rsplit("-", 1)[1]) and not meta["skipped_for_budget"]
+    # the session-9 re-run: the same grid, the session-8 predictions, measured after its pre-registration
+    assert json.loads(PRED.read_text())["provenance"]["date"] < meta["provenance"]["date"]
+    rec = json.loads((extra / scores).read_text())
     got = fd.score(run, json.loads(PRED.read_text()))
     for key, s in rec["scores"].items():
         assert got["scores"][key]["n_runs"] == s["n_runs"] == 30
