@@ -21,8 +21,8 @@
 //       is zero): the time the CTA's last store drained (a lockstep run's drained time, issue 15 item
 //       4); every other burst keeps 0. The end fence is a template argument used after the loop, not a
 //       run-time flag inside it: the kernels without it compile to the code they had before it existed,
-//       and the loop of the kernels with it is the same source (a run-time flag inside the loop read
-//       issue spans 1-3 timer ticks longer: docs/calibration/microbench-build.md).
+//       and the loop of the kernels with it is the same source (a run-time flag inside the loop read free
+//       running issue spans 2-3 timer ticks longer: docs/calibration/microbench-build.md).
 //   [5] %globaltimer at the end of the gap
 // Every spin is bounded (time and iterations); on a bound the kernel sets err[0] and returns.
 

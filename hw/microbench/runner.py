@@ -59,7 +59,7 @@ the frame then has ``end_fence(us)`` on the last burst's rows (from the run's fi
 drained (the host probe's ``fence_us``). It is a build of its own (``burst_kernel_end_fence``: a template
 argument of ``microbench.cu`` used after the loop), so the kernel without it is the one from before the end
 fence existed and the loop of the one with it is the same source (session 9: as a run-time flag inside the loop
-it read issue spans 1-3 timer ticks longer; ``benchmarks/gpu/microbench_ab.py`` compares builds, record and
+it read free-running issue spans 2-3 timer ticks longer; ``benchmarks/gpu/microbench_ab.py`` compares builds, record and
 figures in docs/calibration/microbench-build.md), and the records and their columns are as before.
 """
 
