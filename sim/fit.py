@@ -196,7 +196,8 @@ def _two_stage_isolated(platform, K, t0, V, R, Q) -> float:
     relax = platform.queue_options(K)
     if not relax:
         return model.isolated_issue_time_us(t0, V, R, Q)
-    return model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
+    return model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"],
+                                                           relax.get("relax_exponential", False))
 
 
 def _two_stage_periodic(platform, K, B, G, t0, V, R, Q) -> float:
@@ -205,7 +206,8 @@ def _two_stage_periodic(platform, K, B, G, t0, V, R, Q) -> float:
     relax = platform.queue_options(K)
     if not relax:
         return periodic_issue_time_us(G, t0, V, R, Q)
-    T = model_two_stage.relaxing_periodic_issue_time_us(G, t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
+    T = model_two_stage.relaxing_periodic_issue_time_us(G, t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"],
+                                                        relax.get("relax_exponential", False))
     if np.isnan(T):
         from xstage.sim.bursts import BurstConfig, simulate_bursts
         run = simulate_bursts(platform, BurstConfig(K, int(B), G, 400, skip=300, engine="simpy"),

@@ -22,22 +22,32 @@ and the producers are held back, the capacity shrinks at rho from its ceiling (`
 towards ``floor_bytes``, so the producers get R - rho in; when the queue empties it is back at the
 ceiling. Still piecewise linear: a step also splits where the capacity reaches its floor. Without
 ``relax_Bpus`` none of this code runs.
+
+Exponential relaxation (``relax_exponential``, ``Platform.capacity_relax_exponential``): while held back the
+capacity C falls as dC/dt = -rho (C - floor) / (ceiling - floor), so over a step s of a held stretch it goes from
+c to c exp(-s / tau) above the floor (tau = (ceiling - floor) / rho) and R s - c (1 - exp(-s / tau)) gets in -- both
+exact; the producers get R - rho (C - floor) / (ceiling - floor), which grows back toward R, so a held stretch ends
+where that reaches their demand (if their demand is below R), and a producer's finish inside it is the root of
+``model_two_stage.exponential_fill_time_us``. The floor is approached, never reached. Only the fair drain order.
 """
 
 import heapq
 import itertools
 import math
 
+from xstage.sim.model_two_stage import exponential_fill_time_us
+
 _ULPS = 8.0   # clock resolution in units in the last place of max(now, 1)
 
 
 class FluidQueue:
     __slots__ = ("drain_rate", "capacity", "coupled", "level", "peak", "idle_since", "log", "relax", "floor",
-                 "ceiling", "_adm", "_adm_lo", "_drn", "_drn_lo", "_vclock", "_scale", "_demand", "_active",
+                 "ceiling", "exponential", "_adm", "_adm_lo", "_drn", "_drn_lo", "_vclock", "_scale", "_demand", "_active",
                  "_waiting", "_seq", "_t")
 
     def __init__(self, drain_rate_Bpus: float, capacity_bytes: float, *, coupled: bool = False,
-                 record: bool = True, relax_Bpus: float | None = None, floor_bytes: float | None = None):
+                 record: bool = True, relax_Bpus: float | None = None, floor_bytes: float | None = None,
+                 relax_exponential: bool = False):
         if not drain_rate_Bpus > 0:
             raise ValueError(f"drain_rate_Bpus(={drain_rate_Bpus}) must be > 0")
         if not capacity_bytes > 0:
@@ -51,6 +61,9 @@ class FluidQueue:
             if floor_bytes is None or not 0 < floor_bytes <= capacity_bytes:
                 raise ValueError(f"floor_bytes(={floor_bytes}) must be > 0 and <= capacity_bytes")
             self.relax, self.floor = float(relax_Bpus), float(floor_bytes)
+        elif relax_exponential:
+            raise ValueError("relax_exponential needs relax_Bpus (the relaxing capacity it shapes)")
+        self.exponential = bool(relax_exponential)
         self.level = self.peak = 0.0
         self._adm = self._adm_lo = self._drn = self._drn_lo = 0.0   # compensated (Neumaier) running sums
         self.idle_since = 0.0   # when nothing was last outstanding and nobody issuing (the last byte drained)
@@ -143,12 +156,32 @@ class FluidQueue:
         return admit, (self.drain_rate if self.level > 0.0 else min(self.drain_rate, admit))
 
     def _shrink(self) -> float:
-        """Rate at which the capacity falls while the queue is full (relaxing capacity), else 0."""
-        return self.relax if self.relax is not None and self.capacity > self.floor else 0.0
+        """Rate at which the capacity falls while the queue is full (relaxing capacity), else 0; exponential:
+        rho (C - floor) / (ceiling - floor), the rate now."""
+        if self.relax is None or not self.capacity > self.floor:
+            return 0.0
+        if self.exponential:
+            return self.relax * (self.capacity - self.floor) / (self.ceiling - self.floor)
+        return self.relax
+
+    def _tau(self) -> float:
+        """Exponential relaxation's time constant, (ceiling - floor) / rho."""
+        return (self.ceiling - self.floor) / self.relax
+
+    def _release_in(self) -> float:
+        """Exponential relaxation, held back: the time until the producers' room, R - rho (C - floor) /
+        (ceiling - floor), reaches their demand (inf when their demand is at least R)."""
+        slack = (self.drain_rate - self._demand) * self._tau()   # C - floor at which the room equals the demand
+        if not slack > 0.0:
+            return math.inf
+        c = self.capacity - self.floor
+        return self._tau() * math.log(c / slack) if c > slack else 0.0
 
     def _set_scale(self) -> None:
         full = self.level >= self.capacity
         room = self.drain_rate - self._shrink() if self.relax is not None else self.drain_rate
+        if self.exponential and full and self._demand > room and self._release_in() == 0.0:
+            room = self._demand                                # at the release point within rounding: let go
         self._scale = room / self._demand if full and self._demand > room else 1.0
 
     def advance(self, now: float) -> None:
@@ -191,6 +224,9 @@ class FluidQueue:
             admit, drain = self._rates()
             net = admit - drain
             held = self._scale < 1.0 and self.level >= self.capacity
+            if held and self.exponential:
+                dt = self._advance_exponential_held(now, dt)
+                continue
             shrink = self._shrink() if held else 0.0
             if held:
                 seg, edge = ((self.capacity - self.floor) / shrink if shrink > 0 else math.inf), "floor"
@@ -225,6 +261,22 @@ class FluidQueue:
                     self.idle_since = now - (dt - step)
             self._set_scale()
             dt -= step
+
+    def _advance_exponential_held(self, now: float, dt: float) -> float:
+        """One stretch of ``_advance_relaxing`` held back under exponential relaxation (module doc): up to ``dt`` or
+        to where the room reaches the demand (then the producers are let go: scale 1). Returns the time left."""
+        seg = self._release_in()
+        step = dt if dt < seg else seg
+        tau, c = self._tau(), self.capacity - self.floor
+        fell = -c * math.expm1(-step / tau)                    # c (1 - exp(-step / tau)), exact for small steps
+        admitted = self.drain_rate * step - fell
+        self._book(admitted, self.drain_rate * step)
+        self._vclock += admitted / self._demand                # fair progress: every producer the same share
+        self.capacity = self.level = max(self.capacity - fell, self.floor)
+        if step < seg:
+            return 0.0
+        self._scale = 1.0                                      # the room has reached the demand
+        return dt - step
 
     def settle(self, now: float):
         """Apply everything due at ``now``; return (released tokens, time until the next change)."""
@@ -305,5 +357,12 @@ class FluidQueue:
         if self._waiting and drain > 0.0:
             horizon = min(horizon, max(self._waiting[0][0] - self._drn - self._drn_lo, 0.0) / drain)
         if self.relax is not None and self._scale < 1.0 and self.level >= self.capacity > self.floor:
-            horizon = min(horizon, (self.capacity - self.floor) / self.relax)   # the capacity reaches its floor
+            if self.exponential:                  # the room reaches the demand; a finish before that, exactly
+                horizon = min(horizon, self._release_in())
+                if self._active:                  # (the linear _next_finish above is a later bound: the room grows)
+                    need = (self._active[0][0] - self._vclock) * self._demand   # bytes still to get in
+                    horizon = min(horizon, exponential_fill_time_us(need, self.drain_rate, self.capacity - self.floor,
+                                                                    self._tau()))
+            else:
+                horizon = min(horizon, (self.capacity - self.floor) / self.relax)   # the capacity reaches its floor
         return horizon

@@ -48,6 +48,8 @@ class OrderedFluidQueue(FluidQueue):
     __slots__ = ("_cur",)
 
     def __init__(self, *args, **kwargs):
+        if kwargs.get("relax_exponential"):
+            raise ValueError("relax_exponential is not supported with drain order 'ordered' (fair only)")
         super().__init__(*args, **kwargs)
         self._cur = []          # current admit rate of each entry of self._active (same order)
 

@@ -56,7 +56,11 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   (``free_running``; each None: the lockstep field). Local HBM's free bursts issue at one producer's rate at every K up to 8 TB/s
   aggregate (no ceiling near the lockstep I = 5.1 TB/s) and drain at ~4.5 TB/s where the lockstep runs, whose
   barrier hides the drain, bound R only from below at 3.5 TB/s (docs/calibration/free-local.md).
-  All eight are written only when set, so version-2 files without them keep their contents and hash.
+- ``capacity_relax_exponential`` (session 9, cal8; ``--model two-stage-gated3``): true: the relaxing capacity
+  below falls exponentially toward its floor instead of linearly, dC/dt = -rho (C - Q_shared) / (Q(K) - Q_shared)
+  while held back -- rho is its initial rate, (Q(K) - Q_shared) / rho its time constant; the floor is approached,
+  never reached (docs/calibration/knee.md). None: linear, as before. Needs ``capacity_relax_GBps``.
+  All nine are written only when set, so version-2 files without them keep their contents and hash.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
   Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
@@ -85,11 +89,12 @@ SCHEMA_VERSIONS = (1, 2)
 TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBps", "start_skew_us",
                     "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
                     "skew_overlaps_ceiling") + ("free_producer_issue_GBps", "free_store_buffer_bytes",
-                                                "free_injection_GBps", "free_drain_rate_GBps")   # version 2 only
+                                                "free_injection_GBps", "free_drain_rate_GBps",
+                                                "capacity_relax_exponential")   # version 2 only
 _FREE_OVERRIDES = (("free_producer_issue_GBps", "producer_issue_GBps"), ("free_store_buffer_bytes", "store_buffer_bytes"),
                    ("free_injection_GBps", "injection_GBps"), ("free_drain_rate_GBps", "drain_rate_GBps"))
 _WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
-                     "skew_overlaps_ceiling") + tuple(f for f, _ in _FREE_OVERRIDES)
+                     "skew_overlaps_ceiling") + tuple(f for f, _ in _FREE_OVERRIDES) + ("capacity_relax_exponential",)
 # version-2 fields added later: left out of the file while None
 _BUNDLED_PACKAGE = "xstage.sim"
 
@@ -119,6 +124,7 @@ class Platform:
     free_store_buffer_bytes: float | None = None    # v2: b0 of free-running bursts (None: store_buffer_bytes)
     free_injection_GBps: float | bool | None = None  # v2: I of free-running bursts (false: none; None: injection_GBps)
     free_drain_rate_GBps: float | None = None       # v2: R seen by free-running bursts (None: drain_rate_GBps)
+    capacity_relax_exponential: bool | None = None   # v2: True: the relaxing capacity falls exponentially to its floor
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -181,6 +187,13 @@ class Platform:
                 and self.free_drain_rate_GBps <= self.capacity_relax_GBps):
             raise InputError("platform.free_drain_rate_GBps", self.free_drain_rate_GBps,
                              f"must be above capacity_relax_GBps={self.capacity_relax_GBps}")
+        if self.capacity_relax_exponential is not None:
+            if not isinstance(self.capacity_relax_exponential, bool):
+                raise InputError("platform.capacity_relax_exponential", self.capacity_relax_exponential,
+                                 "must be true or false")
+            if self.capacity_relax_GBps is None:
+                raise InputError("platform.capacity_relax_exponential", self.capacity_relax_exponential,
+                                 "needs capacity_relax_GBps (the relaxing capacity it shapes)")
 
     @property
     def schema_version(self) -> int:
@@ -196,10 +209,14 @@ class Platform:
         return self.capacity_relax_GBps is not None
 
     def queue_options(self, producers: int) -> dict:
-        """Keyword arguments of ``FluidQueue`` / ``FluidXStage`` beyond (R, Q(K)): the relaxing capacity."""
+        """Keyword arguments of ``FluidQueue`` / ``FluidXStage`` beyond (R, Q(K)): the relaxing capacity (and
+        ``relax_exponential`` only where ``capacity_relax_exponential`` is set)."""
         if not self.relaxing:
             return {}
-        return {"relax_Bpus": self.capacity_relax_GBps * 1e3, "floor_bytes": self.shared_capacity_bytes(producers)}
+        opts = {"relax_Bpus": self.capacity_relax_GBps * 1e3, "floor_bytes": self.shared_capacity_bytes(producers)}
+        if self.capacity_relax_exponential:
+            opts["relax_exponential"] = True
+        return opts
 
     # --- the three parameters -------------------------------------------------------------
     @property
@@ -241,7 +258,7 @@ class Platform:
             plat = replace(plat, **own)
         if self.free_capacity_bound is False and volume_bytes is not None:
             plat = replace(plat, capacity_points=((1, max(float(volume_bytes), 1.0)),), sm_outstanding_bytes=None,
-                           capacity_relax_GBps=None)
+                           capacity_relax_GBps=None, capacity_relax_exponential=None)
         return plat
 
     def free_issue_time0_us(self, producers: int, bytes_per_producer: float) -> float:

@@ -33,11 +33,13 @@ def _capacity_of(caps: dict, K):
     return np.array([probe.capacity_bytes(int(k)) for k in np.atleast_1d(K)], dtype=float)
 
 
-CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap")
+CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
+                 "relaxing-gated-overlap-exp")
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
-          "two-stage-gated2": "relaxing-gated-overlap"}   # gated2: the skew overlaps the ceiling (cal7)
+          "two-stage-gated2": "relaxing-gated-overlap",   # gated2: the skew overlaps the ceiling (cal7)
+          "two-stage-gated3": "relaxing-gated-overlap-exp"}   # gated3: gated2, the capacity relaxing exponentially (cal8)
 DEFAULT_MODEL = "v1"
 
 
@@ -114,8 +116,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
 
     robust = capacity_law != "points"
     issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
-    overlap = capacity_law == "relaxing-gated-overlap"
-    gated = capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap")   # robust: gated + ``fit_robust``'s two rules
+    overlap = capacity_law in ("relaxing-gated-overlap", "relaxing-gated-overlap-exp")
+    exponential = capacity_law == "relaxing-gated-overlap-exp"      # gated3: the capacity relaxes exponentially
+    gated = capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
+                             "relaxing-gated-overlap-exp")   # robust: gated + ``fit_robust``'s two rules
     seen = drain_seen_pairs(points) if gated else set()
     # relaxing-gated: only a pair whose drain is seen may be read as backpressured (trimmed, capacity-explained)
     may_wait = (np.array([(int(k), int(b)) in seen for k, b in zip(K, B)], dtype=bool) if gated
@@ -194,16 +198,21 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
         relax = ""
-        if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap"):
+        if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
+                            "relaxing-gated-overlap-exp"):
+            shape = {"capacity_relax_exponential": True} if exponential else {}
             stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                              producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
                              start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"],
-                             skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), **cap)
+                             skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"),
+                             **({"capacity_relax_GBps": R / 2e3, **shape} if exponential else {}), **cap)
             loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else _check_loss
             rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
             fit["relax"] = rho
             cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
-            relax = (f", relaxing at rho = {rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
+            cap.update(shape)
+            relax = (f", relaxing {'exponentially (initial rate)' if exponential else 'at'} rho = "
+                     f"{rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
                      f"check on the fitted lockstep points, sum of squared rel. errors {rho['loss']:.2f})")
         notes["capacity_points"] = (
             f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
@@ -217,7 +226,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     if capacity_law == "relaxing-robust":
         platform, fit["free"] = _with_free_law(platform, points)
-    if capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap"):    # free bursts without a capacity bound, if shown
+    if capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
+                        "relaxing-gated-overlap-exp"):    # free bursts without a capacity bound, if shown
         platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
         platform, fit["free_law"] = fit_free.fit_free_issue_law(points, platform)   # free bursts' own P, b0, I, R
     return platform, fit
@@ -241,8 +251,9 @@ def _check_loss(points, platform, rho_Bpus: float) -> float:
     the same (K, B): docs/calibration.md) with the relaxing capacity at rho; points without a closed form
     count as the worst point."""
     from dataclasses import replace
-    check = calib_fit.model_check(points, replace(platform, capacity_relax_GBps=rho_Bpus / 1e3))
-    err = check.loc[check["mode"] == "periodic", "rel_err_T_iss"].to_numpy(float)
+    lockstep = points[points["mode"] == "periodic"]   # the only rows read (row by row, so the same figures, faster)
+    check = calib_fit.model_check(lockstep, replace(platform, capacity_relax_GBps=rho_Bpus / 1e3))
+    err = check["rel_err_T_iss"].to_numpy(float)
     worst = np.nanmax(np.abs(err)) if np.isfinite(err).any() else 1.0
     return float(np.sum(np.where(np.isfinite(err), err, worst) ** 2))
 
@@ -369,6 +380,8 @@ def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None 
         summary.update({f: getattr(platform, f) for f in ("free_producer_issue_GBps", "free_store_buffer_bytes",
                                                           "free_injection_GBps", "free_drain_rate_GBps")
                         if getattr(platform, f) is not None})      # the free-running law's own terms, where fitted
+        if platform.capacity_relax_exponential:
+            summary["capacity_relax_exponential"] = True
     if platform.target == "peer":   # records from before the pattern option ran "next"
         summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
     return check, summary

@@ -21,9 +21,12 @@ def burst_model(platform, producers: int, bytes_per_producer: int, gap_us: float
     period, warm, t_iso = model.periodic_period_us(G, t0, V, R, Q), model.warmup_bursts(G, t0, V, R, Q), None
     relax = platform.queue_options(K)   # a relaxing capacity (schema 2): its own closed forms
     if relax:
-        t_iss = model_two_stage.relaxing_periodic_issue_time_us(G, t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
+        exp = relax.get("relax_exponential", False)
+        t_iss = model_two_stage.relaxing_periodic_issue_time_us(G, t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"],
+                                                                exp)
         period, warm = t_iss + G, None
-        t_iso = model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"])
+        t_iso = model_two_stage.relaxing_isolated_issue_time_us(t0, V, R, Q, relax["floor_bytes"], relax["relax_Bpus"],
+                                                                exp)
     return {
         "platform": platform.name, "producers": K, "bytes_per_producer": B, "gap_us": G,
         "volume_MiB": V / MiB, "R_GBps": platform.drain_rate_GBps, "Q_MiB": Q / MiB, "T_iss0_us": t0,

@@ -94,7 +94,7 @@ def register(sub):
     p.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
     p.add_argument("--sim", default=None, metavar="PLATFORM",
                    help="run the sweep on the simulator with this platform instead of the GPU")
-    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax,two-stage-gated,two-stage-robust,two-stage-gated2}",
+    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax,two-stage-gated,two-stage-robust,two-stage-gated2,two-stage-gated3}",
                    help="the platform model fitted: v1 (default; schema 1: Q per calibrated K), two-stage (schema 2: "
                    "Q(K) = Q_shared + K q_sm, the producers' start skew), two-stage-relax (the same with a capacity "
                    "that relaxes to Q_shared at a fitted rate while the path holds the producers back), two-stage-gated "
@@ -102,7 +102,8 @@ def register(sub):
                    "backpressured; the rest belong to the issue law), two-stage-robust (two-stage-gated with rho chosen by "
                    "the sum of |rel. errors| and a free-running issue law, t_free without start skew), two-stage-gated2 "
                    "(two-stage-gated with the start skew overlapping the aggregate ceiling: t_fixed + max(B'/P + s "
-                   "(K-1)/(K+1), K B/I)); --refit keeps "
+                   "(K-1)/(K+1), K B/I)), two-stage-gated3 (two-stage-gated2 with the capacity relaxing exponentially "
+                   "toward Q_shared, rho its initial rate); --refit keeps "
                    "the recorded model unless this is given")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
                    "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
