@@ -117,6 +117,17 @@ def capacity_limited(k: int, b: int, platform) -> bool:
     return k * b - platform.drain_rate_GBps * 1e3 * platform.issue_time0_us(k, b) > platform.capacity_bytes(k)
 
 
+def describe_grid(grid: str) -> str:
+    """One line for ``--help``: the grid's K and B, its gap sweeps (how many also free-running) and the isolated
+    sweep's K and sizes, read from ``GRIDS`` (the module doc says what each grid is for)."""
+    g = grid_fields(grid)
+    kib = lambda sizes: ",".join(f"{b // KiB:g}" for b in sizes)   # noqa: E731
+    iso = "at every K" if tuple(g["iso_producers"]) == tuple(g["producers"]) else \
+        "at K " + ",".join(map(str, g["iso_producers"]))
+    return (f"{grid} (K {','.join(map(str, g['producers']))} x B {kib(g['sizes'])} KiB; {len(g['gap_configs'])} gap "
+            f"sweeps, {g['free_gaps']} also free-running; isolated sweep {iso} on {len(g['iso_sizes'])} sizes)")
+
+
 def grid_fields(grid: str, quick: bool = False) -> dict:
     """The CalibConfig fields of a grid (and of its quick variant)."""
     if grid not in GRIDS:

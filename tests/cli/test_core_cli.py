@@ -94,6 +94,17 @@ def test_help_lists_subcommands():
         assert name in proc.stdout
 
 
+def test_calibrate_help_names_every_grid_and_model(capsys):
+    from xstage.hw.calib.grids import GRIDS, describe_grid
+    from xstage.sim.platform_fit import MODELS
+    code, out, _ = run(capsys, "calibrate", "--help")
+    out = " ".join(out.split())                          # argparse wraps lines
+    assert code == 0
+    assert "--grid {" + ",".join(GRIDS) + "}" in out and "--model {" + ",".join(MODELS) + "}" in out
+    assert describe_grid("fresh5") == ("fresh5 (K 7,30,76,124 x B 9,18,30,68,200 KiB; 4 gap sweeps, 0 also "
+                                       "free-running; isolated sweep at every K on 7 sizes)")
+
+
 def test_demo_refuses_a_folder_it_did_not_write(capsys, tmp_path):
     (tmp_path / "keep.txt").write_text("someone's measurements")
     code, _, err = run(capsys, "demo", "--out", str(tmp_path), "--no-dashboards")

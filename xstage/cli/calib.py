@@ -16,6 +16,8 @@ import os
 from xstage.cli.common import (add_command, add_json, add_quiet, check_output, int_list, number, number_list,
                                print_json, print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
+from xstage.hw.calib.grids import GRIDS, describe_grid
+from xstage.sim.platform_fit import MODELS
 from xstage.units import parse_size
 
 
@@ -42,16 +44,10 @@ def register(sub):
                    help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
                    "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
-    p.add_argument("--grid", default="default", metavar="{default,wide,fresh,fresh2,fresh3}",
-                   help="the (K, B) grid: default (K 16,33,66,132 x B 8-64 KiB, five gap sweeps), fresh (K "
-                   "6,12,20,40,56,80,120 x B 3,6,12,20,40,96,192 KiB: no pair of wide; five gap sweeps, each also "
-                   "free-running; isolated sweep at every K), fresh2 (K 10,28,44,72,104 x B 5,10,28,56,160 KiB: no pair of "
-                   "wide or fresh; four gap sweeps, each also free-running), fresh3 (K 4,11,18,26,36,52,64,88,112,132 x B "
-                   "3,6,14,22,36,56,80,144,224 KiB: no pair of wide, fresh or fresh2; fourteen gap sweeps, ten of them "
-                   "capacity-limited on the H200's host path, each also free-running; isolated sweep at every K) or wide (K "
-                   "4,8,16,24,33,48,66,99,132 x B 2,4,8,16,24,32,48,64,128,256 KiB, ten gap sweeps, each also "
-                   "free-running; isolated sweep at every K). --producers, --sizes, --gap-configs, --iso-producers "
-                   "and --iso-sizes override it")
+    p.add_argument("--grid", default="default", metavar="{" + ",".join(GRIDS) + "}",
+                   help="the (K, B) grid (default: default; hw/calib/grids.py says what each is for): "
+                   + "; ".join(describe_grid(g) for g in GRIDS) + ". --producers, --sizes, --gap-configs, "
+                   "--iso-producers and --iso-sizes override it")
     p.add_argument("--heldout-fraction", type=str, default=None, metavar="F",
                    help="share of (K, B) pairs held out of the fit and checked separately (0 <= F < 1; default "
                    "0.3 for a sweep; --refit keeps the recorded split unless F is given; 0: fit on every point)")
@@ -94,7 +90,7 @@ def register(sub):
     p.add_argument("--timeout-ms", type=float, default=2000.0, help="bound of every in-kernel spin")
     p.add_argument("--sim", default=None, metavar="PLATFORM",
                    help="run the sweep on the simulator with this platform instead of the GPU")
-    p.add_argument("--model", default=None, metavar="{v1,two-stage,two-stage-relax,two-stage-gated,two-stage-robust,two-stage-gated2,two-stage-gated3}",
+    p.add_argument("--model", default=None, metavar="{" + ",".join(MODELS) + "}",
                    help="the platform model fitted: v1 (default; schema 1: Q per calibrated K), two-stage (schema 2: "
                    "Q(K) = Q_shared + K q_sm, the producers' start skew), two-stage-relax (the same with a capacity "
                    "that relaxes to Q_shared at a fitted rate while the path holds the producers back), two-stage-gated "
