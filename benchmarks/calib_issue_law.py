@@ -2,6 +2,7 @@
 
     python benchmarks/calib_issue_law.py score [--json OUT] [--grids wide,fresh,fresh2,fresh3] [--seeds 1,2,3,4]
     python benchmarks/calib_issue_law.py fresh5 [--host DIR --local DIR] [--json OUT]   # PRE-REGISTERED fresh5 score
+    python benchmarks/calib_issue_law.py own-split --name NAME --host DIR --local DIR [--json OUT]   # any grid's run
     python benchmarks/calib_issue_law.py residuals [--grids ...] [--targets ...] [--models ...]   # per-pair misses
 
 ``two-stage-gated`` adds the start skew to the aggregate ceiling, T_iss0 = t_fixed + max(B'/P, K B/I) + s S(K)
@@ -99,11 +100,12 @@ RULE_KEYS = (("median_rel_err_T_iss", 0.05), ("p90_rel_err_T_iss", 0.15), ("medi
              ("p90_rel_err_period", 0.15))
 
 
-def score_fresh5(host: Path, local: Path, log=print) -> dict:
+def score_fresh5(host: Path, local: Path, log=print, grid: str = "fresh5") -> dict:
     """PRE-REGISTERED (data/calibration-extra/fresh5-issue-law-preregistration.md): both models refitted on each
     fresh5 run's own fit half (``split_pairs``, 0.3, seed 0) and judged on its held-out half; the decision rule:
     ``xstage calibrate`` defaults to ``two-stage-gated2`` iff its held-out T_iss and period median <= 5 % and
-    p90 <= 15 % on host AND local (exact comparisons)."""
+    p90 <= 15 % on host AND local (exact comparisons). ``grid`` names another grid's pair of runs scored the same
+    way (``own-split``; its pre-registration says what its eight checks decide)."""
     import numpy as np
     out = {"post_hoc": False, "split": {"rule": "pairs", "fraction": FRACTION, "seed": 0}, "rows": []}
     for target, folder in (("host", host), ("local", local)):
@@ -114,9 +116,9 @@ def score_fresh5(host: Path, local: Path, log=print) -> dict:
             out[f"{target}_recorded_split_matches"] = bool((points["split"].astype(str) == split).all())
         out[f"{target}_provenance"] = meta.get("provenance")
         for model in MODELS:
-            r = {"target": target, "grid": "fresh5", "model": model, **own_split(points, split, target, model)}
+            r = {"target": target, "grid": grid, "model": model, **own_split(points, split, target, model)}
             out["rows"].append(r)
-            log(f"{target:5s} fresh5 {model:17s} held-out T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
+            log(f"{target:5s} {grid} {model:17s} held-out T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
                 f"{r['heldout_p90_rel_err_T_iss']:.1%}  period {r['heldout_median_rel_err_period']:.1%} / "
                 f"{r['heldout_p90_rel_err_period']:.1%}  (n {r['heldout_n_points']})")
     checks = {}
@@ -128,6 +130,10 @@ def score_fresh5(host: Path, local: Path, log=print) -> dict:
             checks[f"{r['target']}_{key}"] = {"value": v, "limit": limit,
                                               "met": v is not None and bool(np.isfinite(v)) and v <= limit}
     met = len(checks) == 8 and all(c["met"] for c in checks.values())
+    if grid != "fresh5":    # own-split of another run: the eight checks are reported; they decide no default
+        out["decision"] = {"rule": "all eight checks met (decides no default)", "checks": checks, "met": met}
+        log("eight checks met:", met)
+        return out
     out["decision"] = {"rule": "default two-stage-gated2 iff all eight checks are met", "checks": checks, "met": met,
                        "default": "two-stage-gated2" if met else "v1"}
     log("decision:", out["decision"]["default"])
@@ -136,7 +142,8 @@ def score_fresh5(host: Path, local: Path, log=print) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score", "residuals", "fresh5"))
+    ap.add_argument("action", choices=("score", "residuals", "fresh5", "own-split"))
+    ap.add_argument("--name", default="fresh5", help="own-split: the grid's name in the record")
     ap.add_argument("--host", type=Path, default=EXTRA / "h200-pcie-host-fresh5")
     ap.add_argument("--local", type=Path, default=EXTRA / "h200-local-fresh5")
     ap.add_argument("--json", type=Path, default=None)
@@ -159,8 +166,12 @@ def main(argv=None) -> int:
         if wrong:
             print(f"{field}: {wrong[0]!r} must be one of {', '.join(allowed)}", file=sys.stderr)
             return 2
-    if args.action == "fresh5":
-        result = score_fresh5(args.host, args.local)
+    if args.action in ("fresh5", "own-split"):
+        for folder in (args.host, args.local):
+            if not (folder / "points.parquet").is_file():
+                print(f"--host/--local: {str(folder)!r} has no points.parquet", file=sys.stderr)
+                return 2
+        result = score_fresh5(args.host, args.local, grid=args.name if args.action == "own-split" else "fresh5")
     elif args.action == "residuals":
         result = {"post_hoc": True, "pairs_off_by_more_than_8_percent": residuals(grids, models, targets)}
     else:
