@@ -196,10 +196,12 @@ relaxing_points = st.tuples(st.floats(5.0, 500.0), st.floats(0.0, 0.5), st.float
                             st.integers(1, 32), st.integers(4096, 1 << 19), st.floats(0.0, 1.0))
 
 
-def _relaxing(point):
+def _relaxing(point, **platform_kw):
+    """A relaxing platform and one burst configuration from a ``relaxing_points`` draw (``platform_kw``: further
+    Platform fields, e.g. the exponential law's)."""
     R, t_fixed, P, q_sh, q_sm, rho_frac, K, B, gfrac = point
     p = Platform("relax", 64, R, t_fixed, P, ((1, q_sh),), sm_outstanding_bytes=q_sm,
-                 capacity_relax_GBps=rho_frac * R)
+                 capacity_relax_GBps=rho_frac * R, **platform_kw)
     V, Rb, t0, Q = K * B, p.drain_rate_Bpus, p.issue_time0_us(K, B), p.capacity_bytes(K)
     G = gfrac * 2.0 * max(V / Rb, Q / Rb)
     return p, K, B, G, V, Rb, t0, Q, p.shared_capacity_bytes(K), p.capacity_relax_GBps * 1e3

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
 
 from xstage.errors import InputError
 from xstage.paths import data_dir
@@ -18,6 +18,8 @@ from xstage.sim.fluid import FluidQueue
 from xstage.sim.fluid_ordered import OrderedFluidQueue
 from xstage.sim.platform import Platform, load_platform
 from xstage.sim.platform_fit import MODELS, capacity_law_of, check_model, fit_platform
+
+from .test_platform_two_stage import _relaxing, relaxing_points
 
 
 def _run_alone(q: FluidQueue, t: float = 0.0) -> float:
@@ -91,18 +93,11 @@ def test_producers_are_let_go_where_the_room_reaches_their_demand():
     assert q.drained == pytest.approx(550.0, rel=1e-12)
 
 
-points = st.tuples(st.floats(5.0, 500.0), st.floats(0.0, 0.5), st.floats(10.0, 200.0),
-                   st.floats(1e4, 2e6), st.floats(512.0, 65536.0), st.floats(0.02, 0.9),
-                   st.integers(1, 32), st.integers(4096, 1 << 19), st.floats(0.0, 1.0))
+points = relaxing_points
 
 
 def _platform(point):
-    R, t_fixed, P, q_sh, q_sm, rho_frac, K, B, gfrac = point
-    p = Platform("relax-exp", 64, R, t_fixed, P, ((1, q_sh),), sm_outstanding_bytes=q_sm,
-                 capacity_relax_GBps=rho_frac * R, capacity_relax_exponential=True)
-    V, Rb, t0, Q = K * B, p.drain_rate_Bpus, p.issue_time0_us(K, B), p.capacity_bytes(K)
-    G = gfrac * 2.0 * max(V / Rb, Q / Rb)
-    return p, K, B, G, V, Rb, t0, Q, p.shared_capacity_bytes(K), p.capacity_relax_GBps * 1e3
+    return _relaxing(point, capacity_relax_exponential=True)
 
 
 @settings(max_examples=50, deadline=None)

@@ -13,7 +13,7 @@
 
 import os
 
-from xstage.cli.common import (add_command, add_json, add_quiet, check_output, int_list, number, number_list,
+from xstage.cli.common import (add_command, add_json, add_quiet, int_list, number, number_list,
                                print_json, print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
 from xstage.hw.calib.grids import GRIDS, describe_grid
