@@ -40,7 +40,7 @@ from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
 from xstage.hw.calib.grids import GRIDS  # noqa: E402
 from xstage.sim import fit as calib_fit, fit_free  # noqa: E402
 from xstage.sim.platform import Platform  # noqa: E402
-from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_split_platform  # noqa: E402
+from xstage.sim.platform_fit import capacity_law_of, fit_split_platform  # noqa: E402
 
 TARGETS = {"host": "pcie-host", "local": "local"}
 GRIDS_WITH_FREE = ("wide", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh7")   # fresh7: after its run

@@ -57,7 +57,6 @@ import predict_fa_rule12 as R12  # noqa: E402
 from xstage.errors import InputError, exit_with  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
-from xstage.sim.platform import load_platform  # noqa: E402
 from xstage.sim.predict import FaKernel  # noqa: E402
 from xstage.sim.predict_congestion import predict_congested  # noqa: E402
 from xstage.sim.predict_drift import L2_REGIMES  # noqa: E402
