@@ -228,12 +228,13 @@ def test_relaxing_capacity_closed_forms_match_simpy(point):
     assert b["model_T_iss_us"] == pytest.approx(T_per, rel=1e-12)
 
 
+@pytest.mark.parametrize("exponential", [False, True])    # True: Platform.capacity_relax_exponential
 @settings(max_examples=20, deadline=None)
-@given(relaxing_points)
-def test_relaxing_capacity_conserves_bytes_and_stays_between_floor_and_ceiling(point):
+@given(point=relaxing_points)
+def test_relaxing_capacity_conserves_bytes_and_stays_between_floor_and_ceiling(point, exponential):
     from xstage.sim.fluid import FluidQueue
-    p, K, B, G, V, R, t0, Q, Qf, rho = _relaxing(point)
-    q = FluidQueue(R, Q, relax_Bpus=rho, floor_bytes=Qf)
+    p, K, B, G, V, R, t0, Q, Qf, rho = _relaxing(point, capacity_relax_exponential=exponential or None)
+    q = FluidQueue(R, Q, relax_Bpus=rho, floor_bytes=Qf, relax_exponential=exponential)
     rng = np.random.default_rng(int(K * 7919 + B))
     t, total = 0.0, 0.0
     for _ in range(40):
