@@ -35,6 +35,15 @@ def recorded_split(points):
     return split_pairs(points, FRACTION, 0).reset_index(drop=True), "pairs seed 0"
 
 
+def split_runs(points, grid: str, seeds=(), recorded: bool = True) -> list:
+    """(label, split) pairs a grid is scored on: the split the device recorded (``recorded``), and for fresh3
+    ``split_pairs`` at each of ``seeds``."""
+    split, how = recorded_split(points)
+    extra = [(f"pairs seed {s}", split_pairs(points, FRACTION, s).reset_index(drop=True)) for s in seeds] \
+        if grid == "fresh3" else []
+    return ([(how, split)] if recorded else []) + extra
+
+
 def own_split(points, split, target: str, model: str) -> dict:
     fitted, _ = fit_split_platform(points, split, name=f"issue-law-{model}", target=TARGETS[target], sm_count=132,
                                    capacity_law=capacity_law_of(model))
@@ -80,10 +89,7 @@ def score(grids=GRIDS, seeds=(1, 2, 3, 4), models=MODELS, recorded=True, targets
         for grid in grids:
             points, _ = load_points(EXTRA / f"h200-{TARGETS[target]}-{grid}")
             points = points.reset_index(drop=True)
-            split, how = recorded_split(points)
-            runs = ([(how, split)] if recorded else []) + ([(f"pairs seed {s}", split_pairs(points, FRACTION, s).reset_index(drop=True))
-                                      for s in seeds] if grid == "fresh3" else [])
-            for label, sp in runs:
+            for label, sp in split_runs(points, grid, seeds, recorded):
                 for model in models:
                     r = {"target": target, "grid": grid, "split": label, "model": model,
                          **own_split(points, sp, target, model)}

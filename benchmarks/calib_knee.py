@@ -28,7 +28,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
-from calib_issue_law import FRACTION, KEYS, TARGETS, recorded_split  # noqa: E402
+from calib_issue_law import FRACTION, KEYS, TARGETS, recorded_split, split_runs  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim import model_two_stage  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_split_platform, split_pairs  # noqa: E402
@@ -188,10 +188,7 @@ def score(targets, grids, seeds, models=MODELS, json_path=None, log=print) -> di
         for grid in grids:
             points, _ = load_points(EXTRA / f"h200-{TARGETS[target]}-{grid}")
             points = points.reset_index(drop=True)
-            split, how = recorded_split(points)
-            runs = [(how, split)] + ([(f"pairs seed {s}", split_pairs(points, FRACTION, s).reset_index(drop=True))
-                                      for s in seeds] if grid == "fresh3" else [])
-            for label, sp in runs:
+            for label, sp in split_runs(points, grid, seeds):
                 for model in models:
                     r = {"target": target, "grid": grid, "split": label, "model": model,
                          **own_split(points, sp, target, model)}
