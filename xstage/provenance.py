@@ -51,7 +51,8 @@ def library_versions() -> dict:
 
 
 def gpu_info() -> dict:
-    """GPU name, SM count, driver and CUDA versions when torch sees a GPU; {} otherwise."""
+    """GPU name, SM count, driver and CUDA versions, and the GPU's UUID (which physical GPU: lent machines
+    change between sessions) when torch sees a GPU; {} otherwise."""
     try:
         import torch
     except ImportError:
@@ -64,12 +65,12 @@ def gpu_info() -> dict:
             "device_count": torch.cuda.device_count()}
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,"
-                              "pcie.link.width.current", "--format=csv,noheader"],
+                              "pcie.link.width.current,uuid", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
         if out:
             fields = [f.strip() for f in out[0].split(",")]
             info.update(driver=fields[0], sm_clock=fields[1], sm_clock_max=fields[2],
-                        pcie_gen=fields[3], pcie_width=fields[4])
+                        pcie_gen=fields[3], pcie_width=fields[4], gpu_uuid=fields[5])
     except (OSError, subprocess.SubprocessError, IndexError):
         pass
     return info

@@ -152,7 +152,7 @@ def main(argv=None) -> int:
               flush=True)
         record = {"what": "Triton FA-A2A clock diagnostics: back-to-back blocks, gapped pairs, idle-gap tile logs",
                   "args": vars(args), "kernel": base.label(), "clocks_end": gpu_clocks(), "runs": runs,
-                  "provenance": provenance()}
+                  "provenance": provenance(with_gpu=True)}
         atomic_write_text(outdir / "clock-diag.json", json.dumps(record, indent=1, default=str), overwrite=True)  # after every M
         pd.concat(tiles).to_parquet(outdir / "attention-tile.parquet")
     failed = [r for r in runs if r["check"].get("ok") is False]

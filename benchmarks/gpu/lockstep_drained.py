@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     pd.concat(bursts, ignore_index=True).to_csv(out / "bursts.csv.gz", index=False)
     meta = {"what": "lockstep zero-gap finite runs with an end fence (benchmarks/gpu/lockstep_drained.py)",
             "grid": GRID, "trials": TRIALS, "warmup": WARMUP, "buffer_bytes": BUFFER_BYTES, "timer": timers,
-            "skipped_for_budget": skipped, "wall_s": time.perf_counter() - t0, "provenance": provenance()}
+            "skipped_for_budget": skipped, "wall_s": time.perf_counter() - t0, "provenance": provenance(with_gpu=True)}
     (out / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     return 0
 

@@ -173,3 +173,21 @@ def test_a_refit_keeps_every_record_kind_and_can_run_twice(tmp_path):
             kind, table = EXPECTED[name]
             meta = read_meta(out / name)
             assert (meta["kind"], meta.get("table"), meta["schema_version"]) == (kind, table, SCHEMA_VERSION)
+
+
+def test_gpu_provenance_names_the_physical_gpu(monkeypatch):
+    """gpu_info reads the driver, clocks, PCIe link and the GPU's UUID from nvidia-smi's first line (lent machines
+    change between sessions, and per-GPU offsets showed up across sessions: the UUID says whether it was one GPU)."""
+    torch = pytest.importorskip("torch")
+    import types
+
+    import xstage.provenance as prov
+    props = types.SimpleNamespace(name="NVIDIA H200", multi_processor_count=132, total_memory=140 * 2**30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    line = "570.1, 1980 MHz, 1980 MHz, 5, 16, GPU-0a1b2c3d-0000-1111-2222-333344445555\n"
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: types.SimpleNamespace(stdout=line))
+    info = prov.gpu_info()
+    assert info["gpu"] == "NVIDIA H200" and info["sm_count"] == 132 and info["driver"] == "570.1"
+    assert info["gpu_uuid"] == "GPU-0a1b2c3d-0000-1111-2222-333344445555" and info["pcie_width"] == "16"

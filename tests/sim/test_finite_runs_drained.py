@@ -61,3 +61,62 @@ def test_committed_scores_are_the_committed_run_scored_against_the_committed_pre
             for fig in fd.FIGURES:
                 if sub in s:
                     assert got["scores"][key][sub][fig] == pytest.approx(s[sub][fig], rel=1e-12)
+
+
+def _runs_csv(folder, values):
+    """A lockstep_drained.py-shaped runs.csv: one run per (K, T_iss) of ``values``, two trials each."""
+    folder.mkdir()
+    rows = [{"target": "host", "K": K, "B": 4096, "n": 8, "trial": t, "T_iss_us": v, "period_us": 2.0,
+             "drained_us": 20.0, "kernel_us": 30.0} for K, v in values for t in (0, 1)]
+    pd.DataFrame(rows).to_csv(folder / "runs.csv", index=False)
+    return folder
+
+
+def test_repeat_score_scores_each_measurement_as_the_prediction_of_another(tmp_path):
+    fr = load_script("finite_runs_repeat")
+    a = _runs_csv(tmp_path / "a", [(8, 1.00), (16, 1.00)])
+    b = _runs_csv(tmp_path / "b", [(8, 1.05), (16, 1.30)])    # run K=16 does not reproduce
+    pred = {"rule": "x", "predictions": {"host v1": {"barrier_us": 1.0, "runs": [
+        {"K": 8, "B": 4096, "n": 8, "T_iss_us": 1.2, "period_us": 2.0, "drained_us": 20.0, "drain_bound": False},
+        {"K": 16, "B": 4096, "n": 8, "T_iss_us": 1.0, "period_us": 2.0, "drained_us": 20.0, "drain_bound": False}]}}}
+    s = fr.score(pred, [a, b])
+    ag = s["agreement"]["host T_iss_us"]
+    assert ag["pairs"] == {"a vs b": 0.5, "b vs a": 0.5} and ag["reproducible"] == [[8, 4096, 8]]
+    assert ag["not_reproducible"] == {"16 4096 8": [1.0, 1.3]}
+    assert s["agreement"]["host period_us"]["mean_share"] == 1.0
+    t = s["predictions"]["host v1"]["T_iss_us"]
+    assert t["per_measurement"]["a"]["within_10pct"] == 0.5          # K=16 hit on a, K=8 (+20 %) missed
+    assert t["consensus"]["within_10pct"] == 0.0                     # consensus 1.025 and 1.15
+    assert t["reproducible_consensus"]["n"] == 1 and t["reproducible_consensus"]["within_10pct"] == 0.0
+    assert set(t["misses_on_consensus"]) == {"8 4096 8", "16 4096 8"}
+
+
+def test_repeat_score_refuses_bad_input_in_one_line(tmp_path, capsys):
+    fr = load_script("finite_runs_repeat")
+    a = _runs_csv(tmp_path / "a", [(8, 1.0)])
+    assert fr.main(["score", str(PRED), str(tmp_path / "o.json"), str(a), str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert fr.main(["score", str(PRED), str(tmp_path / "o.json"), str(a), str(a)]) == 2
+    assert "folder names repeat" in capsys.readouterr().err and not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("scores, runs", [
+    ("lockstep-repeat-s10-scores.json", ["lockstep-repeat-6406bd8-r1", "lockstep-repeat-6406bd8-r2",
+                                         "lockstep-repeat-6406bd8-r3"]),
+    ("lockstep-repeat-s10-scores-with-3f89e3d.json", ["lockstep-repeat-6406bd8-r1", "lockstep-repeat-6406bd8-r2",
+                                                      "lockstep-repeat-6406bd8-r3", "lockstep-drained-3f89e3d"])])
+def test_committed_repeat_scores_are_the_committed_runs_scored(scores, runs):
+    fr = load_script("finite_runs_repeat")
+    extra = data_dir() / "calibration-extra"
+    prereg = (extra / "lockstep-repeat-s10-preregistration.md").read_text()
+    assert "lockstep_repeat.sh" in prereg
+    for r in runs[:3]:   # measured after the pre-registration (committed 2026-12-02T09:44:19Z)
+        assert json.loads((extra / r / "meta.json").read_text())["provenance"]["date"] > "2026-12-02T09:44:19"
+    rec = json.loads((extra / scores).read_text())
+    got = fr.score(json.loads(PRED.read_text()), [extra / r for r in runs])
+    assert got["agreement"] == rec["agreement"]
+    for key, res in rec["predictions"].items():
+        for fig, r in res.items():
+            assert got["predictions"][key][fig]["consensus"] == pytest.approx(r["consensus"], rel=1e-12)
+            for m, e in r["per_measurement"].items():
+                assert got["predictions"][key][fig]["per_measurement"][m] == pytest.approx(e, rel=1e-12)
