@@ -16,6 +16,13 @@ within max(20 us, 20 %) first, then the least median |error|). Everything here i
 before the key was chosen.
 
     python benchmarks/fa_split_keys.py [--out data/predictions/fa-split-keys-posthoc-h200-pcie-host.json]
+    python benchmarks/fa_split_keys.py --predict 49152:2,49152:4 --out data/predictions/<prereg>.json
+    python benchmarks/fa_split_keys.py --judge attention-runs/<run> --preregistered predictions/<prereg>.json
+
+``--predict`` answers each key's model as refitted on every committed row (``all_rows_refit``) at new (M, heads)
+points (head dim 128, block_n 128), the FA-only time estimated as the committed 3-head median at that M x heads / 3;
+``--judge`` scores those models on a run's split rows (median over repeats of the paired residual, the model read
+at the run's measured median FA-only time) within max(20 us, 20 %).
 """
 
 import argparse
@@ -58,7 +65,8 @@ def rows(base: Path, runs=RUNS) -> pd.DataFrame:
     k = k[(k["num_stages"] == 3) & k["config"].str.contains(",tma")]
     key = ["run", "rep", "M", "heads", "head_dim", "block_n"]
     fa = k[k["variant"] == FA].groupby(key)["time(us)"].median().rename("fa_us")
-    piv = k[k["variant"] != FA].pivot_table(index=key, columns="variant", values="paired_minus_fa(us)", aggfunc="median")
+    piv = k[k["variant"] != FA].pivot_table(index=key, columns="variant", values="paired_minus_fa(us)",
+                                            aggfunc="median")
     t = piv[[SPLIT, HBM, "fused_wb"]].join(fa).reset_index()
     tiles = t["heads"] * t["M"] // BLOCK_M
     t = t[tiles % PROGRAMS > 0].copy()
@@ -141,11 +149,104 @@ def analyse(t: pd.DataFrame) -> dict:
     return out
 
 
+def shape_frame(points: list, fa_us: list) -> pd.DataFrame:
+    """The key columns of (M, heads) points at head dim 128, block_n 128, with the FA-only times given."""
+    t = pd.DataFrame({"M": [m for m, _ in points], "heads": [h for _, h in points], "head_dim": 128, "block_n": 128,
+                      "fa_us": fa_us})
+    t["waves"] = t["heads"] * t["M"] // BLOCK_M / PROGRAMS
+    t["twave_us"] = t["fa_us"] / t["waves"]
+    t["n_rw"] = t["waves"] * (WORLD - 1) / WORLD
+    t["drain_us"] = PROGRAMS * BLOCK_M * t["head_dim"] * 2 * (WORLD - 1) / WORLD / (R_GBS * 1e3)
+    t["r"] = t["drain_us"] / t["twave_us"]
+    return t
+
+
+def estimate_fa(t: pd.DataFrame, M: int, heads: int) -> float:
+    """The committed 3-head, head dim 128, block_n 128 FA-only median at ``M``, x heads / 3."""
+    s = t[(t["M"] == M) & (t["heads"] == 3) & (t["head_dim"] == 128) & (t["block_n"] == 128)]
+    if s.empty:
+        raise SystemExit(f"--predict: M {M} has no committed 3-head d 128 row to scale the FA-only time from")
+    return float(s["fa_us"].median() * heads / 3)
+
+
+def parse_points(text: str) -> list:
+    out = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        parts = item.split(":")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise SystemExit(f"--predict: {item!r} must be M:heads")
+        out.append((int(parts[0]), int(parts[1])))
+    return out
+
+
+def judge(run: str, pre: dict) -> dict:
+    """Each pre-registered model on the run's split medians (over repeats), at the run's measured FA-only medians."""
+    t = rows(data_dir(), (run,))
+    g = t.groupby(["M", "heads"]).agg(meas=(SPLIT, "median"), fa_us=("fa_us", "median"),
+                                      reps=(SPLIT, "size")).reset_index()
+    pts = list(zip(g["M"].astype(int), g["heads"].astype(int)))
+    sf = shape_frame(pts, list(g["fa_us"]))
+    out = {"run": run, "configs": g.round(2).to_dict("records"), "models": {}}
+    for label, params in pre["models"].items():
+        pred = predict(sf, params)
+        prereg = [pre["predictions"][label].get(f"{m}:{h}") for m, h in pts]
+        ok = within(pred, g["meas"])
+        out["models"][label] = {"judged_us": [round(float(x), 1) for x in pred], "within": [bool(x) for x in ok],
+                                "n_within": int(ok.sum()), "n": int(len(ok)),
+                                "prereg_us": prereg,
+                                "prereg_n_within": int(sum(within(p, m) for p, m in zip(prereg, g["meas"])
+                                                           if p is not None)),
+                                "median_abs_err_us": float(np.median(np.abs(pred - g["meas"])))}
+    out["meets_target"] = {k: v["n_within"] == v["n"] for k, v in out["models"].items()}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
+    ap.add_argument("--predict", help="M:heads,... (head dim 128, block_n 128): write each refitted model's answers")
+    ap.add_argument("--judge", help="a run folder under data/ to score the --preregistered answers on")
+    ap.add_argument("--preregistered", help="the --predict record (under data/)")
     args = ap.parse_args(argv)
+    if args.judge:
+        if not args.preregistered:
+            raise SystemExit("--judge needs --preregistered")
+        pre = json.loads((data_dir() / args.preregistered).read_text())
+        res = judge(args.judge, pre)
+        for c, i in zip(res["configs"], range(len(res["configs"]))):
+            print(f"M={c['M']} H={c['heads']}: FA-only {c['fa_us']:.0f} us, split {c['meas']:.0f} us (n {c['reps']}): "
+                  + ", ".join(f"{k} {v['judged_us'][i]:.0f}{'+' if v['within'][i] else 'x'}"
+                              for k, v in res["models"].items()))
+        for k, v in res["models"].items():
+            print(f"{k:10s} judged {v['n_within']}/{v['n']}, pre-registered answers {v['prereg_n_within']}/{v['n']}, "
+                  f"median |err| {v['median_abs_err_us']:.0f} us, meets target: {res['meets_target'][k]}")
+        if args.out:
+            atomic_write_text(Path(args.out), json.dumps({**res, "post_hoc": False,
+                                                          "preregistered": args.preregistered,
+                                                          "provenance": provenance()}, indent=1), overwrite=False)
+        return 0
     t = rows(data_dir())
+    if args.predict:
+        pts = parse_points(args.predict)
+        fa = [estimate_fa(t, m, h) for m, h in pts]
+        sf = shape_frame(pts, fa)
+        models, preds = {}, {}
+        for names in [(n,) for n in KEYS] + [("r", "fa_us"), ("r", "M")]:
+            label = "+".join(names)
+            p = fit(t, names)
+            models[label] = p
+            preds[label] = {f"{m}:{h}": round(float(x), 1) for (m, h), x in zip(pts, predict(sf, p))}
+        rec = {"what": "fused_wb_split residual answers of each key's model refitted on all committed rows "
+                       "(fa_split_keys.py --predict); the FA-only time estimated as the 3-head median x heads / 3",
+               "primary": "r+fa_us", "points": [f"{m}:{h}" for m, h in pts],
+               "fa_us_estimated": {f"{m}:{h}": round(x, 1) for (m, h), x in zip(pts, fa)},
+               "models": models, "predictions": preds, "provenance": provenance()}
+        for label, pr in preds.items():
+            print(f"{label:10s} " + ", ".join(f"{k} {v:.0f}" for k, v in pr.items()))
+        if args.out:
+            atomic_write_text(Path(args.out), json.dumps(rec, indent=1), overwrite=False)
+            print(f"wrote {args.out}")
+        return 0
     res = analyse(t)
     print(f"{len(t)} split rows with a tail: fit {int((t['part'] == 'fit').sum())}, check "
           f"{int((t['part'] == 'check').sum())} (check runs: {', '.join(CHECK_RUNS)})")
