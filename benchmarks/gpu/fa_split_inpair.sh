@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_eve
 SMI=$!
 PTS=${PTS:-49152:2,49152:4,57344:2,57344:4,49152:3,57344:3,47104:6}
 PYTHONUNBUFFERED=1 timeout "${SWEEP_S:-220}" python3 benchmarks/gpu/fa_split_inpair.py --out "$W/attention" \
-    --points "$PTS" --repeats 3 --trials 8 --pairs 8 --raw-pairs 2 2>&1 | tee "$W/inpair.log"
+    --points "$PTS" --repeats 3 --trials 8 --pairs 8 --raw-pairs 1 2>&1 | tee "$W/inpair.log"
 echo "inpair rc ${PIPESTATUS[0]} at $((SECONDS - T0)) s"
 kill "$SMI" 2>/dev/null
 (date -u; nvidia-smi --query-gpu=$Q --format=csv) > "$W/clocks-end.txt" 2>&1
