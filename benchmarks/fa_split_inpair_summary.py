@@ -21,6 +21,13 @@ Verdict (``verdict``): over the reproduced hidden and exposed configurations, H_
 reads ``clock`` (at least one) and no exposed one does; H_stall (what hides is the stalls' absence) if every hidden one
 reads ``no_stall``; H_absorbed if every hidden one reads ``absorbed``; otherwise mixed.
 
+The offset reading (``offset_rows`` / ``offset_verdict``; pre-registered for the second run in
+``data/attention-extra/rule13-preregistration.md``): per configuration the link's cost L = median d_event of the
+split block minus median d_event of the ``split_hbm`` block, and the build offset beta_c = -median over pairs of
+(split_hbm - FA-only) / FA-only. Supported: L >= 60 us and 0.005 <= beta_c <= 0.013 at every configuration;
+refuted: L < 30 us at any configuration with FA-only >= 10 ms (the link's cost vanishing in long kernels);
+otherwise partial.
+
     python benchmarks/fa_split_inpair_summary.py attention-runs/<run> [--out data/predictions/<record>.json]
 """
 
@@ -52,7 +59,7 @@ def pair_rows(launch: pd.DataFrame, block: str = SPLIT) -> pd.DataFrame:
     key = ["rep", "M", "heads", "pair"]
     x = b[b["variant"] == block].set_index(key)
     y = b[b["variant"] == FA].set_index(key)
-    j = x.join(y, lsuffix="_s", rsuffix="_f", how="inner")
+    j = x.merge(y, left_index=True, right_index=True, suffixes=("_s", "_f"))
     out = pd.DataFrame(index=j.index)
     out["d_event"] = j["event_us_s"] - j["event_us_f"]
     out["d_qloop"] = j["qloop_us_prog_mean_s"] - j["qloop_us_prog_mean_f"]
@@ -114,6 +121,29 @@ def verdict(rows: list) -> dict:
             "not_reproduced": [f"{r.get('M')}:{r.get('heads')}" for r in rows if r.get("reproduced") is False]}
 
 
+def offset_rows(launch: pd.DataFrame) -> list:
+    """Per configuration: d_split, d_hbm (medians over pairs), the link's cost L and the build offset beta_c."""
+    ps, ph = pair_rows(launch), pair_rows(launch, HBM)
+    ph = ph.assign(rel=ph["d_event"] / ph["fa_event_us"])
+    out = []
+    for (M, h), g in ps.groupby(["M", "heads"]):
+        gh = ph[(ph["M"] == M) & (ph["heads"] == h)]
+        if gh.empty:
+            continue
+        ds, dh = float(g["d_event"].median()), float(gh["d_event"].median())
+        out.append({"M": int(M), "heads": int(h), "fa_event_us": float(g["fa_event_us"].median()), "d_split": ds,
+                    "d_hbm": dh, "link_us": ds - dh, "beta_c": float(-gh["rel"].median()), "pairs": int(len(g))})
+    return out
+
+
+def offset_verdict(rows: list) -> str:
+    if any(r["link_us"] < 30.0 and r["fa_event_us"] >= 10000.0 for r in rows):
+        return "refuted"
+    if rows and all(r["link_us"] >= 60.0 and 0.005 <= r["beta_c"] <= 0.013 for r in rows):
+        return "supported"
+    return "partial"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", help="a run folder under data/")
@@ -137,8 +167,15 @@ def main(argv=None) -> int:
               f"{r['class']}{extra}")
     print(f"verdict: {v['verdict']} (hidden {v['hidden_readings']}, exposed {v['exposed_readings']}, "
           f"not reproduced {v['not_reproduced']})")
+    off = offset_rows(launch)
+    for r in off:
+        print(f"M={r['M']} H={r['heads']}: FA-only {r['fa_event_us']:.0f} us (event), split {r['d_split']:.0f}, "
+              f"split_hbm {r['d_hbm']:.0f}, link L {r['link_us']:.0f} us, beta_c {r['beta_c']:.4f} ({r['pairs']} pairs)")
+    ov = offset_verdict(off)
+    print(f"offset reading: {ov}")
     if args.out:
         atomic_write_text(Path(args.out), json.dumps({"run": args.run, "rows": rows, **v, "a_min_us": A_MIN_US,
+                                                      "offset_rows": off, "offset_verdict": ov,
                                                       "provenance": provenance()}, indent=1), overwrite=False)
     return 0
 

@@ -87,3 +87,19 @@ def test_key_ramp_and_model(keys):
     p = {"h": 0.001, "a": 60.0, "ramps": {"fa_us": (1000.0, 49000.0)}}        # ramp 0.5 at 7000 us
     assert keys.predict(sf, p)[0] == pytest.approx(7.0 + 60.0 * sf["n_rw"].iloc[0] * 0.5)
     assert keys.within([120.0, 10.0], [100.0, 31.0]).tolist() == [True, False]
+
+
+def test_offset_rows_and_verdict(summ):
+    rows = []
+    for pair in range(2):
+        rows += [_launch(0, 4096, 2, pair, "fa", "fused_wb_split", 10000.0, 1.9, 1000.0, 1900.0),
+                 _launch(0, 4096, 2, pair, "fused_wb_split", "fused_wb_split", 10050.0, 1.95, 1020.0, 1900.0),
+                 _launch(0, 4096, 2, pair, "fa", "split_hbm", 10000.0, 1.9, 1000.0, 1900.0),
+                 _launch(0, 4096, 2, pair, "split_hbm", "split_hbm", 9910.0, 1.89, 995.0, 1900.0)]
+    (r,) = summ.offset_rows(pd.DataFrame(rows))
+    assert r["d_split"] == pytest.approx(50.0) and r["d_hbm"] == pytest.approx(-90.0)
+    assert r["link_us"] == pytest.approx(140.0) and r["beta_c"] == pytest.approx(0.009) and r["pairs"] == 2
+    assert summ.offset_verdict([r]) == "supported"
+    assert summ.offset_verdict([dict(r, link_us=25.0)]) == "refuted"               # FA-only 10 ms: long kernel
+    assert summ.offset_verdict([dict(r, link_us=25.0, fa_event_us=5000.0)]) == "partial"
+    assert summ.offset_verdict([dict(r, beta_c=0.002)]) == "partial"
