@@ -103,3 +103,22 @@ def test_offset_rows_and_verdict(summ):
     assert summ.offset_verdict([dict(r, link_us=25.0)]) == "refuted"               # FA-only 10 ms: long kernel
     assert summ.offset_verdict([dict(r, link_us=25.0, fa_event_us=5000.0)]) == "partial"
     assert summ.offset_verdict([dict(r, beta_c=0.002)]) == "partial"
+
+
+def test_rule13_beta_and_preregistered_answers():
+    """beta from the committed in-pair run, and the committed pre-registered answers recomputed from the rule."""
+    import json
+
+    from xstage.paths import data_dir
+
+    r13 = load_script("predict_fa_rule13")
+    beta = r13.beta_from_inpair(data_dir())
+    assert len(beta["per_config"]) == 7 and all(-0.011 < v < -0.007 for v in beta["per_config"].values())
+    assert beta["beta"] == pytest.approx(0.0087, abs=5e-5)
+    pre = json.loads((data_dir() / "attention-extra/fa-rule13-preregistered-h200-pcie-host.json").read_text())
+    assert pre["d13"] == r13.D13 and pre["beta"]["beta"] == pytest.approx(beta["beta"])
+    platform, base, m, m8, factors = r13.inputs()
+    row = dict(pre["rows"][0])
+    r13.answer(row, platform, m, m8, pre["beta"]["beta"])
+    assert row["rule13_E_res_us"] == pytest.approx(pre["rows"][0]["rule13_E_res_us"], abs=0.01)
+    assert row["rule13_E_res_us"] == pytest.approx(row["stall_d13_us"] - beta["beta"] * row["kw"]["fa_us"])
