@@ -41,7 +41,7 @@ import pandas as pd
 
 from xstage.paths import data_dir
 from xstage.provenance import provenance
-from xstage.records import atomic_write_text
+from xstage.records import atomic_write_text, load_records
 
 SPLIT, WB, FA, HBM = "fused_wb_split", "fused_wb", "fa", "split_hbm"
 A_MIN_US = 30.0
@@ -54,21 +54,22 @@ def classify(s: float, f: float) -> str:
 
 
 def pair_rows(launch: pd.DataFrame, block: str = SPLIT) -> pd.DataFrame:
-    """One row per in-pair pair of ``block``: d_event, d_qloop, a_us, b_us, df, c_us, fa_mhz, split_mhz."""
+    """One row per in-pair pair of ``block`` (``inpair-launch.parquet``'s record columns): d_event, d_qloop, a_us,
+    b_us, df, c_us, fa_mhz, split_mhz, fa_event_us."""
     b = launch[launch["block"] == block]
     key = ["rep", "M", "heads", "pair"]
     x = b[b["variant"] == block].set_index(key)
     y = b[b["variant"] == FA].set_index(key)
     j = x.merge(y, left_index=True, right_index=True, suffixes=("_s", "_f"))
     out = pd.DataFrame(index=j.index)
-    out["d_event"] = j["event_us_s"] - j["event_us_f"]
-    out["d_qloop"] = j["qloop_us_prog_mean_s"] - j["qloop_us_prog_mean_f"]
+    out["d_event"] = j["event(us)_s"] - j["event(us)_f"]
+    out["d_qloop"] = j["qloop_prog_mean(us)_s"] - j["qloop_prog_mean(us)_f"]
     out["a_us"] = (j["qloop_mcycles_prog_mean_s"] - j["qloop_mcycles_prog_mean_f"]) * 1e6 / j["mhz_f"]
     out["b_us"] = out["d_qloop"] - out["a_us"]
     out["df"] = j["mhz_s"] / j["mhz_f"] - 1
-    out["c_us"] = (j["issue_us_sum_s"] - j["issue_us_sum_f"]) / 132
+    out["c_us"] = (j["issue_sum(us)_s"] - j["issue_sum(us)_f"]) / 132
     out["fa_mhz"], out["split_mhz"] = j["mhz_f"], j["mhz_s"]
-    out["fa_event_us"] = j["event_us_f"]
+    out["fa_event_us"] = j["event(us)_f"]
     return out.reset_index()
 
 
@@ -154,8 +155,8 @@ def main(argv=None) -> int:
         if not (folder / name).exists():
             print(f"run: {args.run} lacks {name}", file=sys.stderr)
             return 2
-    kernel = pd.read_parquet(folder / "attention-kernel.parquet")
-    launch = pd.read_parquet(folder / "inpair-launch.parquet")
+    kernel = load_records(folder / "attention-kernel.parquet", "kernel")[0]
+    launch = load_records(folder / "inpair-launch.parquet", "summary", table="frame")[0]
     rows = summary(kernel, launch)
     v = verdict(rows)
     for r in rows:

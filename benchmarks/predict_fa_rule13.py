@@ -52,11 +52,11 @@ PROGRAMS = 132
 def beta_from_inpair(base: Path, run: str = INPAIR_RUN) -> dict:
     """beta: per configuration the median over pairs of split_hbm's event time minus FA-only's in the same pair,
     over FA-only's; the median over configurations."""
-    la = pd.read_parquet(base / run / "inpair-launch.parquet")
+    la = load_records(base / run / "inpair-launch.parquet", "summary", table="frame")[0]
     b = la[la["block"] == "split_hbm"]
     key = ["rep", "M", "heads", "pair"]
-    x = b[b["variant"] == "split_hbm"].set_index(key)["event_us"]
-    y = b[b["variant"] == "fa"].set_index(key)["event_us"]
+    x = b[b["variant"] == "split_hbm"].set_index(key)["event(us)"]
+    y = b[b["variant"] == "fa"].set_index(key)["event(us)"]
     d = ((x - y) / y).rename("r").reset_index().groupby(["M", "heads"])["r"].median()
     return {"beta": float(-np.median(d)), "per_config": {f"{M}:{h}": round(float(v), 5) for (M, h), v in d.items()},
             "run": run}

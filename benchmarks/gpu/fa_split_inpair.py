@@ -15,9 +15,10 @@ rotated by r, fresh inputs seed 2 + r):
 Records under ``--out`` (saved after every point): ``attention-kernel.parquet``, ``attention-tile.parquet`` (step 1's
 instrumented launches, even SMs, repeat 0 only), ``attention-checks.json`` (``records.attention.save_run``);
 ``inpair-launch.parquet`` (one row per in-pair launch: event time, its pair's partner time, the log's makespan,
-Q-loop ns / cycles summed and per-program, the cycle-weighted SM clock, issue ns), ``inpair-wave.parquet`` (per launch
-and wave (the program's item index): tiles, Q-loop start / end quantiles, median Q-loop ns, median MHz, median issue
-ns), ``inpair-tile.parquet`` (raw tiles of ``--raw-pairs`` pairs of repeat 0, even SMs, int32 us*32 / cycles).
+Q-loop time / cycles summed and per-program, the cycle-weighted SM clock, issue time), ``inpair-wave.parquet`` (per
+launch and wave (the program's item index): tiles, Q-loop start / end quantiles, median Q-loop time, median MHz,
+median issue time), ``inpair-tile.parquet`` (raw tiles of ``--raw-pairs`` pairs of repeat 0, even SMs, int32
+32-ns ticks / cycles / 16): summary records of the free-form table "frame" (``save_inpair``, ``RECORD_COLUMNS``).
 
     python benchmarks/gpu/fa_split_inpair.py --out $OUT/r --points 49152:2,49152:4 --repeats 3 --pairs 8
 """
@@ -32,6 +33,32 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+# the in-pair frames' columns as record columns (``xstage.records.spelling``: name(unit)); saved as summary records
+# of the free-form table "frame" (``save_inpair``)
+RECORD_COLUMNS = {
+    "event_us": "event(us)", "partner_us": "partner(us)", "host_start_s": "host_start(s)", "host_end_s": "host_end(s)",
+    "makespan_us": "makespan(us)", "qloop_us_prog_max": "qloop_prog_max(us)",
+    "qloop_us_prog_mean": "qloop_prog_mean(us)", "issue_us_sum": "issue_sum(us)",
+    "start_p10": "start_p10(us)", "start_p50": "start_p50(us)", "start_p90": "start_p90(us)",
+    "end_p10": "end_p10(us)", "end_p50": "end_p50(us)", "end_p90": "end_p90(us)", "end_max": "end_max(us)",
+    "qloop_us_p50": "qloop_p50(us)", "issue_us_p50": "issue_p50(us)"}
+
+
+def as_record(frame):
+    """``frame`` with ``RECORD_COLUMNS``' names; ``qloop_ns_sum`` as ``qloop_sum(us)``."""
+    f = frame.rename(columns=RECORD_COLUMNS)
+    if "qloop_ns_sum" in f.columns:
+        f = f.assign(**{"qloop_sum(us)": f["qloop_ns_sum"] / 1e3}).drop(columns="qloop_ns_sum")
+    return f
+
+
+def save_inpair(outdir: Path, name: str, frame, meta: dict) -> None:
+    """``<outdir>/<name>.parquet`` as a summary record (table "frame"), written to a temporary name and renamed."""
+    from xstage.records import save_records
+
+    save_records(outdir / f"{name}.parquet", "summary", as_record(frame), meta, table="frame", overwrite=True)
 
 
 def points(text: str) -> list:
@@ -215,9 +242,7 @@ def main(argv=None) -> int:
                     frame[fl] = frame[fl].astype(np.float32)
                 if frame.empty:
                     continue
-                tmp = outdir / f".{name}.parquet.tmp"
-                frame.to_parquet(tmp, compression="zstd", index=False)
-                tmp.replace(outdir / f"{name}.parquet")
+                save_inpair(outdir, name, frame, {"config": meta, "provenance": provenance()})
             fa = next(x for x in r if x["variant"] == "fa")["time(us)"]
             lf = pd.DataFrame(la)
             d = {"fused_wb_split": "-", "split_hbm": "-"}

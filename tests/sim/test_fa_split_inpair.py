@@ -41,6 +41,9 @@ def test_bench_summarize_one_log():
     assert s["qloop_mcycles_prog_mean"] * 1e6 == pytest.approx(2 * 1900 * 2 / 132)   # 132 programs' mean
     assert [w["wave"] for w in waves] == [0, 1] and waves[0]["mhz_p50"] == pytest.approx(1900.0)
     assert raw.shape == (4, 7) and raw.dtype == np.int32
+    rec = bench.as_record(pd.DataFrame([s]))
+    from xstage.records.spelling import misspelt
+    assert [c for c in rec.columns if misspelt(c)] == [] and rec["qloop_sum(us)"].iloc[0] == pytest.approx(4.0)
 
 
 def test_classes_and_readings(summ):
@@ -53,8 +56,8 @@ def test_classes_and_readings(summ):
 
 
 def _launch(rep, M, heads, pair, variant, block, event, mcyc, qus, mhz, issue=0.0):
-    return {"rep": rep, "M": M, "heads": heads, "pair": pair, "variant": variant, "block": block, "event_us": event,
-            "qloop_mcycles_prog_mean": mcyc, "qloop_us_prog_mean": qus, "mhz": mhz, "issue_us_sum": issue}
+    return {"rep": rep, "M": M, "heads": heads, "pair": pair, "variant": variant, "block": block, "event(us)": event,
+            "qloop_mcycles_prog_mean": mcyc, "qloop_prog_mean(us)": qus, "mhz": mhz, "issue_sum(us)": issue}
 
 
 def test_pair_rows_decomposition(summ):
