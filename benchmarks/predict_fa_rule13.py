@@ -39,6 +39,7 @@ import predict_fa_rule9 as R9  # noqa: E402
 from xstage.errors import InputError, exit_with  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import atomic_write_text, load_records  # noqa: E402
+from xstage.sim.predict_drift import steps_regime  # noqa: E402
 
 SPLIT = "fused_wb_split"
 D13 = 0.017                  # rule9_const's drift (predictions/fa-rule9-fit: split_drift_const), not refitted
@@ -47,6 +48,7 @@ RUNS = ("attention", "attention-fa4/triton", "attention-runs/49d9e81", "attentio
         "attention-runs/6c1c349-heldout2", "attention-runs/63fb3ec-heldout3", "attention-runs/ad8f0af-heldout4",
         "attention-runs/b4fb3a7-heldout5", "attention-runs/8c8a959-regime", INPAIR_RUN)
 PROGRAMS = 132
+RULE12_FIT = "predictions/fa-rule12-fit-h200-pcie-host.json"   # the twelfth rule's split drifts, for comparison
 
 
 def beta_from_inpair(base: Path, run: str = INPAIR_RUN) -> dict:
@@ -92,12 +94,21 @@ def inputs(platform_name: str = "h200-pcie-host"):
     return platform, base, m, R8.measure(base), factors
 
 
-def answer(r: dict, platform, m: dict, m8: dict, beta: float) -> None:
-    """Rule 13's answer for row ``r`` (its ``kw`` with ``fa_us``): the stall at D13 minus beta x T_fa."""
+def answer(r: dict, platform, m: dict, m8: dict, beta: float, rule12: dict | None = None) -> None:
+    """Rule 13's answer for row ``r`` (its ``kw`` with ``fa_us``): the stall at D13 minus beta x T_fa. Beside, for
+    comparison: the stall alone (``rule9_const``: no offset) and, with ``rule12`` (the twelfth rule's fit record's
+    ``twelfth_rule``), the twelfth rule's split answer (drift by the K/V steps' regime, no offset)."""
     r["stall_d13_us"] = R9.split_residual(r, m8, platform, m["q_c_bytes"], D13)
     r["rule13_E_res_us"] = r["stall_d13_us"] - beta * float(r["kw"]["fa_us"])
+    if rule12 is not None:
+        b = rule12["bounds"]
+        reg = steps_regime(int(r["kw"]["seq_len"]), int(r["kw"]["block_n"]), b["low_max_steps"], b["high_min_steps"])
+        r["rule12_E_res_us"] = R9.split_residual(r, m8, platform, m["q_c_bytes"], rule12["split_drift"][reg])
     if "measured_E_res_us" in r:
         r["rule13_within"] = bool(C.PP.within(r["rule13_E_res_us"], r["measured_E_res_us"]))
+        r["rule9_const_within"] = bool(C.PP.within(r["stall_d13_us"], r["measured_E_res_us"]))
+        if rule12 is not None:
+            r["rule12_within"] = bool(C.PP.within(r["rule12_E_res_us"], r["measured_E_res_us"]))
 
 
 def build(r: dict) -> str:
@@ -119,6 +130,8 @@ def medians(rows: list) -> list:
 
 
 def score(rows: list) -> dict:
+    """Rows within target and median |error|, for the d128 bn128 build and the others: rule 13, and beside it
+    ``rule9_const`` (the stall alone) and rule 12 where answered."""
     out = {}
     for label, sel in (("d128-bn128", lambda r: build(r) == "d128-bn128"),
                        ("other builds (beta borrowed)", lambda r: build(r) != "d128-bn128")):
@@ -126,7 +139,10 @@ def score(rows: list) -> dict:
         if s:
             err = [abs(r["rule13_E_res_us"] - r["measured_E_res_us"]) for r in s]
             out[label] = {"n": len(s), "within": int(sum(r["rule13_within"] for r in s)),
-                          "median_abs_error_us": float(np.median(err))}
+                          "median_abs_error_us": float(np.median(err)),
+                          "rule9_const_within": int(sum(r["rule9_const_within"] for r in s))}
+            if all("rule12_within" in r for r in s):
+                out[label]["rule12_within"] = int(sum(r["rule12_within"] for r in s))
     return out
 
 
@@ -135,8 +151,9 @@ def posthoc(args) -> dict:
     beta = beta_from_inpair(base)
     rows = [r for n in RUNS for r in split_rows(base / n, n, factors)]
     med = medians(rows)
+    rule12 = json.loads((base / RULE12_FIT).read_text())["twelfth_rule"]
     for r in rows + med:
-        answer(r, platform, m, m8, beta["beta"])
+        answer(r, platform, m, m8, beta["beta"], rule12)
     res = {"what": "rule 13 on every committed fused_wb_split row with a tail (POST HOC: beta comes from "
                    f"{INPAIR_RUN}, read after every other run; D13 from rule 9)",
            "d13": D13, "beta": beta, "single_rows": score(rows), "configurations": score(med),
@@ -146,7 +163,8 @@ def posthoc(args) -> dict:
     for r in med:
         print(f"{r['run']:34s} {build(r):11s} M={r['M']:6d} H={r['heads']}: FA {r['fa_us']:7.0f}, measured "
               f"{r['measured_E_res_us']:6.0f} (n {r['reps']}), stall {r['stall_d13_us']:5.0f}, rule13 "
-              f"{r['rule13_E_res_us']:6.0f} {'ok' if r['rule13_within'] else 'MISS'}")
+              f"{r['rule13_E_res_us']:6.0f} {'ok' if r['rule13_within'] else 'MISS'}, rule 12 "
+              f"{r['rule12_E_res_us']:5.0f} {'ok' if r['rule12_within'] else 'MISS'}")
     print(f"beta {beta['beta']:.4f} ({beta['per_config']}); d13 {D13}")
     for k in ("single_rows", "configurations"):
         print(k, json.dumps(res[k]))
