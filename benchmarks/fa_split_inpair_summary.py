@@ -171,7 +171,8 @@ def main(argv=None) -> int:
     off = offset_rows(launch)
     for r in off:
         print(f"M={r['M']} H={r['heads']}: FA-only {r['fa_event_us']:.0f} us (event), split {r['d_split']:.0f}, "
-              f"split_hbm {r['d_hbm']:.0f}, link L {r['link_us']:.0f} us, beta_c {r['beta_c']:.4f} ({r['pairs']} pairs)")
+              f"split_hbm {r['d_hbm']:.0f}, link L {r['link_us']:.0f} us, beta_c {r['beta_c']:.4f} "
+              f"({r['pairs']} pairs)")
     ov = offset_verdict(off)
     print(f"offset reading: {ov}")
     if args.out:

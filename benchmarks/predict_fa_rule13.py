@@ -196,7 +196,8 @@ def preregister(args) -> dict:
         r = {"M": M, "heads": h, "head_dim": 128, "block_n": 128, "variant": SPLIT, "fa_us_estimated": fa, "kw": kw}
         answer(r, platform, m, m8, beta["beta"])
         out.append(r)
-        print(f"M={M} H={h}: FA-only est. {fa:.0f} us, stall {r['stall_d13_us']:.0f}, rule13 {r['rule13_E_res_us']:.0f}")
+        print(f"M={M} H={h}: FA-only est. {fa:.0f} us, stall {r['stall_d13_us']:.0f}, "
+              f"rule13 {r['rule13_E_res_us']:.0f}")
     return {"what": "rule 13's pre-registered answers for fused_wb_split (predict_fa_rule13.py --preregister)",
             "d13": D13, "beta": beta, "points": args.preregister,
             "rows": [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()} for r in out],
@@ -222,18 +223,20 @@ def judge(args) -> dict:
             row["prereg_E_res_us"] = p["rule13_E_res_us"]
             row["prereg_within"] = bool(C.PP.within(p["rule13_E_res_us"], r["measured_E_res_us"]))
         out.append(row)
-        print(f"M={r['M']} H={r['heads']}: FA {r['fa_us']:.0f} us, measured {r['measured_E_res_us']:.0f} (n {r['reps']}, "
-              f"{[round(x['measured_E_res_us']) for x in rows if (x['M'], x['heads']) == (r['M'], r['heads'])]}), "
-              f"rule13 {r['rule13_E_res_us']:.0f} {'ok' if r['rule13_within'] else 'MISS'}"
-              + (f", pre-registered {p['rule13_E_res_us']:.0f} {'ok' if row['prereg_within'] else 'MISS'}" if p else ""))
+        reps = [round(x["measured_E_res_us"]) for x in rows if (x["M"], x["heads"]) == (r["M"], r["heads"])]
+        pre_txt = f", pre-registered {p['rule13_E_res_us']:.0f} {'ok' if row['prereg_within'] else 'MISS'}" if p else ""
+        print(f"M={r['M']} H={r['heads']}: FA {r['fa_us']:.0f} us, measured {r['measured_E_res_us']:.0f} "
+              f"(n {r['reps']}, {reps}), rule13 {r['rule13_E_res_us']:.0f} {'ok' if r['rule13_within'] else 'MISS'}"
+              + pre_txt)
     n_ok = sum(r["rule13_within"] for r in med)
     single = sum(r["rule13_within"] for r in rows)
     res = {"run": args.judge, "preregistered": args.preregistered, "beta": beta, "d13": D13, "configurations": out,
            "within": int(n_ok), "n": len(med), "single_within": int(single), "single_n": len(rows),
            "prereg_within": int(sum(r.get("prereg_within", False) for r in out)),
+           "prereg_n": int(sum("prereg_within" in r for r in out)),
            "meets_target": bool(n_ok == len(med)), "post_hoc": False, "provenance": provenance()}
     print(f"rule 13: {n_ok}/{len(med)} configurations within max(20 us, 20 %) (judged at the measured FA-only), "
-          f"pre-registered answers {res['prereg_within']}/{len(med)}, single repeats {single}/{len(rows)}; "
+          f"pre-registered answers {res['prereg_within']}/{res['prereg_n']}, single repeats {single}/{len(rows)}; "
           f"meets the target: {res['meets_target']}")
     return res
 
