@@ -17,7 +17,9 @@ GPUs they are symmetric-memory peer buffers (``xstage.hw.attention.dist``). The 
 know the difference.
 
 Per-tile instrumentation (``tile_log``, off by default): %globaltimer at Q-loop start and end and
-at issue start and end, plus %smid, one row of 8 int64 per tile (see ``TILE_LOG_FIELDS``). The
+at issue start and end, plus %smid, one row of 8 int64 per tile (see ``TILE_LOG_FIELDS``). With
+``tile_clocks`` the ``program`` field also carries the Q-loop's %clock64 cycles (``program | cycles << 16``;
+``xstage.records.attention.decode_clock_field``), from which the SM clock over each Q-loop follows. The
 Triton interpreter cannot run inline asm, so instrumentation needs a GPU.
 
 Run on CPU: ``TRITON_INTERPRET=1 pytest tests/hw/test_attention_kernels.py``; on a GPU:
@@ -31,7 +33,7 @@ import triton
 import triton.language as tl
 
 from xstage.errors import InputError
-from xstage.hw.common.ptx import _globaltimer, _smid
+from xstage.hw.common.ptx import _clock64, _globaltimer, _smid
 from xstage.hw.attention.config import SUPPORTED_HEAD_DIMS, AttentionConfig  # noqa: F401 - re-exported
 from xstage.hw.attention.refs import Destinations, ce_transfer, compare, reference_attention, sdpa  # noqa: F401 - re-exported
 from xstage.hw.attention.tiles import _local_last, _merge_store, _q_loop, _send_tile, _store_tile
@@ -49,7 +51,8 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    FUSED: tl.constexpr, INSTRUMENT: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
                    STORE_CACHE: tl.constexpr, LOCAL_LAST: tl.constexpr, DRIP: tl.constexpr,
-                   STAGGER: tl.constexpr, CHUNK_ROWS: tl.constexpr, PARTS: tl.constexpr):
+                   STAGGER: tl.constexpr, CHUNK_ROWS: tl.constexpr, PARTS: tl.constexpr,
+                   CLOCKS: tl.constexpr = False):
     """Persistent FA forward: program ``pid`` owns work items pid, pid + P, ...
 
     Work items: the first ``n_full`` tiles of the order (tile = head * m_blocks + m_block, or with
@@ -96,6 +99,8 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
         kv_end = tl.where(split, ((kv_part + 1) * n_steps // PARTS) * BLOCK_N, seq_len)
         if INSTRUMENT:
             t_loop0 = _globaltimer()
+            if CLOCKS:
+                c_loop0 = _clock64()
         if TMA:
             q = q_ptr.load([m_block * BLOCK_M, head * HEAD_DIM])
         else:
@@ -106,6 +111,8 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
             BLOCK_N, DOT_F32, TMA, STORE_CACHE, DRIP, STAGGER, CHUNK_ROWS, INSTRUMENT)
         if INSTRUMENT:
             t_loop1 = _globaltimer()
+            if CLOCKS:
+                c_loop1 = _clock64()
         if FUSED:  # the tile's rows all go to one rank (block_m divides M/W)
             row0 = m_block * BLOCK_M
             dest = row0 // chunk_rows
@@ -163,7 +170,10 @@ def _fa_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, dest_table_ptr, tile_log_ptr, sta
             if INSTRUMENT:
                 t_issue1 = _globaltimer()
                 log = tile_log_ptr + tile * 8
-                tl.store(log + 0, pid.to(tl.int64))
+                if CLOCKS:
+                    tl.store(log + 0, pid.to(tl.int64) | ((c_loop1 - c_loop0) << 16))
+                else:
+                    tl.store(log + 0, pid.to(tl.int64))
                 tl.store(log + 1, _smid().to(tl.int64))
                 tl.store(log + 2, ((item - pid) // nprog).to(tl.int64))
                 tl.store(log + 3, t_loop0)
@@ -227,11 +237,13 @@ def num_programs(cfg: AttentionConfig, device) -> int:
     return min(tiles, 4)
 
 
-def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_log=None):
+def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_log=None, tile_clocks=False):
     """FA-only (``out`` given) or X-Stage-Fused (``dest_table`` given): launch the persistent kernel.
 
     ``dest_table``: int64 tensor of W destination base addresses, each buffer (M/W, W*H, d)
-    contiguous. ``tile_log``: int64 (tiles, 8) tensor to record per-tile timestamps (GPU only).
+    contiguous. ``tile_log``: int64 (tiles, 8) tensor to record per-tile timestamps (GPU only);
+    ``tile_clocks``: its ``program`` field also carries the Q-loop's SM cycles
+    (``xstage.records.attention.decode_clock_field``).
     """
     _check_qkv(q, k, v, cfg)
     lay = cfg.layout
@@ -265,6 +277,7 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
         HEAD_DIM=cfg.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, FUSED=fused,
         INSTRUMENT=tile_log is not None, DOT_F32=interpreting(), TMA=cfg.tma, STORE_CACHE=cfg.store_cache,
         LOCAL_LAST=cfg.local_last, DRIP=drip, STAGGER=stagger, CHUNK_ROWS=chunk_rows, PARTS=parts,
+        CLOCKS=bool(tile_clocks and tile_log is not None),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if hasattr(compiled, "n_regs"):  # the compiled kernel (not in the interpreter)
         COMPILE_STATS[(cfg.label(), fused)] = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}

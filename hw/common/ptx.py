@@ -14,3 +14,9 @@ def _globaltimer():
 def _smid():
     """The SM this program runs on."""
     return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _clock64():
+    """%clock64: this SM's cycle counter (ticks at the SM clock, so cycles / %globaltimer ns is the SM clock in GHz)."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)

@@ -23,7 +23,10 @@ EXPECTED = {"bursts.parquet": ("burst", None), "points.parquet": ("point", None)
             "attention-tile.parquet": ("tile", None), "moe-tile-small.parquet": ("tile", None),
             "moe-tile.parquet": ("tile", None), "attention-fa4-kernel.parquet": ("kernel", None), "attention-fa4-persistent-kernel.parquet": ("kernel", None),
             # a tuner's re-measurement at its own picks, kept out of `xstage results moe` by its name
-            "picked-moe-kernel.parquet": ("kernel", None), "picked-moe-tile-small.parquet": ("tile", None)}
+            "picked-moe-kernel.parquet": ("kernel", None), "picked-moe-tile-small.parquet": ("tile", None),
+            # the in-pair run's launches, per-wave summaries and raw tiles (benchmarks/gpu/fa_split_inpair.py)
+            "inpair-launch.parquet": ("summary", "frame"), "inpair-wave.parquet": ("summary", "frame"),
+            "inpair-tile.parquet": ("summary", "frame")}
 
 
 def committed_records():

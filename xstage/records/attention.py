@@ -54,6 +54,13 @@ def tile_frame(cfg, log, *, schedule: str, platform: str = PLATFORM) -> pd.DataF
     return frame[COLUMNS["tile"] + [c for c in frame.columns if c not in COLUMNS["tile"]]]
 
 
+def decode_clock_field(program_field) -> tuple:
+    """(program, Q-loop SM cycles) from the ``program`` field of a tile log taken with ``launch_fa(...,
+    tile_clocks=True)`` (``program | cycles << 16``; the cycles are %clock64 over the tile's Q-loop)."""
+    f = np.asarray(program_field, dtype=np.int64)
+    return f & 0xFFFF, f >> 16
+
+
 def alias_best_backend(rows: list, backends, aliases=("sdpa", "serial_best")) -> list:
     """Rows naming the user's pick, the fastest SDPA backend: per M, the backend ``b`` whose ``sdpa_<b>``
     time (maximum over ranks) is least; every ``<alias>_<b>`` row is copied as ``<alias>`` with
