@@ -36,7 +36,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from xstage.paths import data_dir

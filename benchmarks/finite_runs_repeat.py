@@ -70,11 +70,11 @@ def score(pred: dict, run_dirs: list[Path]) -> dict:
             cons = table.median(axis=1)
             err = ((pr - cons) / cons).abs()
             rep = [tuple(k) for k in out["agreement"][f"{target} {fig}"]["reproducible"]]
+            misses = {" ".join(map(str, k)): {"pred": float(pr[k]), "consensus": float(cons[k]),
+                                              "rel_err": float((pr[k] - cons[k]) / cons[k])}
+                      for k in err.index[err > TOL]}
             res[fig] = {"per_measurement": per, "consensus": _errs(err),
-                        "reproducible_consensus": _errs(err.loc[rep]) if rep else None,
-                        "misses_on_consensus": {" ".join(map(str, k)): {"pred": float(pr[k]), "consensus": float(cons[k]),
-                                                                       "rel_err": float((pr[k] - cons[k]) / cons[k])}
-                                                for k in err.index[err > TOL]}}
+                        "reproducible_consensus": _errs(err.loc[rep]) if rep else None, "misses_on_consensus": misses}
         out["predictions"][key] = res
     return out
 
