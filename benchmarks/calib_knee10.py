@@ -4,6 +4,7 @@
     python benchmarks/calib_knee10.py logo    [--json OUT] [--targets host,local]   # leave-one-grid-out
     python benchmarks/calib_knee10.py bracket [--json OUT]     # what each host fit half holds near the knee
     python benchmarks/calib_knee10.py noise   [--json OUT]     # the same (K, B, gap) measured twice
+    python benchmarks/calib_knee10.py fresh10 --host DIR --local DIR [--json OUT]   # PRE-REGISTERED fresh10 score
 
 ``logo``: for each committed grid G and each split it is scored on (the recorded one; fresh3 and wide-3525cba also
 ``split_pairs`` seeds 1-4), ``two-stage-gated2`` is fitted three ways and judged on G's held-out half (lockstep
@@ -183,10 +184,70 @@ def noise(json_path=None, log=print) -> dict:
     return out
 
 
+RULE_KEYS = (("median_rel_err_T_iss", 0.05), ("p90_rel_err_T_iss", 0.15), ("median_rel_err_period", 0.05),
+             ("p90_rel_err_period", 0.15))
+# the pool of the pre-registered fresh10 score: every committed lockstep grid of this machine measured with the build
+# fresh10 is measured with (the same SASS: docs/calibration/microbench-build.md) -- fresh5, on the flag build, is not
+POOL = ("wide", "fresh", "fresh2", "fresh3", "wide-3525cba")
+
+
+def _refit(records: Path, target: str, seed: int, pool: bool) -> dict:
+    """``xstage calibrate --refit --records RECORDS --model two-stage-gated2 [--pool ...]`` into a temporary folder
+    (seed 0: the recorded split; else ``--heldout-fraction 0.3 --split-seed SEED``); its summary."""
+    import tempfile
+    from xstage.hw.calib import calibrate
+    with tempfile.TemporaryDirectory() as tmp:
+        return calibrate.refit(Path(tmp) / "o", records=records, model=MODEL,
+                               split_args=None if seed == 0 else (FRACTION, seed),
+                               pool=[EXTRA / f"h200-{TARGETS[target]}-{g}" for g in POOL] if pool else ())
+
+
+def score_fresh10(host: Path, local: Path, seeds=(1, 2, 3, 4), log=print) -> dict:
+    """PRE-REGISTERED (data/calibration-extra/knee10-preregistration.md): ``two-stage-gated2`` refitted on each
+    fresh10 run's fit half (the recorded split: ``pairs``, 0.3, seed 0) pooled with the fit halves of the five
+    committed grids of the same target in ``POOL`` (``--pool``), judged on the run's held-out half; four checks per
+    target (T_iss and period median <= 5 %, p90 <= 15 %, exact comparisons). Secondary (decide nothing): the
+    own-only refit (no pool) at seed 0, and both at ``split_pairs`` seeds 1-4."""
+    out = {"post_hoc": False, "model": MODEL, "pool": list(POOL), "split": {"rule": "pairs", "fraction": FRACTION,
+           "seed": 0}, "rows": [], "secondary_rows": []}
+    for target, folder in (("host", host), ("local", local)):
+        points, meta = load_points(folder)
+        out[f"{target}_provenance"] = meta.get("provenance")
+        if "split" in points:
+            out[f"{target}_recorded_split_matches"] = bool(
+                (points["split"].astype(str).to_numpy() == split_pairs(points, FRACTION, 0).to_numpy()).all())
+        for seed in (0,) + tuple(seeds):
+            for pool in (True, False):
+                s = _refit(folder, target, seed, pool)
+                r = {"target": target, "seed": seed, "fit": "pooled" if pool else "own",
+                     **{f"heldout_{k}": s.get(f"heldout_{k}") for k in KEYS},
+                     "R_GBps": s["R_GBps"], "Q_MiB_by_K": s["Q_MiB_by_K"], "rho_GBps": s.get("capacity_relax_GBps"),
+                     "sm_outstanding_KiB": s.get("sm_outstanding_KiB"), "pool": s.get("pool")}
+                (out["rows"] if seed == 0 and pool else out["secondary_rows"]).append(r)
+                log(f"{target:5s} fresh10 seed {seed} {r['fit']:6s} held-out T_iss {r['heldout_median_rel_err_T_iss']:.1%}"
+                    f" / {r['heldout_p90_rel_err_T_iss']:.1%}  period {r['heldout_median_rel_err_period']:.1%} / "
+                    f"{r['heldout_p90_rel_err_period']:.1%}  (n {r['heldout_n_points']})  rho {r['rho_GBps'] or 0:.1f}",
+                    flush=True)
+    checks = {}
+    for r in out["rows"]:
+        for key, limit in RULE_KEYS:
+            v = r.get(f"heldout_{key}")
+            checks[f"{r['target']}_{key}"] = {"value": v, "limit": limit,
+                                              "met": v is not None and bool(np.isfinite(v)) and v <= limit}
+    met = {t: all(c["met"] for k, c in checks.items() if k.startswith(t + "_")) for t in ("host", "local")}
+    out["decision"] = {"rule": "per target: docs recommend --pool for a calibration of that target from a small grid "
+                       "iff its four checks are met (pooled, seed 0)", "checks": checks, "met": met,
+                       "recommend_pool": [t for t, m in met.items() if m]}
+    log("four checks met:", met)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("logo", "bracket", "noise"))
+    ap.add_argument("action", choices=("logo", "bracket", "noise", "fresh10"))
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--host", type=Path, default=EXTRA / "h200-pcie-host-fresh10")
+    ap.add_argument("--local", type=Path, default=EXTRA / "h200-local-fresh10")
     ap.add_argument("--targets", default=",".join(TARGETS))
     args = ap.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
@@ -194,7 +255,13 @@ def main(argv=None) -> int:
     if wrong:
         print(f"--targets: {wrong[0]!r} must be one of {', '.join(TARGETS)}", file=sys.stderr)
         return 2
-    if args.action == "logo":
+    if args.action == "fresh10":
+        for folder in (args.host, args.local):
+            if not (folder / "points.parquet").is_file():
+                print(f"--host/--local: {str(folder)!r} has no points.parquet", file=sys.stderr)
+                return 2
+        _write(args.json, score_fresh10(args.host, args.local))
+    elif args.action == "logo":
         logo(targets, args.json)
     elif args.action == "bracket":
         bracket(args.json)
