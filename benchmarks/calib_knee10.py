@@ -5,6 +5,7 @@
     python benchmarks/calib_knee10.py bracket [--json OUT]     # what each host fit half holds near the knee
     python benchmarks/calib_knee10.py noise   [--json OUT]     # the same (K, B, gap) measured twice
     python benchmarks/calib_knee10.py fresh10 --host DIR --local DIR [--json OUT]   # PRE-REGISTERED fresh10 score
+    python benchmarks/calib_knee10.py misses [--host DIR] [--json OUT]   # post hoc: fresh10's held-out misses
 
 ``logo``: for each committed grid G and each split it is scored on (the recorded one; fresh3 and wide-3525cba also
 ``split_pairs`` seeds 1-4), ``two-stage-gated2`` is fitted three ways and judged on G's held-out half (lockstep
@@ -242,9 +243,54 @@ def score_fresh10(host: Path, local: Path, seeds=(1, 2, 3, 4), log=print) -> dic
     return out
 
 
+def misses(folder: Path, target: str = "host", seeds=(0, 1, 2, 3, 4), log=print) -> dict:
+    """POST HOC, read after the pre-registered score: per held-out (K, B) pair of a run, the median rel. T_iss
+    error of its lockstep periodic points under the pooled and the own-only refit at each seed, with the pair's knee
+    ratio under the committed wide-fitted gated platform; and an in-sample bound -- the model fitted on EVERY point
+    of the run (its held-out half included) -- judged on each seed's held-out points."""
+    from xstage.sim.platform import Platform
+    from xstage.sim import fit as calib_fit
+    ref = Platform.load(EXTRA / "h200-pcie-host-wide-two-stage-gated" / "platform.json")
+    points, _ = load_points(folder)
+    points = points.reset_index(drop=True)
+    pool = [(g, grid_points(target, g), recorded_split(grid_points(target, g))[0]) for g in POOL]
+    everything = _fit(points.drop(columns=["split"], errors="ignore"), target)
+    out = {"post_hoc": True, "records": str(folder), "rows": [], "in_sample": {}}
+    for seed in seeds:
+        split = recorded_split(points)[0] if seed == 0 else split_pairs(points, FRACTION, seed).reset_index(drop=True)
+        held = {(int(k), int(b)) for k, b, s in zip(points["producers"], points["bytes_per_producer"], split)
+                if s == "heldout"}
+        mine = [(folder.name, points, split)]
+        keep = [np.array([(int(k), int(b)) not in held for k, b in zip(p["producers"], p["bytes_per_producer"])])
+                for _, p, _ in pool]      # as --pool: no pair held out of the run enters the fit
+        pooled_parts = [(g, p[m].reset_index(drop=True), s[m].reset_index(drop=True)) for (g, p, s), m in zip(pool, keep)]
+        fits = {"own": _fit(fit_halves(mine), target),
+                "pooled": _fit(fit_halves(pooled_parts + mine), target),
+                "in-sample": everything}
+        for how, plat in fits.items():
+            c = calib_fit.model_check(points, plat)
+            c["split"] = split.to_numpy()
+            c = c[(c["mode"] == "periodic") & (c["split"] == "heldout")]
+            err = c["rel_err_T_iss"].abs().dropna().to_numpy(float)
+            if how == "in-sample":
+                out["in_sample"][f"seed {seed}"] = {"median": float(np.median(err)), "p90": float(np.percentile(err, 90))}
+            for (k, b), g in c.groupby(["producers", "bytes_per_producer"]):
+                k, b = int(k), int(b)
+                ratio = (k * b - ref.drain_rate_GBps * 1e3 * ref.issue_time0_us(k, b)) / ref.capacity_bytes(k)
+                out["rows"].append({"seed": seed, "fit": how, "K": k, "B_KiB": b / 1024, "knee_ratio": round(ratio, 2),
+                                    "n": int(len(g)), "gap_sweep": bool((g["phase"] == "gap").any()),
+                                    "median_rel_err": float(g["rel_err_T_iss"].median()),
+                                    "measured_us": float(g["T_iss(us)"].median()),
+                                    "model_us": float(g["model_T_iss(us)"].median())})
+        log(f"seed {seed}: in-sample held-out p90 {out['in_sample'][f'seed {seed}']['p90']:.1%}; pairs off > 15 %: " +
+            "; ".join(f"{r['fit']} ({r['K']}, {r['B_KiB']:g}) r {r['knee_ratio']} {r['median_rel_err']:+.0%} n {r['n']}"
+                      for r in out["rows"] if r["seed"] == seed and abs(r["median_rel_err"]) > 0.15), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("logo", "bracket", "noise", "fresh10"))
+    ap.add_argument("action", choices=("logo", "bracket", "noise", "fresh10", "misses"))
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--host", type=Path, default=EXTRA / "h200-pcie-host-fresh10")
     ap.add_argument("--local", type=Path, default=EXTRA / "h200-local-fresh10")
@@ -255,7 +301,9 @@ def main(argv=None) -> int:
     if wrong:
         print(f"--targets: {wrong[0]!r} must be one of {', '.join(TARGETS)}", file=sys.stderr)
         return 2
-    if args.action == "fresh10":
+    if args.action == "misses":
+        _write(args.json, misses(args.host))
+    elif args.action == "fresh10":
         for folder in (args.host, args.local):
             if not (folder / "points.parquet").is_file():
                 print(f"--host/--local: {str(folder)!r} has no points.parquet", file=sys.stderr)
