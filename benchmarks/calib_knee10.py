@@ -225,7 +225,8 @@ def score_fresh10(host: Path, local: Path, seeds=(1, 2, 3, 4), log=print) -> dic
                      "R_GBps": s["R_GBps"], "Q_MiB_by_K": s["Q_MiB_by_K"], "rho_GBps": s.get("capacity_relax_GBps"),
                      "sm_outstanding_KiB": s.get("sm_outstanding_KiB"), "pool": s.get("pool")}
                 (out["rows"] if seed == 0 and pool else out["secondary_rows"]).append(r)
-                log(f"{target:5s} fresh10 seed {seed} {r['fit']:6s} held-out T_iss {r['heldout_median_rel_err_T_iss']:.1%}"
+                log(f"{target:5s} fresh10 seed {seed} {r['fit']:6s} held-out T_iss "
+                    f"{r['heldout_median_rel_err_T_iss']:.1%}"
                     f" / {r['heldout_p90_rel_err_T_iss']:.1%}  period {r['heldout_median_rel_err_period']:.1%} / "
                     f"{r['heldout_p90_rel_err_period']:.1%}  (n {r['heldout_n_points']})  rho {r['rho_GBps'] or 0:.1f}",
                     flush=True)
@@ -263,7 +264,8 @@ def misses(folder: Path, target: str = "host", seeds=(0, 1, 2, 3, 4), log=print)
         mine = [(folder.name, points, split)]
         keep = [np.array([(int(k), int(b)) not in held for k, b in zip(p["producers"], p["bytes_per_producer"])])
                 for _, p, _ in pool]      # as --pool: no pair held out of the run enters the fit
-        pooled_parts = [(g, p[m].reset_index(drop=True), s[m].reset_index(drop=True)) for (g, p, s), m in zip(pool, keep)]
+        pooled_parts = [(g, p[m].reset_index(drop=True), s[m].reset_index(drop=True))
+                        for (g, p, s), m in zip(pool, keep)]
         fits = {"own": _fit(fit_halves(mine), target),
                 "pooled": _fit(fit_halves(pooled_parts + mine), target),
                 "in-sample": everything}
@@ -273,7 +275,8 @@ def misses(folder: Path, target: str = "host", seeds=(0, 1, 2, 3, 4), log=print)
             c = c[(c["mode"] == "periodic") & (c["split"] == "heldout")]
             err = c["rel_err_T_iss"].abs().dropna().to_numpy(float)
             if how == "in-sample":
-                out["in_sample"][f"seed {seed}"] = {"median": float(np.median(err)), "p90": float(np.percentile(err, 90))}
+                out["in_sample"][f"seed {seed}"] = {"median": float(np.median(err)),
+                                                    "p90": float(np.percentile(err, 90))}
             for (k, b), g in c.groupby(["producers", "bytes_per_producer"]):
                 k, b = int(k), int(b)
                 ratio = (k * b - ref.drain_rate_GBps * 1e3 * ref.issue_time0_us(k, b)) / ref.capacity_bytes(k)

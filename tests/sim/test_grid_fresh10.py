@@ -38,5 +38,6 @@ def test_fresh10_steps_across_the_knee_at_every_K_and_holds_a_knee_sweep_out_at_
     pts = pd.DataFrame(rows, columns=["phase", "mode", "producers", "bytes_per_producer"])
     for seed in range(5):
         split = split_pairs(pts, 0.3, seed)
-        held = {(int(k), int(b)) for k, b, s in zip(pts["producers"], pts["bytes_per_producer"], split) if s == "heldout"}
+        held = {(int(k), int(b)) for k, b, s in zip(pts["producers"], pts["bytes_per_producer"], split)
+                if s == "heldout"}
         assert held & set(g["gap_configs"]), seed
