@@ -70,3 +70,12 @@ def test_a_sweep_checks_its_pool_before_it_starts(tmp_path, capsys, monkeypatch)
     assert main(["calibrate", "--sim", "paper-b200", "--target", "host", "--quick", "--out", str(tmp_path / "o"),
                  "--pool", str(LOCAL2)]) == 2
     _one_line(capsys, "local calibration")
+
+
+def test_a_sweep_pools_too(tmp_path, capsys):
+    assert main(["calibrate", "--sim", "h200-pcie-host", "--target", "host", "--grid", "fresh10", "--quick",
+                 "--model", "two-stage-gated2", "--pool", str(HOST5), "--out", str(tmp_path / "o"), "--json",
+                 "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [p["grid"] for p in summary["pool"]] == ["fresh5"] and summary["pool"][0]["n_points"] > 0
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["pool"] == summary["pool"]
