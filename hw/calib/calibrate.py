@@ -271,7 +271,7 @@ def _link_info(gpu: dict) -> dict:
 
 
 def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = False, progress: bool = True,
-                    provenance_block: dict | None = None) -> dict:
+                    provenance_block: dict | None = None, pool=()) -> dict:
     """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict."""
     out = check_out_dir(out_dir, overwrite=overwrite)
     t = time.perf_counter()
@@ -288,7 +288,7 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     if not cfg.name and described.get("issue", "store") != "store":   # NVSHMEM device puts (hw/microbench/puts.py)
         name += f"-{described['issue']}"
     return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
-                  split_args=(cfg.heldout_fraction, cfg.split_seed), model=cfg.model)
+                  split_args=(cfg.heldout_fraction, cfg.split_seed), model=cfg.model, pool=pool)
 
 
 _RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
@@ -312,13 +312,57 @@ def _split(points: pd.DataFrame, meta: dict, split_args) -> tuple[pd.DataFrame, 
     return points, split, {**meta, "config": config}
 
 
+def check_pool(pool, target: str | None = None, gpu_name: str | None = None, records=None) -> list:
+    """The ``--pool`` folders, checked before anything is measured or fitted: each a calibration folder (a
+    points.parquet) named once, not ``records`` itself, and -- where ``target`` / ``gpu_name`` are given -- of
+    that target and GPU. Returns [(path, points, meta)]."""
+    from xstage.records import load_records
+    seen, out = set(), []
+    for folder in pool or ():
+        src = Path(folder)
+        if not str(folder).strip() or not (src / "points.parquet").is_file():
+            raise InputError("--pool", str(folder), "holds no points.parquet (a calibration folder)")
+        if src.resolve() in seen:
+            raise InputError("--pool", str(folder), "is named twice")
+        if records is not None and src.resolve() == Path(records).resolve():
+            raise InputError("--pool", str(folder), "is --records itself (its fit half is fitted anyway)")
+        seen.add(src.resolve())
+        points, meta = load_records(src / "points.parquet", "point")
+        got = (meta.get("config") or {}).get("target")
+        if target is not None and got != target:
+            raise InputError("--pool", str(folder), f"is a {got} calibration (the fitted records are {target})")
+        gpu = (meta.get("runner") or {}).get("gpu_name")
+        if gpu_name and gpu and gpu != gpu_name:
+            raise InputError("--pool", str(folder), f"was measured on {gpu} (the fitted records on {gpu_name})")
+        out.append((src, points, meta))
+    return out
+
+
+def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
+    """The rows the ``--pool`` folders add to the fit: each folder's own fit half (its recorded split's ``fit``
+    rows; every row where it recorded no split), less the rows of any (K, B) pair held out of the fitted records,
+    so that their held-out check stays held out. Returns (rows, one description per folder)."""
+    frames, info = [], []
+    for src, points, meta in pool:
+        rows = points[points["split"].astype(str) == "fit"] if "split" in points else points
+        pair = list(zip(rows["producers"].astype(int), rows["bytes_per_producer"].astype(int)))
+        clash = np.array([p in heldout_pairs for p in pair], dtype=bool)
+        frames.append(rows[~clash].drop(columns=["split"], errors="ignore"))
+        info.append({"records": str(src), "grid": (meta.get("config") or {}).get("grid"),
+                     "git_commit": (meta.get("provenance") or {}).get("git_commit"), "n_points": int((~clash).sum()),
+                     "n_left_out_heldout_pairs": len({p for p, c in zip(pair, clash) if c})})
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), info
+
+
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
-           model: str | None = None) -> dict:
+           model: str | None = None, pool=()) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
     a meta block loaded from a record file loses its ``kind`` (and ``table``) first. With a split (new from
     ``split_args``, or recorded in the points), the platform is fitted on the ``fit`` points only and the
     check reports both sets. ``model``: the platform model to fit (``MODELS``; None: the one recorded in the
-    meta's config, else v1), recorded in the config, the summary and the platform's notes."""
+    meta's config, else v1), recorded in the config, the summary and the platform's notes. ``pool``: other
+    calibration folders of the same target and GPU (``check_pool``) whose fit halves join the fit
+    (``pooled_rows``); the check, the split and the records written stay this run's own."""
     from xstage.records import atomic_write_text, save_records
 
     meta = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
@@ -347,6 +391,19 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
                                   f"{meta['config'].get('heldout_fraction')}, split_seed "
                                   f"{meta['config'].get('split_seed')}. Rule: {SPLIT_RULE}.")
     fitted = points if split is None else points[split.to_numpy() == "fit"]
+    pool_info = []
+    if pool:
+        pool = check_pool(pool, target, meta["runner"].get("gpu_name"))
+        held = set() if split is None else {(int(k), int(b)) for k, b in zip(
+            points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])}
+        extra, pool_info = pooled_rows(pool, held)
+        fitted = pd.concat([fitted.drop(columns=["split"], errors="ignore"), extra], ignore_index=True)
+        meta = {**meta, "config": {**meta["config"], "pool": [p["records"] for p in pool_info]}}
+        notes["pool"] = ("Fitted together with the fit halves of " + "; ".join(
+            f"{p['records']} ({p['n_points']} points, grid {p['grid']}, commit {str(p['git_commit'])[:7]}"
+            + (f", {p['n_left_out_heldout_pairs']} pairs held out here left out" if p["n_left_out_heldout_pairs"]
+               else "") + ")" for p in pool_info) + " (xstage calibrate --pool; docs/calibration/knee10.md); "
+            "the model check and the split are this run's own.")
     notes["model"] = (f"{model}: fitted by `xstage calibrate --model {model}` (capacity law {capacity_law_of(model)!r}; "
                       "docs/calibration.md, 'Choosing the model').")
     platform, fit = fit_platform(fitted, name=name, target=target, sm_count=int(meta["runner"].get("sm_count", 132)),
@@ -357,6 +414,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     check, summary = check_and_summarize(points, platform, split, fraction=meta["config"].get("heldout_fraction"),
                                          seed=meta["config"].get("split_seed"))
     summary["model"] = model
+    if pool_info:
+        summary["pool"] = pool_info
     if split is not None:
         summary["grid"] = meta["config"].get("grid", "default")
     if len(copy):
@@ -393,7 +452,7 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
 
 
 def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_args=None, model: str | None = None,
-          records=None) -> dict:
+          records=None, pool=()) -> dict:
     """Re-fit a calibration folder from its points.parquet (no GPU needed). ``records``: the folder to read
     (e.g. committed measured records); its files are only read and everything goes to ``out_dir``, a folder
     free of calibration files (or ``overwrite``). Without ``records``, ``out_dir`` itself is refitted and every
@@ -401,7 +460,8 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
     ``overwrite``. Each record file keeps its kind; a refit into a new folder copies no bursts.parquet (the
     burst sample stays in ``records``; ``refit_of`` in the metadata names it). The split: a new one from ``split_args`` = (fraction,
     seed), else the recorded one, else none (records from before the split are fitted on every point, as they
-    were). ``model``: the platform model (``MODELS``); None keeps the recorded one (v1 for older records)."""
+    were). ``model``: the platform model (``MODELS``); None keeps the recorded one (v1 for older records).
+    ``pool``: other calibration folders whose fit halves join the fit (``finish``)."""
     from xstage.records import load_records
 
     if model is not None:
@@ -421,6 +481,7 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
             raise InputError("--records", str(src), "is --out itself: leave out --records to refit in place")
         out = check_out_dir(out, overwrite=overwrite)
     points, meta = load_records(src / "points.parquet", "point")
+    check_pool(pool, (meta.get("config") or {}).get("target"), (meta.get("runner") or {}).get("gpu_name"), src)
     bursts = None                           # --records: the burst sample stays in SRC (not copied)
     if records is None and (src / "bursts.parquet").exists():
         bursts, _ = load_records(src / "bursts.parquet", "burst")
@@ -428,4 +489,4 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
     if records is not None:
         meta = {**meta, "refit_of": str(src)}
     return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit",
-                  overwrite=True if records is None else overwrite, split_args=split_args, model=model)
+                  overwrite=True if records is None else overwrite, split_args=split_args, model=model, pool=pool)

@@ -38,6 +38,15 @@ each also free-running -- (130, 320 KiB) = 40.6 MiB, a free burst larger than an
 (94, 288 KiB) = 26.4 MiB, and (130, 24 KiB) = 3.0 MiB at large K and short B -- and the isolated sweep on
 {13, 40, 120} KiB (host sweep about 44 s, local 12 s by calib_fresh3_heldout's time model). Every K is new to every
 earlier grid, so no (K, B) pair of it is in any.
+``fresh10`` (session 10, knee10): a small lockstep grid for one short run testing a pooled host fit (``xstage calibrate
+--pool``; docs/calibration/knee10.md) on a grid whose held-out half holds knee pairs at every split seed: K in {9, 34,
+58, 84, 116} x B in {6, 16, 26, 36, 44, 88, 150} KiB -- under the session-7 gated host platform the knee ratio (V - R
+T_iss0)/Q(K) steps across 1 at every K (9 x 150 KiB 1.07, 34 x 44 KiB 0.94, 58 x 36 KiB 1.06, 84 x 26 KiB 0.92,
+116 x 26 KiB 1.04) -- eight gap sweeps, lockstep only, at the knee of the four larger K: (116, 26), (116, 44), (84, 26),
+(84, 36), (58, 36), (58, 44), (34, 44), (34, 88) KiB (ratios 0.92-1.9; the ``pairs`` split holds out two to four of
+them at seeds 0-4), and the isolated sweep at every K on {6, 16, 26, 44, 64, 88, 150} KiB. Every K is new to every
+earlier grid, so no (K, B) pair of it is in any (host sweep about 31 s, local 19 s by calib_fresh3_heldout's time
+model).
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -58,6 +67,7 @@ FRESH3_CAPACITY_SWEEPS = tuple((k, b * KiB) for k, b in ((11, 224), (18, 144), (
 FRESH4_K = (14, 60, 128)
 FRESH5_K = (7, 30, 76, 124)
 FRESH7_K = (22, 46, 94, 130)
+FRESH10_K = (9, 34, 58, 84, 116)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -94,6 +104,12 @@ GRIDS = {
     "fresh7": dict(producers=FRESH7_K, sizes=tuple(k * KiB for k in (13, 40, 120, 200)),
                    gap_configs=((130, 320 * KiB), (94, 288 * KiB), (130, 24 * KiB)), iso_producers=FRESH7_K,
                    iso_sizes=tuple(k * KiB for k in (13, 40, 120)), free_gaps=3),
+    # fresh10 (session 10, knee10): lockstep, knee pairs at every K, for a pooled host fit (module doc)
+    "fresh10": dict(producers=FRESH10_K, sizes=tuple(k * KiB for k in (6, 16, 26, 36, 44, 88, 150)),
+                    gap_configs=tuple((k, b * KiB) for k, b in ((116, 26), (116, 44), (84, 26), (84, 36), (58, 36),
+                                                                 (58, 44), (34, 44), (34, 88))),
+                    iso_producers=FRESH10_K, iso_sizes=tuple(k * KiB for k in (6, 16, 26, 44, 64, 88, 150)),
+                    free_gaps=0),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -108,6 +124,7 @@ QUICK_GRIDS = {
     "fresh4": dict(gap_configs=((128, 176 * KiB), (96, 9 * KiB)), free_gaps=2),
     "fresh5": dict(gap_configs=((124, 18 * KiB), (76, 68 * KiB)), free_gaps=0),
     "fresh7": dict(gap_configs=((130, 320 * KiB), (130, 24 * KiB)), free_gaps=2),
+    "fresh10": dict(gap_configs=((116, 26 * KiB), (58, 44 * KiB)), free_gaps=0),
 }
 
 

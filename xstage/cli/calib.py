@@ -4,6 +4,7 @@
     xstage calibrate --target local --out /tmp/calib-local --quick
     xstage calibrate --refit --overwrite --out data/calibration/h200-pcie-host   # re-fit stored points, no GPU
     xstage calibrate --refit --records data/calibration-extra/h200-pcie-host-wide --model two-stage-relax --out DIR
+    xstage calibrate --refit --records NEW --pool OLD1 --pool OLD2 --model two-stage-gated2 --out DIR  # pooled fit
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
     xstage calibrate --target host --grid wide --heldout-fraction 0.3 --split-seed 0 --out DIR   # issue 15
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
@@ -106,6 +107,12 @@ def register(sub):
     p.add_argument("--records", default=None, metavar="SRC",
                    help="with --refit: the calibration folder to read (e.g. committed records; only read), the "
                    "refitted folder goes to --out")
+    p.add_argument("--pool", action="append", default=None, metavar="SRC",
+                   help="another calibration folder of the same target and GPU (repeatable): its fit half (its "
+                   "recorded split's fit points; every point where it recorded none) joins this fit, less any (K, B) "
+                   "pair held out here; the model check, the split and the records written stay this run's own. A "
+                   "small grid's fit half does not pin the host capacity knee; pooled with earlier grids' it does "
+                   "(docs/calibration/knee10.md)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
@@ -206,12 +213,14 @@ def run(args) -> int:
         if args.records is not None and not str(args.records).strip():
             raise InputError("--records", args.records, "must name a calibration folder")
         summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite,
-                                  split_args=split_args(args), model=model_arg(args), records=args.records)
+                                  split_args=split_args(args), model=model_arg(args), records=args.records,
+                                  pool=args.pool or ())
     else:
         if args.target is None:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
         cfg = build_config(args)
         calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
+        calibrate.check_pool(args.pool or (), args.target)            # the GPU is checked after the sweep
         if args.sim:
             from xstage.sim.calib_runner import SimRunner
             from xstage.sim.platform import load_platform
@@ -237,7 +246,7 @@ def run(args) -> int:
                 calibrate.sweep(cfg, runner, progress=False)
                 return 0
             summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite,
-                                                progress=progress_enabled(args))
+                                                progress=progress_enabled(args), pool=args.pool or ())
         finally:
             runner.close()
         say(args, f"[calibrate] wrote {args.out}/platform.json and records")
