@@ -10,8 +10,8 @@
 ``logo``: for each committed grid G and each split it is scored on (the recorded one; fresh3 and wide-3525cba also
 ``split_pairs`` seeds 1-4), ``two-stage-gated2`` is fitted three ways and judged on G's held-out half (lockstep
 periodic |rel err| median / p90): ``own`` (G's fit half only: what a user with one grid gets), ``pooled`` (G's fit
-half plus the recorded fit halves of every OTHER pooled grid: what ``xstage calibrate --refit --records A --records
-B`` gives) and ``others`` (the other grids' fit halves only: no point of G). The pooled grids are wide, fresh,
+half plus the recorded fit halves of every OTHER pooled grid: what ``xstage calibrate --refit --records A --pool B
+--pool C`` gives) and ``others`` (the other grids' fit halves only: no point of G). The pooled grids are wide, fresh,
 fresh2, fresh3, fresh5 (fresh5 on the flag build, docs/calibration/microbench-build.md); wide-3525cba (the same
 grid as wide, fixed build) is scored with fresh, fresh2, fresh3 and fresh5 as its others (wide's pairs are its
 own), and is never pooled into the five's fits.
@@ -33,6 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
 from calib_issue_law import FRACTION, KEYS, TARGETS, recorded_split  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_platform, split_pairs  # noqa: E402
+
+def _rel(path) -> str:
+    """A folder as the records name it: relative to the checkout (``data/...``) where it lies inside it."""
+    p, root = Path(path).resolve(), Path(__file__).resolve().parents[1]
+    return str(p.relative_to(root)) if p.is_relative_to(root) else str(path)
+
 
 POOLED = ("wide", "fresh", "fresh2", "fresh3", "fresh5")
 SCORED = POOLED + ("wide-3525cba",)
@@ -223,7 +229,8 @@ def score_fresh10(host: Path, local: Path, seeds=(1, 2, 3, 4), log=print) -> dic
                 r = {"target": target, "seed": seed, "fit": "pooled" if pool else "own",
                      **{f"heldout_{k}": s.get(f"heldout_{k}") for k in KEYS},
                      "R_GBps": s["R_GBps"], "Q_MiB_by_K": s["Q_MiB_by_K"], "rho_GBps": s.get("capacity_relax_GBps"),
-                     "sm_outstanding_KiB": s.get("sm_outstanding_KiB"), "pool": s.get("pool")}
+                     "sm_outstanding_KiB": s.get("sm_outstanding_KiB"),
+                     "pool": [dict(p, records=_rel(p["records"])) for p in s.get("pool") or []] or None}
                 (out["rows"] if seed == 0 and pool else out["secondary_rows"]).append(r)
                 log(f"{target:5s} fresh10 seed {seed} {r['fit']:6s} held-out T_iss "
                     f"{r['heldout_median_rel_err_T_iss']:.1%}"
@@ -256,7 +263,7 @@ def misses(folder: Path, target: str = "host", seeds=(0, 1, 2, 3, 4), log=print)
     points = points.reset_index(drop=True)
     pool = [(g, grid_points(target, g), recorded_split(grid_points(target, g))[0]) for g in POOL]
     everything = _fit(points.drop(columns=["split"], errors="ignore"), target)
-    out = {"post_hoc": True, "records": str(folder), "rows": [], "in_sample": {}}
+    out = {"post_hoc": True, "records": _rel(folder), "rows": [], "in_sample": {}}
     for seed in seeds:
         split = recorded_split(points)[0] if seed == 0 else split_pairs(points, FRACTION, seed).reset_index(drop=True)
         held = {(int(k), int(b)) for k, b, s in zip(points["producers"], points["bytes_per_producer"], split)

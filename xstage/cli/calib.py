@@ -110,9 +110,10 @@ def register(sub):
     p.add_argument("--pool", action="append", default=None, metavar="SRC",
                    help="another calibration folder of the same target and GPU (repeatable): its fit half (its "
                    "recorded split's fit points; every point where it recorded none) joins this fit, less any (K, B) "
-                   "pair held out here; the model check, the split and the records written stay this run's own. A "
-                   "small grid's fit half does not pin the host capacity knee; pooled with earlier grids' it does "
-                   "(docs/calibration/knee10.md)")
+                   "pair held out here; the model check, the split and the records written stay this run's own. "
+                   "Measured: it meets the held-out targets of local calibrations from a small grid; on host it "
+                   "fixed the small committed grids post hoc but missed a fresh knee grid's p90 (pre-registered; "
+                   "docs/calibration/knee10.md)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
