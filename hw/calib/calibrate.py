@@ -274,6 +274,8 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
                     provenance_block: dict | None = None, pool=()) -> dict:
     """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict."""
     out = check_out_dir(out_dir, overwrite=overwrite)
+    if pool:   # the pool's target and GPU before any measurement: a bad --pool must not cost the sweep
+        check_pool(pool, cfg.target, runner.describe().get("gpu_name"))
     t = time.perf_counter()
     points, bursts = sweep(cfg, runner, progress=progress)
     volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))

@@ -72,6 +72,22 @@ def test_a_sweep_checks_its_pool_before_it_starts(tmp_path, capsys, monkeypatch)
     _one_line(capsys, "local calibration")
 
 
+def test_a_sweep_checks_its_pools_gpu_before_it_starts(tmp_path, monkeypatch):
+    """The GPU a pool folder was measured on is known only once the runner is open: still before the sweep."""
+    class OtherGPU:
+        def describe(self):
+            return {"runner": "gpu", "gpu_name": "NVIDIA B200"}
+
+    def no_sweep(*a, **k):
+        raise AssertionError("the sweep started")
+
+    monkeypatch.setattr(calibrate, "sweep", no_sweep)
+    cfg = calibrate.CalibConfig(target="host")
+    with pytest.raises(calibrate.InputError, match="was measured on NVIDIA H200"):
+        calibrate.run_calibration(cfg, OtherGPU(), tmp_path / "o", pool=[str(HOST2)])
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
 def test_a_sweep_pools_too(tmp_path, capsys):
     assert main(["calibrate", "--sim", "h200-pcie-host", "--target", "host", "--grid", "fresh10", "--quick",
                  "--model", "two-stage-gated2", "--pool", str(HOST5), "--out", str(tmp_path / "o"), "--json",

@@ -221,7 +221,7 @@ def run(args) -> int:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
         cfg = build_config(args)
         calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
-        calibrate.check_pool(args.pool or (), args.target)            # the GPU is checked after the sweep
+        calibrate.check_pool(args.pool or (), args.target)            # the GPU: once the runner is open
         if args.sim:
             from xstage.sim.calib_runner import SimRunner
             from xstage.sim.platform import load_platform
