@@ -22,7 +22,6 @@ gap sweeps and plateau-only pairs, and at how many distinct K -- beside the own-
 run's own trial spread (``T_iss_spread``: max / min - 1 over its trials): a floor under any model's p90.
 """
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
 from calib_issue_law import FRACTION, KEYS, TARGETS, recorded_split  # noqa: E402
+from calib_knee import _write  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_platform, split_pairs  # noqa: E402
 
 def _rel(path) -> str:
@@ -45,14 +45,6 @@ SCORED = POOLED + ("wide-3525cba",)
 EXTRA_SEEDS = {"fresh3": (1, 2, 3, 4), "wide-3525cba": (1, 2, 3, 4)}
 MODEL = "two-stage-gated2"
 LO, HI = 0.7, 2.0                       # the knee band of (V - R T_iss0) / Q(K)
-
-
-def _write(path, obj) -> None:
-    if path is None:
-        return
-    tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-    tmp.replace(path)
 
 
 def grid_points(target: str, grid: str) -> pd.DataFrame:
