@@ -45,7 +45,8 @@ def _law(p) -> dict:
 def _line(r) -> str:
     return (f"{r['target']:5s} {r['model']:17s} {r['grid']:12s} {r['split']:13s} {r['fit']:6s} held-out T_iss "
             f"{r['heldout_median_rel_err_T_iss']:.1%} / {r['heldout_p90_rel_err_T_iss']:.1%}  period "
-            f"{r['heldout_median_rel_err_period']:.1%} / {r['heldout_p90_rel_err_period']:.1%} (n {r['heldout_n_points']})")
+            f"{r['heldout_median_rel_err_period']:.1%} / {r['heldout_p90_rel_err_period']:.1%} "
+            f"(n {r['heldout_n_points']})")
 
 
 def logo(models=MODELS, target="host", json_path=None, log=print, fits=("own", "pooled", "others")) -> dict:

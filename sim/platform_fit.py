@@ -40,7 +40,7 @@ KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points"
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
           "two-stage-gated2": "relaxing-gated-overlap",   # gated2: the skew overlaps the ceiling (cal7)
-          "two-stage-gated3": "relaxing-gated-overlap-exp",   # gated3: gated2, the capacity relaxing exponentially (cal8)
+          "two-stage-gated3": "relaxing-gated-overlap-exp",   # gated3: gated2, capacity relaxing exponentially (cal8)
           "two-stage-knee": "relaxing-gated-overlap-knee",    # knee11: gated2, a lockstep burst below Q(K) at T_iss0
           "two-stage-knee2": "relaxing-gated-overlap-knee-points"}   # knee11: knee, Q(K) per K, one relaxing floor
 DEFAULT_MODEL = "v1"
@@ -244,7 +244,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                         producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
                         start_skew_us=t0.get("start_skew_us"), store_buffer_bytes=t0.get("store_buffer_bytes"),
-                        skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), target=target, **knee, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
+                        skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), target=target, **knee,
+                        tensor_TFLOPs=dict(tensor_TFLOPs or {}),
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     if capacity_law == "relaxing-robust":
         platform, fit["free"] = _with_free_law(platform, points)
