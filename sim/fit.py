@@ -220,7 +220,10 @@ def _lockstep_relaxing(platform, K, G, t0, V, R, Q) -> float:
     """A lockstep burst (mode ``periodic``) with a relaxing capacity: the barrier's fence lets every burst start
     from a drained path (docs/calibration.md, "What the lockstep mode measured"), where the capacity is back at
     Q(K), so ``periodic_issue_time_us``'s two bounds hold with Eq. 7's relaxing form:
-    max(T_iss0, V/R - G, relaxing isolated issue time)."""
+    max(T_iss0, V/R - G, relaxing isolated issue time). With ``lockstep_drain_gated`` (knee11) the V/R - G term
+    holds only for a burst that fills the X-Stage (V - R T_iss0 > Q(K)); below that the burst issues at T_iss0."""
+    if platform.lockstep_drain_gated and V - R * t0 <= Q:
+        return t0
     return max(model.issue_time_us(G, t0, V, R), _two_stage_isolated(platform, K, t0, V, R, Q))
 
 

@@ -60,7 +60,14 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   below falls exponentially toward its floor instead of linearly, dC/dt = -rho (C - Q_shared) / (Q(K) - Q_shared)
   while held back -- rho is its initial rate, (Q(K) - Q_shared) / rho its time constant; the floor is approached,
   never reached (docs/calibration/knee.md). None: linear, as before. Needs ``capacity_relax_GBps``.
-  All nine are written only when set, so version-2 files without them keep their contents and hash.
+- ``capacity_floor_bytes`` (session 10, knee11; ``--model two-stage-knee2``): the floor Q_f the relaxing
+  capacity falls to, one figure for every K (capped at Q(K)); None: Q_shared(K). With it, ``capacity_relax_GBps``
+  needs no ``sm_outstanding_bytes``: Q(K) may be the per-K ``capacity_points`` (docs/calibration/knee11.md).
+- ``lockstep_drain_gated`` (session 10, knee11; ``--model two-stage-knee``, ``two-stage-knee2``): true: a
+  lockstep burst (every burst starts from a drained path) waits for the drain only once it fills the X-Stage,
+  V - R T_iss0 > Q(K); below that its issue time is T_iss0, without Eq. 3's V/R - G term (as the simulator's
+  lockstep mode has it). None: the model check's lockstep form as before.
+  All eleven are written only when set, so version-2 files without them keep their contents and hash.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
   Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
@@ -90,11 +97,13 @@ TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBp
                     "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
                     "skew_overlaps_ceiling") + ("free_producer_issue_GBps", "free_store_buffer_bytes",
                                                 "free_injection_GBps", "free_drain_rate_GBps",
-                                                "capacity_relax_exponential")   # version 2 only
+                                                "capacity_relax_exponential") + (
+                        "capacity_floor_bytes", "lockstep_drain_gated")   # version 2 only
 _FREE_OVERRIDES = (("free_producer_issue_GBps", "producer_issue_GBps"), ("free_store_buffer_bytes", "store_buffer_bytes"),
                    ("free_injection_GBps", "injection_GBps"), ("free_drain_rate_GBps", "drain_rate_GBps"))
 _WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
-                     "skew_overlaps_ceiling") + tuple(f for f, _ in _FREE_OVERRIDES) + ("capacity_relax_exponential",)
+                     "skew_overlaps_ceiling") + tuple(f for f, _ in _FREE_OVERRIDES) + (
+                     "capacity_relax_exponential", "capacity_floor_bytes", "lockstep_drain_gated")
 # version-2 fields added later: left out of the file while None
 _BUNDLED_PACKAGE = "xstage.sim"
 
@@ -125,6 +134,8 @@ class Platform:
     free_injection_GBps: float | bool | None = None  # v2: I of free-running bursts (false: none; None: injection_GBps)
     free_drain_rate_GBps: float | None = None       # v2: R seen by free-running bursts (None: drain_rate_GBps)
     capacity_relax_exponential: bool | None = None   # v2: True: the relaxing capacity falls exponentially to its floor
+    capacity_floor_bytes: float | None = None   # v2: the relaxing capacity's floor Q_f (None: Q_shared(K)), K-free
+    lockstep_drain_gated: bool | None = None    # v2: True: a lockstep burst waits for the drain only once it fills Q(K)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -159,9 +170,9 @@ class Platform:
             if rho >= self.drain_rate_GBps:
                 raise InputError("platform.capacity_relax_GBps", self.capacity_relax_GBps,
                                  f"must be below drain_rate_GBps={self.drain_rate_GBps}")
-            if not self.sm_outstanding_bytes:
+            if not self.sm_outstanding_bytes and self.capacity_floor_bytes is None:
                 raise InputError("platform.capacity_relax_GBps", self.capacity_relax_GBps,
-                                 "needs sm_outstanding_bytes > 0 (the slots it gives up)")
+                                 "needs sm_outstanding_bytes > 0 (the slots it gives up) or capacity_floor_bytes")
             object.__setattr__(self, "capacity_relax_GBps", rho)
         if self.store_buffer_bytes is not None:
             object.__setattr__(self, "store_buffer_bytes", _real("platform.store_buffer_bytes", self.store_buffer_bytes,
@@ -194,6 +205,14 @@ class Platform:
             if self.capacity_relax_GBps is None:
                 raise InputError("platform.capacity_relax_exponential", self.capacity_relax_exponential,
                                  "needs capacity_relax_GBps (the relaxing capacity it shapes)")
+        if self.capacity_floor_bytes is not None:
+            object.__setattr__(self, "capacity_floor_bytes", _real("platform.capacity_floor_bytes",
+                                                                   self.capacity_floor_bytes, allow_zero=True))
+            if self.capacity_relax_GBps is None:
+                raise InputError("platform.capacity_floor_bytes", self.capacity_floor_bytes,
+                                 "needs capacity_relax_GBps (the relaxing capacity it bounds)")
+        if self.lockstep_drain_gated is not None and not isinstance(self.lockstep_drain_gated, bool):
+            raise InputError("platform.lockstep_drain_gated", self.lockstep_drain_gated, "must be true or false")
 
     @property
     def schema_version(self) -> int:
@@ -213,7 +232,9 @@ class Platform:
         ``relax_exponential`` only where ``capacity_relax_exponential`` is set)."""
         if not self.relaxing:
             return {}
-        opts = {"relax_Bpus": self.capacity_relax_GBps * 1e3, "floor_bytes": self.shared_capacity_bytes(producers)}
+        floor = (self.shared_capacity_bytes(producers) if self.capacity_floor_bytes is None   # knee11: a K-free floor,
+                 else min(self.capacity_floor_bytes, self.capacity_bytes(producers)))   # never above Q(K)
+        opts = {"relax_Bpus": self.capacity_relax_GBps * 1e3, "floor_bytes": floor}
         if self.capacity_relax_exponential:
             opts["relax_exponential"] = True
         return opts
@@ -258,7 +279,7 @@ class Platform:
             plat = replace(plat, **own)
         if self.free_capacity_bound is False and volume_bytes is not None:
             plat = replace(plat, capacity_points=((1, max(float(volume_bytes), 1.0)),), sm_outstanding_bytes=None,
-                           capacity_relax_GBps=None, capacity_relax_exponential=None)
+                           capacity_relax_GBps=None, capacity_relax_exponential=None, capacity_floor_bytes=None)
         return plat
 
     def free_issue_time0_us(self, producers: int, bytes_per_producer: float) -> float:

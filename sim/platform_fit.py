@@ -34,12 +34,15 @@ def _capacity_of(caps: dict, K):
 
 
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                 "relaxing-gated-overlap-exp")
+                 "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points")
+KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points")   # knee11: lockstep_drain_gated
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
           "two-stage-gated2": "relaxing-gated-overlap",   # gated2: the skew overlaps the ceiling (cal7)
-          "two-stage-gated3": "relaxing-gated-overlap-exp"}   # gated3: gated2, the capacity relaxing exponentially (cal8)
+          "two-stage-gated3": "relaxing-gated-overlap-exp",   # gated3: gated2, capacity relaxing exponentially (cal8)
+          "two-stage-knee": "relaxing-gated-overlap-knee",    # knee11: gated2, a lockstep burst below Q(K) at T_iss0
+          "two-stage-knee2": "relaxing-gated-overlap-knee-points"}   # knee11: knee, Q(K) per K, one relaxing floor
 DEFAULT_MODEL = "v1"
 
 
@@ -116,10 +119,12 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
 
     robust = capacity_law != "points"
     issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
-    overlap = capacity_law in ("relaxing-gated-overlap", "relaxing-gated-overlap-exp")
+    overlap = capacity_law in ("relaxing-gated-overlap", "relaxing-gated-overlap-exp") + KNEE_LAWS
+    knee = {"lockstep_drain_gated": True} if capacity_law in KNEE_LAWS else {}   # knee11
+    per_k = capacity_law == "relaxing-gated-overlap-knee-points"      # knee11: Q(K) per K, the floor Q_shared
     exponential = capacity_law == "relaxing-gated-overlap-exp"      # gated3: the capacity relaxes exponentially
     gated = capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                             "relaxing-gated-overlap-exp")   # robust: gated + ``fit_robust``'s two rules
+                             "relaxing-gated-overlap-exp") + KNEE_LAWS   # robust: gated + ``fit_robust``'s two rules
     seen = drain_seen_pairs(points) if gated else set()
     # relaxing-gated: only a pair whose drain is seen may be read as backpressured (trimmed, capacity-explained)
     may_wait = (np.array([(int(k), int(b)) in seen for k, b in zip(K, B)], dtype=bool) if gated
@@ -192,28 +197,45 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             f"additive law's fit; docs/calibration/issue-law.md).")
     cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
     if capacity_law != "points":
+        from dataclasses import replace
         sel = np.isin(K, list(fits))                    # the free points of the isolated K, as arrays
         args = (K[sel], V[sel], T[sel], t0_fn(t0)(K[sel], B[sel]), R)
         two = fit_two_stage.fit_two_stage_capacity(*args)
         fit["Q_two_stage"] = two
         cap = {"capacity_points": ((1, max(two["Q_shared_bytes"], 1.0)),), "sm_outstanding_bytes": two["q_sm_bytes"]}
+        if per_k:       # knee11: Q(K) per K (from the two-stage line at each fitted K), one floor, Q_shared
+            cap = {"capacity_points": tuple((k, max(two["Q_shared_bytes"] + k * two["q_sm_bytes"], 1.0))
+                                            for k in sorted(fits)),
+                   "capacity_floor_bytes": max(two["Q_shared_bytes"], 0.0)}
         relax = ""
         if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                            "relaxing-gated-overlap-exp"):
+                            "relaxing-gated-overlap-exp") + KNEE_LAWS:
             shape = {"capacity_relax_exponential": True} if exponential else {}
             stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                              producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
                              start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"],
-                             skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"),
-                             **({"capacity_relax_GBps": R / 2e3, **shape} if exponential else {}), **cap)
+                             skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), **knee,
+                             **({"capacity_relax_GBps": R / 2e3, **shape} if exponential or per_k else {}), **cap)
             loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else _check_loss
             rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
+            if per_k:          # knee11: Q(K) per K and rho by the same check, alternately (Eq. 7 misreads Q(K))
+                for _ in range(2):
+                    cap["capacity_points"] = _fit_knee_capacity(points, replace(stage, capacity_relax_GBps=
+                                                                                rho["rho_Bpus"] / 1e3))
+                    stage = replace(stage, capacity_points=cap["capacity_points"])
+                    rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
             fit["relax"] = rho
             cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
             cap.update(shape)
             relax = (f", relaxing {'exponentially (initial rate)' if exponential else 'at'} rho = "
                      f"{rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
                      f"check on the fitted lockstep points, sum of squared rel. errors {rho['loss']:.2f})")
+        if per_k:
+            relax += (f"; knee11 (two-stage-knee2): Q(K) is the per-K fit below, the relaxing floor "
+                      f"Q_f = Q_shared = {cap['capacity_floor_bytes'] / MiB:.3f} MiB")
+        if knee:
+            notes["lockstep_drain_gated"] = ("knee11: a lockstep burst waits for the drain (V/R - G) only once it "
+                                             "fills the X-Stage, V - R T_iss0 > Q(K); below that it issues at T_iss0.")
         notes["capacity_points"] = (
             f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
             f"and isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
@@ -222,12 +244,13 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     platform = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                         producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
                         start_skew_us=t0.get("start_skew_us"), store_buffer_bytes=t0.get("store_buffer_bytes"),
-                        skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), target=target, tensor_TFLOPs=dict(tensor_TFLOPs or {}),
+                        skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), target=target, **knee,
+                        tensor_TFLOPs=dict(tensor_TFLOPs or {}),
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     if capacity_law == "relaxing-robust":
         platform, fit["free"] = _with_free_law(platform, points)
     if capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                        "relaxing-gated-overlap-exp"):    # free bursts without a capacity bound, if shown
+                        "relaxing-gated-overlap-exp") + KNEE_LAWS:    # free bursts without a capacity bound, if shown
         platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
         platform, fit["free_law"] = fit_free.fit_free_issue_law(points, platform)   # free bursts' own P, b0, I, R
     return platform, fit
@@ -243,6 +266,44 @@ def _with_free_law(platform, points):
             f"free-running points with V/R <= T / 1.15 (no start skew; median |rel residual| "
             f"{free['median_abs_rel_residual']:.1%}); rho chosen by the sum of |rel. errors| (two-stage-robust).")
     return replace(platform, free_t_fixed_us=free["t_free_us"], notes={**platform.notes, "free_t_fixed_us": note}), free
+
+
+def _fit_knee_capacity(points, platform, points_per_round: int = 25, rounds: int = 3) -> tuple:
+    """``two-stage-knee2`` (knee11): Q(K) at each K of ``platform.capacity_points``, chosen one K at a time to
+    minimise the model check's squared log T_iss ratios (model / measured: a burst caught
+    where it ran free and the reverse weigh alike) on that K's lockstep periodic points under the
+    platform's own law (relaxing to ``capacity_floor_bytes``, ``lockstep_drain_gated``): a log grid over
+    [Q_f, 1.2 max V], zoomed ``rounds`` times. Eq. 7 on isolated and plateau points reads a capacity that
+    relaxes as a smaller fixed one; the knee's own place -- the largest burst that still runs free -- is what
+    this reads. A K without lockstep points keeps its Q. Returns the new ``capacity_points``."""
+    from dataclasses import replace
+    lockstep = points[points["mode"] == "periodic"]
+    caps = dict(platform.capacity_points)
+    for k in sorted(caps):
+        rows = lockstep[lockstep["producers"] == k]
+        if rows.empty:
+            continue
+        vmax = float(k * rows["bytes_per_producer"].max())
+        lo, hi = np.log(max(platform.capacity_floor_bytes or 0.0, 1.0)), np.log(1.2 * vmax)
+        if hi <= lo:
+            continue
+
+        def loss(q):
+            plat = replace(platform, capacity_points=tuple(sorted({**caps, k: q}.items())))
+            err = np.log1p(calib_fit.model_check(rows, plat)["rel_err_T_iss"].to_numpy(float))
+            worst = np.nanmax(np.abs(err)) if np.isfinite(err).any() else 1.0
+            return float(np.sum(np.where(np.isfinite(err), err, worst) ** 2))
+        best = None
+        for _ in range(rounds + 1):
+            grid = np.linspace(lo, hi, points_per_round)
+            for x in grid:
+                value = loss(float(np.exp(x)))
+                if best is None or value < best[0]:
+                    best = (value, float(x))
+            step = grid[1] - grid[0]
+            lo, hi = best[1] - step, best[1] + step
+        caps[k] = float(np.exp(best[1]))
+    return tuple(sorted(caps.items()))
 
 
 def _check_loss(points, platform, rho_Bpus: float) -> float:
@@ -382,6 +443,10 @@ def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None 
                         if getattr(platform, f) is not None})      # the free-running law's own terms, where fitted
         if platform.capacity_relax_exponential:
             summary["capacity_relax_exponential"] = True
+        if platform.capacity_floor_bytes is not None:          # knee11
+            summary["capacity_floor_MiB"] = platform.capacity_floor_bytes / MiB
+        if platform.lockstep_drain_gated:
+            summary["lockstep_drain_gated"] = True
     if platform.target == "peer":   # records from before the pattern option ran "next"
         summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
     return check, summary
