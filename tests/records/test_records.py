@@ -181,14 +181,15 @@ def test_a_refit_keeps_every_record_kind_and_can_run_twice(tmp_path):
 def test_gpu_provenance_names_the_physical_gpu(monkeypatch):
     """gpu_info reads the driver, clocks, PCIe link and the GPU's UUID from nvidia-smi's first line (lent machines
     change between sessions, and per-GPU offsets showed up across sessions: the UUID says whether it was one GPU)."""
-    torch = pytest.importorskip("torch")
+    import sys
     import types
 
     import xstage.provenance as prov
     props = types.SimpleNamespace(name="NVIDIA H200", multi_processor_count=132, total_memory=140 * 2**30)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_properties=lambda i: props,
+                                 device_count=lambda: 1)
+    fake_torch = types.SimpleNamespace(cuda=cuda, version=types.SimpleNamespace(cuda="13.0"))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)      # no GPU and no torch needed for the parse
     line = "570.1, 1980 MHz, 1980 MHz, 5, 16, GPU-0a1b2c3d-0000-1111-2222-333344445555\n"
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: types.SimpleNamespace(stdout=line))
     info = prov.gpu_info()
