@@ -25,13 +25,13 @@ def test_records_carry_the_preregistration_commit_and_the_scored_split():
         assert sha.startswith("4b1812d")
         pts = pts.reset_index(drop=True)
         assert (pts["split"].astype(str) == split_pairs(pts, 0.3, 0).reset_index(drop=True)).all()
+    assert SCORES["host_recorded_split_matches"] and SCORES["local_recorded_split_matches"]
+    assert SCORES["split"] == {"rule": "pairs", "fraction": 0.3, "seed": 0} and SCORES["post_hoc"] is False
     shown = subprocess.run(["git", "show", f"{sha}:data/calibration-extra/knee10-preregistration.md"],
                            cwd=EXTRA, capture_output=True, text=True)
     if shown.returncode != 0 and "unknown revision" in shown.stderr + shown.stdout:
         pytest.skip("a shallow checkout without the pre-registration commit")
     assert shown.returncode == 0 and "fresh10" in shown.stdout
-    assert SCORES["host_recorded_split_matches"] and SCORES["local_recorded_split_matches"]
-    assert SCORES["split"] == {"rule": "pairs", "fraction": 0.3, "seed": 0} and SCORES["post_hoc"] is False
 
 
 def test_decision_follows_from_the_rows_by_the_preregistered_checks():
