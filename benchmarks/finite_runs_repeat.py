@@ -31,24 +31,21 @@ TOL = 0.10
 KEY = ["K", "B", "n"]
 
 
-def _table(run_dirs: list[Path], target: str, fig: str) -> pd.DataFrame:
-    """Runs x measurements: the figure's median over trials, one column per RUN_DIR (its folder name)."""
-    cols = {}
-    for d in run_dirs:
-        m = measured(d)
-        cols[d.name] = m[m["target"] == target].set_index(KEY)[fig]
-    return pd.DataFrame(cols).dropna()
+def _tables(run_dirs: list[Path], targets) -> dict:
+    """Per (target, figure), runs x measurements: the figure's median over trials, one column per RUN_DIR (its
+    folder name). Each RUN_DIR's runs.csv is read once."""
+    meas = {d.name: measured(d) for d in run_dirs}
+    return {(t, fig): pd.DataFrame({name: m[m["target"] == t].set_index(KEY)[fig] for name, m in meas.items()}).dropna()
+            for t in targets for fig in FIGURES}
 
 
 def agreement(table: pd.DataFrame) -> dict:
     """Ordered pairs of measurements: the share of runs where column a is within TOL of column b."""
-    pairs = {}
+    pairs, ok = {}, np.ones(len(table), bool)
     for a, b in itertools.permutations(table.columns, 2):
-        rel = (table[a] - table[b]).abs() / table[b]
-        pairs[f"{a} vs {b}"] = float((rel <= TOL).mean())
-    ok = np.ones(len(table), bool)
-    for a, b in itertools.permutations(table.columns, 2):
-        ok &= ((table[a] - table[b]).abs() / table[b] <= TOL).to_numpy()
+        within = ((table[a] - table[b]).abs() / table[b] <= TOL).to_numpy()
+        pairs[f"{a} vs {b}"] = float(within.mean())
+        ok &= within
     return {"pairs": pairs, "mean_share": float(np.mean(list(pairs.values()))), "n_runs": int(len(table)),
             "reproducible": [list(map(int, k)) for k in table.index[ok]],
             "not_reproducible": {" ".join(map(str, k)): [float(v) for v in table.loc[k]] for k in table.index[~ok]}}
@@ -57,14 +54,14 @@ def agreement(table: pd.DataFrame) -> dict:
 def score(pred: dict, run_dirs: list[Path]) -> dict:
     out = {"run_dirs": [str(d) for d in run_dirs], "tolerance": TOL, "predictions_rule": pred["rule"],
            "agreement": {}, "predictions": {}}
-    for target in sorted({k.split()[0] for k in pred["predictions"]}):
-        for fig in FIGURES:
-            out["agreement"][f"{target} {fig}"] = agreement(_table(run_dirs, target, fig))
+    tables = _tables(run_dirs, sorted({k.split()[0] for k in pred["predictions"]}))
+    for (target, fig), table in tables.items():
+        out["agreement"][f"{target} {fig}"] = agreement(table)
     for key, p in pred["predictions"].items():
         target = key.split()[0]
         res = {}
         for fig in FIGURES:
-            table = _table(run_dirs, target, fig)
+            table = tables[(target, fig)]
             pr = pd.Series({tuple(r[k] for k in KEY): r[fig] for r in p["runs"]}).reindex(table.index)
             per = {c: _errs(((pr - table[c]) / table[c]).abs()) for c in table.columns}
             cons = table.median(axis=1)
