@@ -117,3 +117,32 @@ def test_inpair_bench_points_take_a_build():
     assert gpu.points("49152:2,45056:4:64:128") == [(49152, 2, 128, 128), (45056, 4, 64, 128)]
     with pytest.raises(SystemExit):
         gpu.points("49152:2:64")
+
+
+def test_verdict_is_the_preregistered_rule(bench):
+    assert [bench.verdict(k, 5, 5) for k in range(6)] == ["refuted"] * 3 + ["partial", "supported", "supported"]
+    assert bench.verdict(3, 4, 5) == "partial" and bench.verdict(2, 2, 5) == "inconclusive"
+
+
+def test_split_stagger_link_cost_from_the_committed_standard_rows(bench):
+    """fused_wb_split_stagger - fused_hbm (the same build into device memory) of the committed runs' standard rows."""
+    from xstage.paths import data_dir
+
+    pts = {(p["run"], p["M"], p["heads"]): p for p in bench.stagger_points(data_dir())}
+    p = pts[("attention", 8192, 3)]
+    assert p["link_reps_us"] == [pytest.approx(p["link_us"])] and 20 < p["link_us"] < 40
+    assert len(pts[("attention-runs/a86e88c-rule14", 45056, 4)]["link_reps_us"]) == 3
+
+
+def test_committed_judged_record_recomputes(bench):
+    """The committed score of the pre-registered run recomputes equal from the committed records."""
+    import argparse
+    import json
+
+    from xstage.paths import data_dir
+
+    rec = json.loads((data_dir() / "predictions/fa-link-cost-judged-h200-pcie-host.json").read_text())
+    got = bench.judge(argparse.Namespace(judge=rec["run"], preregistered=rec["preregistered"]))
+    assert got["verdict"] == rec["verdict"] == "partial"
+    assert {k: (v["within"], v["n"]) for k, v in got["score"].items()} == \
+        {k: (v["within"], v["n"]) for k, v in rec["score"].items()}
