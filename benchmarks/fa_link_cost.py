@@ -137,9 +137,18 @@ def inputs():
     return load_platform(PLATFORM), base, json.loads((base / LAWS).read_text())["laws"]
 
 
+def at_input(points: list, args) -> list:
+    """With ``--at-fa-only`` (beside, judges nothing): the predictors' input time is the FA-only build's median
+    event time instead of the no-link build's (``nolink_us`` replaced; the measured L is unchanged)."""
+    if getattr(args, "at_fa_only", False):
+        for p in points:
+            p["nolink_measured_us"], p["nolink_us"], p["input"] = p["nolink_us"], p["fa_event_us"], "fa_only"
+    return points
+
+
 def posthoc(args) -> dict:
     platform, base, laws = inputs()
-    by_run = {n: measured_points(base / n, n) for n in RUNS}
+    by_run = {n: at_input(measured_points(base / n, n), args) for n in RUNS}
     for pts in by_run.values():
         for p in pts:
             p.update(fixed_answers(p, platform, laws))
@@ -280,7 +289,7 @@ def judge(args) -> dict:
     pre = json.loads((base / args.preregistered).read_text())
     pts = measured_points(base / args.judge, args.judge)
     want = {(p["M"], p["heads"], p["head_dim"], p["block_n"]) for p in pre["points"]}
-    pts = [p for p in pts if (p["M"], p["heads"], p["head_dim"], p["block_n"]) in want]
+    pts = at_input([p for p in pts if (p["M"], p["heads"], p["head_dim"], p["block_n"]) in want], args)
     for p in pts:
         p.update(fixed_answers(p, platform, laws))
         p["rule14"] = link_cost(kernel(p), platform, Q_C_BYTES, pre["drift"])["link_us"]
@@ -335,10 +344,14 @@ def main(argv=None) -> int:
     g.add_argument("--preregister", help="M:heads[:head_dim:block_n],... fresh points")
     g.add_argument("--judge", help="an in-pair run folder under data/")
     ap.add_argument("--preregistered", help="with --judge: the pre-registration record under data/")
+    ap.add_argument("--at-fa-only", action="store_true", help="with --posthoc / --judge: predict at the FA-only "
+                    "time instead of the no-link time (beside; the pre-registered score is at the no-link time)")
     ap.add_argument("--out", help="write the record (.json); never over an existing file")
     args = ap.parse_args(argv)
     if args.out and Path(args.out).exists():
         raise InputError("--out", args.out, "already exists (records are never overwritten)")
+    if args.at_fa_only and not (args.posthoc or args.judge):
+        raise InputError("--at-fa-only", True, "applies to --posthoc or --judge")
     if args.judge and not args.preregistered:
         raise InputError("--preregistered", None, "is needed with --judge")
     if args.judge and not (data_dir() / args.judge / "inpair-launch.parquet").is_file():

@@ -146,3 +146,12 @@ def test_committed_judged_record_recomputes(bench):
     assert got["verdict"] == rec["verdict"] == "partial"
     assert {k: (v["within"], v["n"]) for k, v in got["score"].items()} == \
         {k: (v["within"], v["n"]) for k, v in rec["score"].items()}
+
+
+def test_at_fa_only_swaps_the_input_time_only(bench):
+    import argparse
+
+    pts = [{"nolink_us": 100.0, "fa_event_us": 101.0, "link_us": 5.0}]
+    assert bench.at_input([dict(pts[0])], argparse.Namespace(at_fa_only=False)) == pts
+    got = bench.at_input([dict(pts[0])], argparse.Namespace(at_fa_only=True))[0]
+    assert (got["nolink_us"], got["nolink_measured_us"], got["link_us"], got["input"]) == (101.0, 100.0, 5.0, "fa_only")
