@@ -62,13 +62,13 @@ def save_inpair(outdir: Path, name: str, frame, meta: dict) -> None:
 
 
 def points(text: str) -> list:
-    """[(M, heads)] of "M:heads,..."."""
+    """[(M, heads, head_dim, block_n)] of "M:heads[:head_dim:block_n],..." (head dim and block_n default 128)."""
     out = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
         parts = item.split(":")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            raise SystemExit(f"--points: {item!r} must be M:heads")
-        out.append((int(parts[0]), int(parts[1])))
+        if len(parts) not in (2, 4) or not all(p.isdigit() for p in parts):
+            raise SystemExit(f"--points: {item!r} must be M:heads or M:heads:head_dim:block_n")
+        out.append(tuple(int(x) for x in parts + ["128", "128"][: 4 - len(parts)]))
     return out
 
 
@@ -171,7 +171,8 @@ def inpair(cfg, seed: int, pairs: int) -> tuple:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--points", required=True, help="comma-separated M:heads (head dim 128, block_n 128)")
+    ap.add_argument("--points", required=True,
+                    help="comma-separated M:heads[:head_dim:block_n] (head dim and block_n default 128)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--pairs", type=int, default=8)
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
 
     base = AttentionConfig(16384, 3, 128, 8, block_n=128, num_stages=3, tma=True, store_cache=".wt",
                            stagger=True, split_tail=True)
-    cfgs = [replace(base, seq_len=M, heads=h) for M, h in pts]          # validated first
+    cfgs = [replace(base, seq_len=M, heads=h, head_dim=d, block_n=bn) for M, h, d, bn in pts]   # validated first
     props = torch.cuda.get_device_properties(0)
     dev = {"name": props.name, "L2_cache_size": int(getattr(props, "L2_cache_size", -1)),
            "sm_count": int(props.multi_processor_count)}
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
                     print(f"in-pair blocks failed at M={cfg.seq_len} H={cfg.heads}: {e!r}; skipped from here on",
                           flush=True)
                     inpair_ok = False
-            tag = {"rep": rep, "M": cfg.seq_len, "heads": cfg.heads}
+            tag = {"rep": rep, "M": cfg.seq_len, "heads": cfg.heads, "head_dim": cfg.head_dim, "block_n": cfg.block_n}
             launches += [dict(x, **tag) for x in la]
             waves += [dict(x, **tag) for x in wa]
             if rep == 0:
@@ -252,7 +253,7 @@ def main(argv=None) -> int:
                 diff = ev[block] - ev["fa"]
                 mhz = b.groupby("variant")["mhz"].median()
                 d[block] = f"{float(diff.median()):.0f} us (MHz fa {mhz['fa']:.0f} / {mhz[block]:.0f})"
-            print(f"rep {rep} M={cfg.seq_len} H={cfg.heads}: fa {fa:.0f} us, "
+            print(f"rep {rep} M={cfg.seq_len} H={cfg.heads} d={cfg.head_dim} bn={cfg.block_n}: fa {fa:.0f} us, "
                   + ", ".join(f"{x['variant']} {x['paired_minus_fa(us)']:.0f}" for x in r if "paired_minus_fa(us)" in x)
                   + f"; in-pair split {d['fused_wb_split']}, split_hbm {d['split_hbm']} ({time.time() - t0:.0f}s)",
                   flush=True)

@@ -103,6 +103,11 @@ def register(sub):
     pr.add_argument("--due-over", default=None, help="what the stagger's due step counts: tile (the next tile's K/V "
                     "steps; default) | unit (the next unit's: FA4's split kernels) | window (the K/V steps until the "
                     "program next stages a tile: staggersplitw)")
+    pr.add_argument("--stall-backlog-MB", default=None, help="the global-stall model instead of the replay "
+                    "(xstage.sim.predict_congestion): every SM stalls while the host link's backlog exceeds this "
+                    "(MB; q_c, 0.35 from the FA4 tile log); with --fa-us the no-link build's time and "
+                    "--program-spread its drift, E_res is the link cost (rule 14: 0.35 and 0.017 for the Triton "
+                    "split kernel, docs/calibration/attention-rule14.md)")
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
@@ -362,7 +367,16 @@ def _fa_kernel(args):
 def run_replay_fa(args) -> int:
     from xstage.sim.sweep import run_fa_config
     platform = load_platform(args.platform)
-    if args.exit_waits_for_drain or any(getattr(args, f) is not None for f in PREDICT_FLAGS):
+    if args.stall_backlog_MB is not None:
+        from xstage.sim.predict_congestion import predict_congested
+        q_c = number("--stall-backlog-MB", args.stall_backlog_MB, minimum=0)
+        for flag, value in (("--exit-waits-for-drain", args.exit_waits_for_drain or None), ("--hold", args.hold),
+                            ("--sm-pool-GBps", args.sm_pool_GBps)):
+            if value is not None:
+                raise InputError(flag, value, "does not apply with --stall-backlog-MB (the global-stall model)")
+        row = {"model": "global_stall", **predict_congested(_fa_kernel(args), platform, q_c * 1e6),
+               "platform": platform.name}
+    elif args.exit_waits_for_drain or any(getattr(args, f) is not None for f in PREDICT_FLAGS):
         from xstage.sim.predict import predict_fa
         row = predict_fa(_fa_kernel(args), platform)
     else:
