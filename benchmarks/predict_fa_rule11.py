@@ -28,7 +28,6 @@ on each single repeat.
     python benchmarks/predict_fa_rule11.py --runs attention-runs/<new> --preregistered predictions/<pre>.json --out ...
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -187,10 +186,7 @@ def main(argv=None) -> int:
                        preregistered_help="with --runs: a pre-registration record under data/")
     args = ap.parse_args(argv)
     platform, base, m = C.rule_inputs(args)
-    laws = json.loads((base / PP.LAWS).read_text())
-    law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
-    d7 = float(json.loads((base / R8.RULE7).read_text())["seventh_rule"]["d7"])
-    m8 = R8.measure(base)
+    law, tlaw, factors, d7, m8 = R8.triton_inputs(base)
     m9 = R9.measure(base, platform, m, m8, factors)
     m10 = R10.measure(base, platform, m, m8, factors)
     m11 = measure(base, platform, m, m8, factors)
