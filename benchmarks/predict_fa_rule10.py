@@ -104,14 +104,8 @@ def judge_preregistered(table: list, path: Path) -> None:
 
 
 def summary(table: list) -> dict:
-    groups = {}
-    for r in table:
-        if "measured_E_res_us" in r:
-            for name in ("all", f"variant {r['variant']}", f"M {r['M']}", f"set {r['set']}"):
-                groups.setdefault(name, []).append(r)
+    out = C.rule_summary(table, KEYS, R9.by_variant_m_set)
     judged = [r for r in table if "measured_E_res_us" in r]
-    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    out = C.rule_counts(groups, keys)
     pre = [r for r in judged if all(f"prereg_{k}_within" in r for k in KEYS)]
     if pre and len(pre) < len(judged):   # a run with rows never pre-registered (another head count): the subset
         out["pre-registered rows"] = C.rule_counts({"x": pre}, KEYS + tuple(f"prereg_{k}" for k in KEYS))["x"]

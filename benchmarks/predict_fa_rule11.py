@@ -167,17 +167,18 @@ def run_rows(folder: Path, name: str, factors: dict) -> list:
 
 
 def summary(table: list) -> dict:
-    groups = {}
-    for r in table:
-        if "measured_E_res_us" in r:
-            kind = "median" if r["set"].endswith("#median") else "single" if "#rep" in r["set"] else "fit"
-            d = int(r["kw"]["head_dim"])
-            for g in (kind, f"{kind} variant {r['variant']}", f"{kind} d{d} M {r['M']} H {r['kw']['heads']}",
-                      f"{kind} regime {r['rule11_regime']}", f"{kind} d{d}"):
-                groups.setdefault(g, []).append(r)
-    judged = [r for r in table if "measured_E_res_us" in r]
-    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    return C.rule_counts(groups, keys)
+    return C.rule_summary(table, KEYS, _groups)
+
+
+def row_kind(r: dict) -> str:
+    """median (of a configuration's repeats), single (one repeat) or fit (a committed row)."""
+    return "median" if r["set"].endswith("#median") else "single" if "#rep" in r["set"] else "fit"
+
+
+def _groups(r: dict) -> tuple:
+    kind, d = row_kind(r), int(r["kw"]["head_dim"])
+    return (kind, f"{kind} variant {r['variant']}", f"{kind} d{d} M {r['M']} H {r['kw']['heads']}",
+            f"{kind} regime {r['rule11_regime']}", f"{kind} d{d}")
 
 
 def main(argv=None) -> int:

@@ -124,17 +124,14 @@ def preregistered(pts: list, base: Path, factors: dict) -> list:
 
 
 def summary(table: list) -> dict:
-    groups = {}
-    for r in table:
-        if "measured_E_res_us" in r:
-            kind = "median" if r["set"].endswith("#median") else "single" if "#rep" in r["set"] else "fit"
-            cfg = f"M {r['M']} H {r['kw']['heads']} d{r['kw']['head_dim']} bn{r['kw']['block_n']}"
-            for g in (kind, f"{kind} variant {r['variant']}", f"{kind} {cfg}", f"{kind} regime {r['rule12_regime']}",
-                      f"{kind} bn{r['kw']['block_n']}", f"{kind} variant {r['variant']} bn{r['kw']['block_n']}"):
-                groups.setdefault(g, []).append(r)
-    judged = [r for r in table if "measured_E_res_us" in r]
-    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    return C.rule_counts(groups, keys)
+    return C.rule_summary(table, KEYS, _groups)
+
+
+def _groups(r: dict) -> tuple:
+    kind, bn = R11.row_kind(r), r["kw"]["block_n"]
+    cfg = f"M {r['M']} H {r['kw']['heads']} d{r['kw']['head_dim']} bn{bn}"
+    return (kind, f"{kind} variant {r['variant']}", f"{kind} {cfg}", f"{kind} regime {r['rule12_regime']}",
+            f"{kind} bn{bn}", f"{kind} variant {r['variant']} bn{bn}")
 
 
 ROW_KEYS = ("set", "kind", "kernel", "M", "variant", "rep", "steps", "measured_E_res_us", "spread", "fa_us_interpolated",

@@ -126,14 +126,12 @@ def judge_preregistered(table: list, path: Path) -> None:
 
 
 def summary(table: list) -> dict:
-    groups = {}
-    for r in table:
-        if "measured_E_res_us" in r:
-            for name in ("all", f"variant {r['variant']}", f"M {r['M']}", f"set {r['set']}"):
-                groups.setdefault(name, []).append(r)
-    judged = [r for r in table if "measured_E_res_us" in r]
-    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    return C.rule_counts(groups, keys)
+    return C.rule_summary(table, KEYS, by_variant_m_set)
+
+
+def by_variant_m_set(r: dict) -> tuple:
+    """The groups a row of rules 9 and 10 is counted in."""
+    return ("all", f"variant {r['variant']}", f"M {r['M']}", f"set {r['set']}")
 
 
 def main(argv=None) -> int:
