@@ -130,10 +130,7 @@ def verdict(classes: dict, predictions: dict, controls: dict) -> dict:
 
 def _inputs(platform_name: str):
     platform, base, m = C.rule_inputs(argparse.Namespace(out=None, platform=platform_name))
-    laws = json.loads((base / R12.PP.LAWS).read_text())
-    law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
-    d7 = float(json.loads((base / R8.RULE7).read_text())["seventh_rule"]["d7"])
-    m8 = R8.measure(base)
+    law, tlaw, factors, d7, m8 = R8.triton_inputs(base)
     m9 = R9.measure(base, platform, m, m8, factors)
     m10 = R10.measure(base, platform, m, m8, factors)
     m11 = R11.measure(base, platform, m, m8, factors)

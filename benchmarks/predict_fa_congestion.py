@@ -278,6 +278,18 @@ def write_record(path: str, record: dict, **dumps) -> None:
     print(f"wrote {path}")
 
 
+def rule_summary(table: list, keys: tuple, names_of) -> dict:
+    """``rule_counts`` over the measured rows of ``table``, each row in every group ``names_of(row)`` names, with the
+    pre-registered answers (``prereg_<k>``) of every rule that has them on every measured row."""
+    judged = [r for r in table if "measured_E_res_us" in r]
+    groups = {}
+    for r in judged:
+        for name in names_of(r):
+            groups.setdefault(name, []).append(r)
+    keys = keys + tuple(f"prereg_{k}" for k in keys if judged and all(f"prereg_{k}_within" in r for r in judged))
+    return rule_counts(groups, keys)
+
+
 def rule_counts(groups: dict, keys) -> dict:
     """Per group of judged rows and per rule ``k`` of ``keys``: rows within target (``{k}_within``), rows, and the
     median |predicted - measured| residual (``{k}_E_res_us`` against ``measured_E_res_us``)."""

@@ -104,14 +104,8 @@ def judge_preregistered(table: list, path: Path) -> None:
 
 
 def summary(table: list) -> dict:
-    groups = {}
-    for r in table:
-        if "measured_E_res_us" in r:
-            for name in ("all", f"variant {r['variant']}", f"M {r['M']}", f"set {r['set']}"):
-                groups.setdefault(name, []).append(r)
+    out = C.rule_summary(table, KEYS, R9.by_variant_m_set)
     judged = [r for r in table if "measured_E_res_us" in r]
-    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    out = C.rule_counts(groups, keys)
     pre = [r for r in judged if all(f"prereg_{k}_within" in r for k in KEYS)]
     if pre and len(pre) < len(judged):   # a run with rows never pre-registered (another head count): the subset
         out["pre-registered rows"] = C.rule_counts({"x": pre}, KEYS + tuple(f"prereg_{k}" for k in KEYS))["x"]
@@ -124,26 +118,15 @@ def main(argv=None) -> int:
                        preregistered_help="with --runs: a pre-registration record under data/")
     args = ap.parse_args(argv)
     platform, base, m = C.rule_inputs(args)
-    laws = json.loads((base / PP.LAWS).read_text())
-    law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
-    d7 = float(json.loads((base / R8.RULE7).read_text())["seventh_rule"]["d7"])
-    m8 = R8.measure(base)
+    law, tlaw, factors, d7, m8 = R8.triton_inputs(base)
     m9 = R9.measure(base, platform, m, m8, factors)
     m10 = measure(base, platform, m, m8, factors)
     if args.fit:
         table = R8.committed_rows(base, factors, FIT_RUNS)
     elif args.preregister:
-        try:
-            Ms = [int(x) for x in args.preregister.split(",") if x.strip()]
-        except ValueError:
-            raise InputError("--preregister", args.preregister, "must be comma-separated integers") from None
-        table = R8.preregistered(Ms, base, factors)
+        table = R8.preregistered(R8.preregistered_ms(args.preregister), base, factors)
     else:
-        names = [x.strip() for x in args.runs.split(",") if x.strip()]
-        for n in names:
-            if not (base / n / "attention-kernel.parquet").is_file():
-                raise InputError("--runs", n, "has no attention-kernel.parquet")
-        table = R8.committed_rows(base, factors, names)
+        table = C.judged_rows(base, args.runs, lambda folder, name: C.triton_rows(folder, name, factors))
     for r in table:
         predict(r, platform, law, m, m8, m9, m10, d7, tlaw)
     if args.preregistered and table:

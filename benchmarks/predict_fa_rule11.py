@@ -28,7 +28,6 @@ on each single repeat.
     python benchmarks/predict_fa_rule11.py --runs attention-runs/<new> --preregistered predictions/<pre>.json --out ...
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -168,17 +167,18 @@ def run_rows(folder: Path, name: str, factors: dict) -> list:
 
 
 def summary(table: list) -> dict:
-    groups = {}
-    for r in table:
-        if "measured_E_res_us" in r:
-            kind = "median" if r["set"].endswith("#median") else "single" if "#rep" in r["set"] else "fit"
-            d = int(r["kw"]["head_dim"])
-            for g in (kind, f"{kind} variant {r['variant']}", f"{kind} d{d} M {r['M']} H {r['kw']['heads']}",
-                      f"{kind} regime {r['rule11_regime']}", f"{kind} d{d}"):
-                groups.setdefault(g, []).append(r)
-    judged = [r for r in table if "measured_E_res_us" in r]
-    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    return C.rule_counts(groups, keys)
+    return C.rule_summary(table, KEYS, _groups)
+
+
+def row_kind(r: dict) -> str:
+    """median (of a configuration's repeats), single (one repeat) or fit (a committed row)."""
+    return "median" if r["set"].endswith("#median") else "single" if "#rep" in r["set"] else "fit"
+
+
+def _groups(r: dict) -> tuple:
+    kind, d = row_kind(r), int(r["kw"]["head_dim"])
+    return (kind, f"{kind} variant {r['variant']}", f"{kind} d{d} M {r['M']} H {r['kw']['heads']}",
+            f"{kind} regime {r['rule11_regime']}", f"{kind} d{d}")
 
 
 def main(argv=None) -> int:
@@ -187,10 +187,7 @@ def main(argv=None) -> int:
                        preregistered_help="with --runs: a pre-registration record under data/")
     args = ap.parse_args(argv)
     platform, base, m = C.rule_inputs(args)
-    laws = json.loads((base / PP.LAWS).read_text())
-    law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
-    d7 = float(json.loads((base / R8.RULE7).read_text())["seventh_rule"]["d7"])
-    m8 = R8.measure(base)
+    law, tlaw, factors, d7, m8 = R8.triton_inputs(base)
     m9 = R9.measure(base, platform, m, m8, factors)
     m10 = R10.measure(base, platform, m, m8, factors)
     m11 = measure(base, platform, m, m8, factors)

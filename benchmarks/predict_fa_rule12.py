@@ -25,7 +25,6 @@ judged per configuration on the median over repeats and on each repeat alone (``
     python benchmarks/predict_fa_rule12.py --runs attention-runs/<new> --preregistered predictions/<pre>.json --out ..
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -125,17 +124,14 @@ def preregistered(pts: list, base: Path, factors: dict) -> list:
 
 
 def summary(table: list) -> dict:
-    groups = {}
-    for r in table:
-        if "measured_E_res_us" in r:
-            kind = "median" if r["set"].endswith("#median") else "single" if "#rep" in r["set"] else "fit"
-            cfg = f"M {r['M']} H {r['kw']['heads']} d{r['kw']['head_dim']} bn{r['kw']['block_n']}"
-            for g in (kind, f"{kind} variant {r['variant']}", f"{kind} {cfg}", f"{kind} regime {r['rule12_regime']}",
-                      f"{kind} bn{r['kw']['block_n']}", f"{kind} variant {r['variant']} bn{r['kw']['block_n']}"):
-                groups.setdefault(g, []).append(r)
-    judged = [r for r in table if "measured_E_res_us" in r]
-    keys = KEYS + tuple(f"prereg_{k}" for k in KEYS if judged and all(f"prereg_{k}_within" in r for r in judged))
-    return C.rule_counts(groups, keys)
+    return C.rule_summary(table, KEYS, _groups)
+
+
+def _groups(r: dict) -> tuple:
+    kind, bn = R11.row_kind(r), r["kw"]["block_n"]
+    cfg = f"M {r['M']} H {r['kw']['heads']} d{r['kw']['head_dim']} bn{bn}"
+    return (kind, f"{kind} variant {r['variant']}", f"{kind} {cfg}", f"{kind} regime {r['rule12_regime']}",
+            f"{kind} bn{bn}", f"{kind} variant {r['variant']} bn{bn}")
 
 
 ROW_KEYS = ("set", "kind", "kernel", "M", "variant", "rep", "steps", "measured_E_res_us", "spread", "fa_us_interpolated",
@@ -170,10 +166,7 @@ def main(argv=None) -> int:
                        preregistered_help="with --runs: a pre-registration record under data/")
     args = ap.parse_args(argv)
     platform, base, m = C.rule_inputs(args)
-    laws = json.loads((base / PP.LAWS).read_text())
-    law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
-    d7 = float(json.loads((base / R8.RULE7).read_text())["seventh_rule"]["d7"])
-    m8 = R8.measure(base)
+    law, tlaw, factors, d7, m8 = R8.triton_inputs(base)
     m9 = R9.measure(base, platform, m, m8, factors)
     m10 = R10.measure(base, platform, m, m8, factors)
     m11 = R11.measure(base, platform, m, m8, factors)

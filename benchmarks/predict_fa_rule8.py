@@ -59,6 +59,22 @@ KEYS = ("rule8", "rule7", "rule6_congestion", "rule5", "fitted_law")
 VARIANTS = ("fused_wb", "fused_wb_split", "fused_wb_stagger", "fused_wb_split_stagger")
 
 
+def triton_inputs(base: Path) -> tuple:
+    """What every Triton rule from the eighth on starts from: the FA4 and Triton stage laws, the mainloop factors,
+    the seventh rule's drift d7 and the eighth rule's measurement, all read from the records under ``base``."""
+    laws = json.loads((base / PP.LAWS).read_text())
+    d7 = float(json.loads((base / RULE7).read_text())["seventh_rule"]["d7"])
+    return laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"], d7, measure(base)
+
+
+def preregistered_ms(text: str) -> list:
+    """``--preregister``'s M values (comma-separated integers)."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError("--preregister", text, "must be comma-separated integers") from None
+
+
 def measure(base: Path) -> dict:
     """The eighth rule's measured inputs from the committed Triton records (module docstring)."""
     runs = [per_m_drift(load_records(base / n / "attention-tile.parquet", "tile")[0], min_M=32768) for n in RUNS]
@@ -146,18 +162,11 @@ def main(argv=None) -> int:
                                           "answers are judged beside (same M and variant)")
     args = ap.parse_args(argv)
     platform, base, m = C.rule_inputs(args)
-    laws = json.loads((base / PP.LAWS).read_text())
-    law, tlaw, factors = laws["laws"]["fa4"], laws["laws"]["triton"], laws["mainloop_factors"]
-    d7 = float(json.loads((base / RULE7).read_text())["seventh_rule"]["d7"])
-    m8 = measure(base)
+    law, tlaw, factors, d7, m8 = triton_inputs(base)
     if args.fit:
         table = committed_rows(base, factors)
     elif args.preregister:
-        try:
-            Ms = [int(x) for x in args.preregister.split(",") if x.strip()]
-        except ValueError:
-            raise InputError("--preregister", args.preregister, "must be comma-separated integers") from None
-        table = preregistered(Ms, base, factors)
+        table = preregistered(preregistered_ms(args.preregister), base, factors)
     else:
         names = [x.strip() for x in args.runs.split(",") if x.strip()]
         for n in names:

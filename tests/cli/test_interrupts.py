@@ -7,13 +7,19 @@ import time
 
 import pytest
 
+from xstage.sim.workloads.catalog import moe_configs
+
 psutil = pytest.importorskip("psutil")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals and PDEATHSIG: Linux")
 
 
 def _start_sweep(tmp_path):
     out = tmp_path / "moe.parquet"
-    proc = subprocess.Popen([sys.executable, "-m", "xstage.cli", "sweep", "moe", "--jobs", "2", "--out", str(out)],
+    # The catalog three times over (about 30 s of two workers' time, three times the whole catalog's): a loaded
+    # CI machine once finished the catalog alone before the signal arrived, and the run exited 0.
+    names = [c.name for c in moe_configs()] * 3
+    proc = subprocess.Popen([sys.executable, "-m", "xstage.cli", "sweep", "moe", "--jobs", "2", "--out", str(out),
+                             "--configs", *names],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     parent = psutil.Process(proc.pid)
     for _ in range(300):  # the workers start at the first submitted configuration
