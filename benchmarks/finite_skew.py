@@ -203,7 +203,8 @@ def main(argv=None) -> int:
     from xstage.provenance import provenance
     obj = posthoc()
     for target, s in obj["summary"].items():
-        print(f"{target}: K <= 10 hits over s9 + s10 ({s['judged_runs']} runs): committed {s['judged_hits_K_le_10']['pred']}, "
+        print(f"{target}: K <= 10 hits over s9 + s10 ({s['judged_runs']} runs): "
+              f"committed {s['judged_hits_K_le_10']['pred']}, "
               f"stand-in probe {s['judged_hits_K_le_10']['stand_in']} (largest loss in one measurement "
               f"{s['largest_loss_one_measurement']}), perfect probe {s['judged_hits_K_le_10']['perfect']}; "
               f"qualifies: {s['qualifies']}")
@@ -215,7 +216,8 @@ def main(argv=None) -> int:
             print(f"  {d}: {h}")
     for target, r in obj["implied_ref"].items():
         print(f"{target}: in-sample, the fixed ref that suits the perfect probe best: {r['best_refs_us']} us "
-              f"({r['best_hits']} of {r['of']}); the wide grid's own skew by K: {obj['calibration_grid_skew_us'][target]}")
+              f"({r['best_hits']} of {r['of']}); the wide grid's own skew by K: "
+              f"{obj['calibration_grid_skew_us'][target]}")
     obj["provenance"] = provenance(with_gpu=False)
     _write(dest, obj)
     return 0
