@@ -68,6 +68,10 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   V - R T_iss0 > Q(K); below that its issue time is T_iss0, without Eq. 3's V/R - G term (as the simulator's
   lockstep mode has it). None: the model check's lockstep form as before.
   All eleven are written only when set, so version-2 files without them keep their contents and hash.
+- ``start_skew_points`` (session 11, skew12; ``xstage sim bursts --start-skew-us``): ((K, us), ...), a measured
+  start skew (the last producer's start after the first, the lockstep barrier's release as the producers see it)
+  in place of the law's s (K - 1)/(K + 1): linear in K between the points, flat outside them. A platform input
+  measured per session, not fitted (docs/calibration/finite-skew.md). None: the law. Written only when set.
 - ``capacity_relax_GBps`` (rho, needs ``sm_outstanding_bytes``): a relaxing capacity. While the X-Stage
   is full and holds the producers back, the per-SM slots are given up at rho: the capacity falls from
   Q(K) towards the shared buffer's Q_shared(K) (the producers get R - rho in meanwhile), and it is back at
@@ -105,6 +109,8 @@ _WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "
                      "skew_overlaps_ceiling") + tuple(f for f, _ in _FREE_OVERRIDES) + (
                      "capacity_relax_exponential", "capacity_floor_bytes", "lockstep_drain_gated")
 # version-2 fields added later: left out of the file while None
+TWO_STAGE_FIELDS += ("start_skew_points",)          # skew12: a measured start skew per K (written only when set)
+_WRITTEN_WHEN_SET += ("start_skew_points",)
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -136,6 +142,7 @@ class Platform:
     capacity_relax_exponential: bool | None = None   # v2: True: the relaxing capacity falls exponentially to its floor
     capacity_floor_bytes: float | None = None   # v2: the relaxing capacity's floor Q_f (None: Q_shared(K)), K-free
     lockstep_drain_gated: bool | None = None    # v2: True: a lockstep burst waits for the drain only once it fills Q(K)
+    start_skew_points: tuple | None = None      # v2: ((K, us), ...) measured start skew, in place of s (K-1)/(K+1)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -213,6 +220,8 @@ class Platform:
                                  "needs capacity_relax_GBps (the relaxing capacity it bounds)")
         if self.lockstep_drain_gated is not None and not isinstance(self.lockstep_drain_gated, bool):
             raise InputError("platform.lockstep_drain_gated", self.lockstep_drain_gated, "must be true or false")
+        if self.start_skew_points is not None:
+            object.__setattr__(self, "start_skew_points", _skew_points(self.start_skew_points))
 
     @property
     def schema_version(self) -> int:
@@ -252,6 +261,8 @@ class Platform:
         if self.injection_GBps is not None:
             aggregate = producers * bytes_per_producer / (self.injection_GBps * 1e3)
         skew = 0.0 if self.start_skew_us is None else self.start_skew_us * (producers - 1) / (producers + 1)
+        if self.start_skew_points is not None:     # skew12: the session's measured start skew at K
+            skew = start_skew_at(self.start_skew_points, producers)
         if self.skew_overlaps_ceiling:             # the skew overlaps the aggregate ceiling (two-stage-gated2)
             t0 = self.t_fixed_us + max(per_producer + skew, aggregate)
         else:
@@ -271,7 +282,7 @@ class Platform:
         plat = self
         if self.free_t_fixed_us is not None:
             plat = replace(plat, t_fixed_us=self.free_t_fixed_us,
-                           start_skew_us=None if self.start_skew_us is None else 0.0)
+                           start_skew_us=None if self.start_skew_us is None else 0.0, start_skew_points=None)
         own = {lockstep: getattr(self, name) for name, lockstep in _FREE_OVERRIDES if getattr(self, name) is not None}
         if own.get("injection_GBps") is False:      # free_injection_GBps false: free bursts see no aggregate ceiling
             own["injection_GBps"] = None
@@ -327,6 +338,8 @@ class Platform:
         """The file's contents: version 1 (exactly as before) unless a two-stage field is set."""
         d = asdict(self)
         d["capacity_points"] = [list(p) for p in self.capacity_points]
+        if self.start_skew_points is not None:
+            d["start_skew_points"] = [list(p) for p in self.start_skew_points]
         for name in TWO_STAGE_FIELDS:
             if not self.two_stage or (name in _WRITTEN_WHEN_SET and d[name] is None):
                 del d[name]
@@ -394,6 +407,38 @@ def _capacity_points(points) -> tuple:
     if len({k for k, _ in out}) != len(out):
         raise InputError(field, points, "must not give one producer count twice")
     return tuple(out)
+
+
+def _skew_points(points) -> tuple:
+    """((K, us), ...) sorted by K: K an integer >= 1, the skew a number >= 0, no K twice."""
+    field = "platform.start_skew_points"
+    if not isinstance(points, (list, tuple)) or not points:
+        raise InputError(field, points, "must be a non-empty list of [producers, us] pairs")
+    out = []
+    for pair in points:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InputError(field, points, "must be a list of [producers, us] pairs")
+        k, us = pair
+        if isinstance(k, bool) or not isinstance(k, numbers.Real) or not float(k).is_integer():
+            raise InputError(f"{field} producers", k, "must be an integer")
+        out.append((require_int(f"{field} producers", int(k)), _real(f"{field} us", us, allow_zero=True)))
+    out.sort()
+    if len({k for k, _ in out}) != len(out):
+        raise InputError(field, points, "must not give one producer count twice")
+    return tuple(out)
+
+
+def start_skew_at(points, producers: int) -> float:
+    """The measured start skew at K producers (us): linear in K between the points, flat outside them;
+    K = 1 has none."""
+    if producers <= 1:
+        return 0.0
+    if producers <= points[0][0]:
+        return points[0][1]
+    for (ka, sa), (kb, sb) in zip(points, points[1:]):
+        if producers <= kb:
+            return sa + (sb - sa) * (producers - ka) / (kb - ka)
+    return points[-1][1]
 
 
 def bundled_platforms() -> list[str]:

@@ -61,6 +61,9 @@ def register(sub):
                    "1.0 fitted on the H200 host probe, docs/calibration.md)")
     b.add_argument("--barrier-us", default=None, help="--mode lockstep: the barrier's own time in us (>= 0; the H200's "
                    "wide grids: 1.216 host, 1.10 local, docs/calibration/lockstep-drained.md)")
+    b.add_argument("--start-skew-us", default=None, help="a measured start skew at this K in us (>= 0): the "
+                   "last producer's start after the first, in place of the platform's skew term "
+                   "(Platform.start_skew_points; docs/calibration/finite-skew.md)")
     b.set_defaults(func=run_sim_bursts)
 
     pl = sub.add_parser("platforms", help="list bundled platforms or show one",
@@ -108,6 +111,10 @@ def run_sim_bursts(args) -> int:
     from xstage.sim.bursts import BurstConfig, simulate_bursts
 
     platform = load_platform(args.platform)
+    if args.start_skew_us is not None:          # a measured skew at this K replaces the skew term
+        from dataclasses import replace
+        skew = number("--start-skew-us", args.start_skew_us, minimum=0, allow_equal=True)
+        platform = replace(platform, start_skew_points=((require_int("producers", args.producers), skew),))
     cfg = BurstConfig(
         producers=platform.check_producers(require_int("producers", args.producers)),
         bytes_per_producer=parse_size(args.bytes_per_producer, "bytes_per_producer"),
@@ -126,6 +133,8 @@ def run_sim_bursts(args) -> int:
             check_output("--out", out.with_suffix(".meta.json"), overwrite=args.overwrite)
     result = simulate_bursts(platform, cfg, record_occupancy=False)
     summary = result.summary(platform)
+    if platform.start_skew_points is not None and args.start_skew_us is not None:
+        summary["start_skew_us"] = platform.start_skew_points[0][1]   # the measured skew it ran with
     if args.out:
         meta = {"config": summary, "platform": platform.to_dict(), "platform_hash": platform.content_hash,
                 "provenance": provenance()}
