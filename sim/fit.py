@@ -275,8 +275,10 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
             pred_t = eq3_t = _two_stage_isolated(platform, K, t0, V, R, Q)
             pred_p = eq3_p = np.nan
         else:
-            pred_t = (_lockstep_relaxing(platform, K, G, t0, V, R, Q, _spin_gap_us(d, platform))
-                      if d["mode"] == "periodic" and platform.relaxing else _two_stage_periodic(plat, K, B, G, t0, V, R, Q))
+            if d["mode"] == "periodic" and platform.relaxing:
+                pred_t = _lockstep_relaxing(platform, K, G, t0, V, R, Q, _spin_gap_us(d, platform))
+            else:
+                pred_t = _two_stage_periodic(plat, K, B, G, t0, V, R, Q)
             eq3_t = model.issue_time_us(G, t0, V, R)
             pred_p, eq3_p = pred_t + G, eq3_t + G
         meas_t, meas_p = d["T_iss(us)"], d["period(us)"]

@@ -237,7 +237,8 @@ class Platform:
             object.__setattr__(self, "lockstep_barrier_us", _real("platform.lockstep_barrier_us",
                                                                   self.lockstep_barrier_us, allow_zero=True))
             if self.lockstep_drain_gated is not True:
-                raise InputError("platform.lockstep_catch_band", w, "needs lockstep_drain_gated true (the gate it widens)")
+                raise InputError("platform.lockstep_catch_band", w,
+                                 "needs lockstep_drain_gated true (the gate it widens)")
 
     @property
     def schema_version(self) -> int:

@@ -45,7 +45,7 @@ MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "rela
           "two-stage-gated3": "relaxing-gated-overlap-exp",   # gated3: gated2, capacity relaxing exponentially (cal8)
           "two-stage-knee": "relaxing-gated-overlap-knee",    # knee11: gated2, a lockstep burst below Q(K) at T_iss0
           "two-stage-knee2": "relaxing-gated-overlap-knee-points",   # knee11: knee, Q(K) per K, one relaxing floor
-          "two-stage-state": "relaxing-gated-overlap-state"}   # knee12: knee, a catch carried where the path never empties
+          "two-stage-state": "relaxing-gated-overlap-state"}   # knee12: knee + a catch carried, path never empty
 DEFAULT_MODEL = "v1"
 
 

@@ -135,3 +135,26 @@ def test_refit_with_the_state_model_and_a_bad_band_in_a_file_is_one_line_exit_2(
     rc = main(["sim", "bursts", "-p", str(f), "-K", "58", "-B", "32KiB", "-n", "4", "--json"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "lockstep_catch_band" in err and "1.5" in err
+
+
+def test_committed_record_decides_by_its_own_rows_and_its_seed_0_row_recomputes():
+    import numpy as np
+    from xstage.records import load_records
+    record = json.loads((data_dir() / "calibration-extra" / "knee12-posthoc.json").read_text())
+    assert record["post_hoc"] is True and record["provenance"]["git_commit"]
+    own = [r for r in record["logo_own"]["rows"] if r["grid"] == "fresh10" and r["model"] == "two-stage-state"]
+    assert len(own) == 5
+    met = sum(r["heldout_p90_rel_err_T_iss"] <= 0.15 for r in own)
+    others = {r["grid"]: r["heldout_p90_rel_err_T_iss"] for r in record["logo_own"]["rows"]
+              if r["split"] == "recorded" and r["grid"] in ("wide", "fresh3")}
+    qualified = met >= 4 and all(v <= 0.15 for v in others.values())
+    assert record["decision"]["fresh10_own_seeds_met"] == met and record["decision"]["qualified"] is qualified
+    # the recorded split's own row, refitted now
+    points, _ = load_records(data_dir() / "calibration-extra" / "h200-pcie-host-fresh10" / "points.parquet", "point")
+    points = points.reset_index(drop=True)
+    split = points["split"]
+    st, _ = fit_platform(points[split == "fit"], name="s", target="host", sm_count=132,
+                         capacity_law=capacity_law_of("two-stage-state"))
+    _, summary = check_and_summarize(points, st, split)
+    row = next(r for r in own if r["split"] == "recorded")
+    assert np.isclose(summary["heldout_p90_rel_err_T_iss"], row["heldout_p90_rel_err_T_iss"], rtol=1e-9)
