@@ -8,6 +8,7 @@ read before (docs/calibration/knee10.md, knee11.md); these figures decide only w
     python benchmarks/calib_knee12.py misses   [--json OUT]   # fresh10 seeds 0-4, own fit: held-out pairs > 15 %
     python benchmarks/calib_knee12.py line     [--json OUT]   # the Q(K) line re-chosen by the check (two variants)
     python benchmarks/calib_knee12.py sweeps   [--json OUT]   # fresh10's knee gap sweeps, point by point (seed 0)
+    python benchmarks/calib_knee12.py place    [--json OUT]   # the knee ratio of fresh10's knee pairs, fit by fit
 
 ``insample``: each model fitted on every fresh10 point (held-out halves included) and scored on the held-out half
 of seeds 0 (recorded) to 4 -- what the form can do at best when the fit has seen everything. ``misses``: per
@@ -18,6 +19,9 @@ grid (0.6-1.4 x, 0.7-1.3 x) and w and rho re-chosen, all by the model check on t
 ``sweeps``: fresh10's four gap sweeps below or at the knee, every point: measured T_iss against ``two-stage-gated2``
 and ``two-stage-state`` fitted on the recorded fit half, and whether the path empties before the next start
 (spin + b + T_iss0 >= V/R).
+``place``: for each fit of ``two-stage-state`` (own fit half at seeds 0-4, and every fresh10 point), the knee ratio
+(V - R T_iss0)/Q(K) of fresh10's pairs whose sweeps or plateaus sit at the knee, with w: which side of 1 - w and 1
+the fit puts each one.
 """
 import argparse
 import sys
@@ -155,12 +159,32 @@ def sweeps(log=print) -> list:
     return rows
 
 
+PLACE_PAIRS = ((9, 150), (34, 44), (58, 36), (58, 44), (84, 26), (84, 36), (116, 26), (116, 36))   # KiB
+
+
+def place(log=print) -> list:
+    pts = grid_points("host", "fresh10")
+    fits = [(f"own, seed {s}", fit_halves([("fresh10", pts, _split(pts, s))])) for s in SEEDS]
+    rows = []
+    for label, frame in fits + [("every point", pts)]:
+        p = _fit(frame, "two-stage-state")
+        R = p.drain_rate_Bpus
+        ratios = {f"({k}, {b})": (k * b * 1024 - R * p.issue_time0_us(k, b * 1024)) / p.capacity_bytes(k)
+                  for k, b in PLACE_PAIRS}
+        rows.append({"fit": label, "band": p.lockstep_catch_band, "R_GBps": p.drain_rate_GBps,
+                     "Q_MiB_at_K": {k: p.capacity_bytes(k) / 2**20 for k in (9, 34, 58, 84, 116)}, "ratio": ratios})
+        log(f"place {label:12s} w {p.lockstep_catch_band:.2f} " + " ".join(f"{k} {v:.2f}" for k, v in ratios.items()),
+            flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("insample", "misses", "line", "sweeps"))
+    ap.add_argument("action", choices=("insample", "misses", "line", "sweeps", "place"))
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    rows = {"insample": insample, "misses": misses, "line": line, "sweeps": sweeps}[args.action]()
+    rows = {"insample": insample, "misses": misses, "line": line, "sweeps": sweeps,
+            "place": place}[args.action]()
     _write(args.json, {"post_hoc": True, "action": args.action, "provenance": provenance(), "rows": rows})
     return 0
 
