@@ -216,15 +216,40 @@ def _two_stage_periodic(platform, K, B, G, t0, V, R, Q) -> float:
     return T
 
 
-def _lockstep_relaxing(platform, K, G, t0, V, R, Q) -> float:
+def _lockstep_relaxing(platform, K, G, t0, V, R, Q, spin_us=None) -> float:
     """A lockstep burst (mode ``periodic``) with a relaxing capacity: the barrier's fence lets every burst start
     from a drained path (docs/calibration.md, "What the lockstep mode measured"), where the capacity is back at
     Q(K), so ``periodic_issue_time_us``'s two bounds hold with Eq. 7's relaxing form:
     max(T_iss0, V/R - G, relaxing isolated issue time). With ``lockstep_drain_gated`` (knee11) the V/R - G term
-    holds only for a burst that fills the X-Stage (V - R T_iss0 > Q(K)); below that the burst issues at T_iss0."""
-    if platform.lockstep_drain_gated and V - R * t0 <= Q:
+    holds only for a burst that fills the X-Stage (V - R T_iss0 > Q(K)); below that the burst issues at T_iss0 --
+    unless (``lockstep_catch_band``, knee12) it lies within w Q(K) below the knee and the path never empties
+    between bursts (``lockstep_caught_below_knee``): then one catch is carried to every later burst."""
+    if platform.lockstep_drain_gated and V - R * t0 <= Q and not lockstep_caught_below_knee(platform, t0, V, R, Q,
+                                                                                              spin_us):
         return t0
     return max(model.issue_time_us(G, t0, V, R), _two_stage_isolated(platform, K, t0, V, R, Q))
+
+
+def lockstep_caught_below_knee(platform, t0, V, R, Q, spin_us) -> bool:
+    """knee12 (``two-stage-state``): the steady state of a lockstep run whose bursts never fill Q(K), V - R T_iss0
+    <= Q(K), carried burst to burst. Within the band, V - R T_iss0 > (1 - w) Q(K), a burst is caught now and then;
+    a caught burst relaxes the capacity, which recovers only once the path has emptied. The next burst starts after
+    the spin gap and the barrier, or at the drain's end, whichever is later; if the path is still draining when the
+    spin and barrier end (``spin_us`` + b + T_iss0 < V/R), it never empties between bursts, the capacity never
+    recovers, and the caught state is absorbing: the run's steady half is caught. Otherwise each burst starts at
+    Q(K) and is free. False without the band (every other model) or without a spin gap (NaN)."""
+    w, b = platform.lockstep_catch_band, platform.lockstep_barrier_us
+    if w is None or spin_us is None or not np.isfinite(spin_us):
+        return False
+    return bool(V - R * t0 > (1.0 - w) * Q and spin_us + b + t0 < V / R)
+
+
+def _spin_gap_us(d: dict, platform) -> float:
+    """The gap a producer runs after its burst (the requested spin, ``gap(us)``); an ``fma`` gap (a count of
+    iterations) is read from the measured one less the barrier (``lockstep_barrier_us``, 0 where unset)."""
+    if d.get("gap_kind", "spin") == "fma":
+        return max(float(d["gap_measured(us)"]) - (platform.lockstep_barrier_us or 0.0), 0.0)
+    return float(d["gap(us)"]) if "gap(us)" in d else np.nan
 
 
 def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
@@ -250,8 +275,10 @@ def model_check(points: pd.DataFrame, platform) -> pd.DataFrame:
             pred_t = eq3_t = _two_stage_isolated(platform, K, t0, V, R, Q)
             pred_p = eq3_p = np.nan
         else:
-            pred_t = (_lockstep_relaxing(platform, K, G, t0, V, R, Q) if d["mode"] == "periodic" and platform.relaxing
-                      else _two_stage_periodic(plat, K, B, G, t0, V, R, Q))
+            if d["mode"] == "periodic" and platform.relaxing:
+                pred_t = _lockstep_relaxing(platform, K, G, t0, V, R, Q, _spin_gap_us(d, platform))
+            else:
+                pred_t = _two_stage_periodic(plat, K, B, G, t0, V, R, Q)
             eq3_t = model.issue_time_us(G, t0, V, R)
             pred_p, eq3_p = pred_t + G, eq3_t + G
         meas_t, meas_p = d["T_iss(us)"], d["period(us)"]

@@ -67,7 +67,15 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   lockstep burst (every burst starts from a drained path) waits for the drain only once it fills the X-Stage,
   V - R T_iss0 > Q(K); below that its issue time is T_iss0, without Eq. 3's V/R - G term (as the simulator's
   lockstep mode has it). None: the model check's lockstep form as before.
-  All eleven are written only when set, so version-2 files without them keep their contents and hash.
+- ``lockstep_catch_band`` and ``lockstep_barrier_us`` (session 11, knee12; ``--model two-stage-state``; need
+  ``lockstep_drain_gated``): a lockstep burst's state carried burst to burst. w (0 <= w < 1): below the knee, a
+  burst with V - R T_iss0 > (1 - w) Q(K) is caught now and then (the knee's run-to-run onset); a caught burst
+  relaxes the capacity, which recovers only once the path has emptied, so where the path does not empty between
+  bursts -- the spin gap plus the barrier b (us) plus T_iss0 ends before the drain, G + b + T_iss0 < V/R -- one
+  catch holds every later burst caught, and the steady half of the run is caught (the gated2 form, V/R - G);
+  elsewhere it issues at T_iss0 (the gate). The model check reads them; the fluid queues do not
+  (docs/calibration/knee12.md).
+  All thirteen are written only when set, so version-2 files without them keep their contents and hash.
 - ``start_skew_points`` (session 11, skew12; ``xstage sim bursts --start-skew-us``): ((K, us), ...), a measured
   start skew (the last producer's start after the first, the lockstep barrier's release as the producers see it)
   in place of the law's s (K - 1)/(K + 1): linear in K between the points, flat outside them. A platform input
@@ -102,12 +110,14 @@ TWO_STAGE_FIELDS = ("sm_store_GBps", "sm_outstanding_bytes", "capacity_relax_GBp
                     "skew_overlaps_ceiling") + ("free_producer_issue_GBps", "free_store_buffer_bytes",
                                                 "free_injection_GBps", "free_drain_rate_GBps",
                                                 "capacity_relax_exponential") + (
-                        "capacity_floor_bytes", "lockstep_drain_gated")   # version 2 only
+                        "capacity_floor_bytes", "lockstep_drain_gated") + (
+                        "lockstep_catch_band", "lockstep_barrier_us")   # version 2 only
 _FREE_OVERRIDES = (("free_producer_issue_GBps", "producer_issue_GBps"), ("free_store_buffer_bytes", "store_buffer_bytes"),
                    ("free_injection_GBps", "injection_GBps"), ("free_drain_rate_GBps", "drain_rate_GBps"))
 _WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "free_capacity_bound",
                      "skew_overlaps_ceiling") + tuple(f for f, _ in _FREE_OVERRIDES) + (
-                     "capacity_relax_exponential", "capacity_floor_bytes", "lockstep_drain_gated")
+                     "capacity_relax_exponential", "capacity_floor_bytes", "lockstep_drain_gated",
+                     "lockstep_catch_band", "lockstep_barrier_us")
 # version-2 fields added later: left out of the file while None
 TWO_STAGE_FIELDS += ("start_skew_points",)          # skew12: a measured start skew per K (written only when set)
 _WRITTEN_WHEN_SET += ("start_skew_points",)
@@ -142,6 +152,8 @@ class Platform:
     capacity_relax_exponential: bool | None = None   # v2: True: the relaxing capacity falls exponentially to its floor
     capacity_floor_bytes: float | None = None   # v2: the relaxing capacity's floor Q_f (None: Q_shared(K)), K-free
     lockstep_drain_gated: bool | None = None    # v2: True: a lockstep burst waits for the drain only once it fills Q(K)
+    lockstep_catch_band: float | None = None    # v2: w: below the knee by < w Q(K), caught where the path never empties
+    lockstep_barrier_us: float | None = None    # v2: b: the lockstep barrier's own time after the spin gap (us)
     start_skew_points: tuple | None = None      # v2: ((K, us), ...) measured start skew, in place of s (K-1)/(K+1)
 
     def __post_init__(self):
@@ -222,6 +234,20 @@ class Platform:
             raise InputError("platform.lockstep_drain_gated", self.lockstep_drain_gated, "must be true or false")
         if self.start_skew_points is not None:
             object.__setattr__(self, "start_skew_points", _skew_points(self.start_skew_points))
+        if (self.lockstep_catch_band is None) != (self.lockstep_barrier_us is None):
+            name = "lockstep_catch_band" if self.lockstep_barrier_us is None else "lockstep_barrier_us"
+            raise InputError(f"platform.{name}", getattr(self, name),
+                             "needs lockstep_catch_band and lockstep_barrier_us together")
+        if self.lockstep_catch_band is not None:
+            w = self.lockstep_catch_band
+            if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0.0 <= w < 1.0:
+                raise InputError("platform.lockstep_catch_band", w, "must be a number in [0, 1)")
+            object.__setattr__(self, "lockstep_catch_band", float(w))
+            object.__setattr__(self, "lockstep_barrier_us", _real("platform.lockstep_barrier_us",
+                                                                  self.lockstep_barrier_us, allow_zero=True))
+            if self.lockstep_drain_gated is not True:
+                raise InputError("platform.lockstep_catch_band", w,
+                                 "needs lockstep_drain_gated true (the gate it widens)")
 
     @property
     def schema_version(self) -> int:

@@ -34,15 +34,18 @@ def _capacity_of(caps: dict, K):
 
 
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                 "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points")
-KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points")   # knee11: lockstep_drain_gated
+                 "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",
+                 "relaxing-gated-overlap-state")
+KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",   # knee11: lockstep_drain_gated
+             "relaxing-gated-overlap-state")                                        # knee12: + the carried state
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
           "two-stage-gated2": "relaxing-gated-overlap",   # gated2: the skew overlaps the ceiling (cal7)
           "two-stage-gated3": "relaxing-gated-overlap-exp",   # gated3: gated2, capacity relaxing exponentially (cal8)
           "two-stage-knee": "relaxing-gated-overlap-knee",    # knee11: gated2, a lockstep burst below Q(K) at T_iss0
-          "two-stage-knee2": "relaxing-gated-overlap-knee-points"}   # knee11: knee, Q(K) per K, one relaxing floor
+          "two-stage-knee2": "relaxing-gated-overlap-knee-points",   # knee11: knee, Q(K) per K, one relaxing floor
+          "two-stage-state": "relaxing-gated-overlap-state"}   # knee12: knee + a catch carried, path never empty
 DEFAULT_MODEL = "v1"
 
 
@@ -59,6 +62,7 @@ def capacity_law_of(model) -> str:
 BUFFERS = tuple(1024 * k for k in range(0, 33))   # schema-2 laws: candidate store buffers b0 (0-32 KiB)
 TRIM = 1.15   # schema-2 laws: a plateau point measured > TRIM x the issue law is taken as backpressured
 DRAIN_SEEN = 1.5   # relaxing-gated: a pair's drain is seen when its zero-gap gap > DRAIN_SEEN x the barrier's
+CATCH_BANDS = tuple(round(0.02 * i, 2) for i in range(26))   # two-stage-state: candidate bands w, 0-0.5 of Q(K)
 
 
 def drain_seen_pairs(points: pd.DataFrame) -> set:
@@ -224,6 +228,14 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                                                                                 rho["rho_Bpus"] / 1e3))
                     stage = replace(stage, capacity_points=cap["capacity_points"])
                     rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
+            if capacity_law == "relaxing-gated-overlap-state":    # knee12: the band w and rho, alternately
+                barrier = lockstep_barrier_us(points)
+                for _ in range(2):
+                    band = _fit_catch_band(points, replace(stage, capacity_relax_GBps=rho["rho_Bpus"] / 1e3), barrier)
+                    knee.update(lockstep_catch_band=band["band"], lockstep_barrier_us=barrier)
+                    stage = replace(stage, **knee)
+                    rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
+                fit["catch_band"] = band
             fit["relax"] = rho
             cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
             cap.update(shape)
@@ -236,6 +248,12 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         if knee:
             notes["lockstep_drain_gated"] = ("knee11: a lockstep burst waits for the drain (V/R - G) only once it "
                                              "fills the X-Stage, V - R T_iss0 > Q(K); below that it issues at T_iss0.")
+        if "lockstep_catch_band" in knee:
+            notes["lockstep_catch_band"] = (
+                f"knee12 (two-stage-state): below the knee by less than w = {knee['lockstep_catch_band']:.2f} Q(K) a "
+                f"lockstep burst is caught (V/R - G) where the path never empties between bursts, spin gap + b + "
+                f"T_iss0 < V/R, b = {knee['lockstep_barrier_us']:.2f} us (the median measured - requested gap of "
+                f"the plateau points); w chosen by the model check on the fitted lockstep points.")
         notes["capacity_points"] = (
             f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
             f"and isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
@@ -304,6 +322,29 @@ def _fit_knee_capacity(points, platform, points_per_round: int = 25, rounds: int
             lo, hi = best[1] - step, best[1] + step
         caps[k] = float(np.exp(best[1]))
     return tuple(sorted(caps.items()))
+
+
+def lockstep_barrier_us(points: pd.DataFrame) -> float:
+    """``two-stage-state`` (knee12): the lockstep barrier's own time after a producer's spin gap -- the median of
+    measured minus requested gap over the plateau points (their gap outlasts the drain, so nothing but the barrier
+    and its fence sits between them); 0 without plateau points."""
+    plateau = points[(points["phase"] == "plateau") & (points["mode"] == "periodic")]
+    extra = (plateau["gap_measured(us)"] - plateau["gap(us)"]).dropna().to_numpy(float)
+    return float(max(np.median(extra), 0.0)) if extra.size else 0.0
+
+
+def _fit_catch_band(points, platform, barrier_us: float) -> dict:
+    """``two-stage-state`` (knee12): the band w of ``CATCH_BANDS`` minimising the model check's squared relative
+    T_iss errors on the lockstep periodic points (``_check_loss`` at the platform's rho); ties go to the narrowest."""
+    from dataclasses import replace
+    rho = platform.capacity_relax_GBps * 1e3
+    best = None
+    for w in CATCH_BANDS:
+        plat = replace(platform, lockstep_drain_gated=True, lockstep_catch_band=w, lockstep_barrier_us=barrier_us)
+        value = _check_loss(points, plat, rho)
+        if best is None or value < best["loss"] - 1e-12:
+            best = {"band": w, "loss": value}
+    return best
 
 
 def _check_loss(points, platform, rho_Bpus: float) -> float:
@@ -447,6 +488,9 @@ def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None 
             summary["capacity_floor_MiB"] = platform.capacity_floor_bytes / MiB
         if platform.lockstep_drain_gated:
             summary["lockstep_drain_gated"] = True
+        if platform.lockstep_catch_band is not None:           # knee12
+            summary.update(lockstep_catch_band=platform.lockstep_catch_band,
+                           lockstep_barrier_us=platform.lockstep_barrier_us)
     if platform.target == "peer":   # records from before the pattern option ran "next"
         summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
     return check, summary

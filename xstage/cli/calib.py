@@ -100,7 +100,9 @@ def register(sub):
                    "the sum of |rel. errors| and a free-running issue law, t_free without start skew), two-stage-gated2 "
                    "(two-stage-gated with the start skew overlapping the aggregate ceiling: t_fixed + max(B'/P + s "
                    "(K-1)/(K+1), K B/I)), two-stage-gated3 (two-stage-gated2 with the capacity relaxing exponentially "
-                   "toward Q_shared, rho its initial rate); --refit keeps "
+                   "toward Q_shared, rho its initial rate), two-stage-knee / two-stage-knee2 (knee11), "
+                   "two-stage-state (two-stage-knee with a catch carried burst to burst below the knee where the "
+                   "path never empties); --refit keeps "
                    "the recorded model unless this is given")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
                    "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
