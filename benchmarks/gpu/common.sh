@@ -7,6 +7,9 @@
 #   step MSG                   "== [<seconds since T0>s] MSG" on stderr
 #   left                       the seconds left of BUDGET
 #   summary_table ...          the side-by-side table of summary JSON files (benchmarks/gpu/summary_table.py)
+#   smi_trace_start DIR        the GPU's clocks, temperature, power and throttle reasons into DIR/clocks-start.txt
+#                              (and the log), then every 50 ms into DIR/smi-trace.csv in the background ($SMI)
+#   smi_trace_stop DIR         stops that trace and writes DIR/clocks-end.txt
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 : "${OUT:?set OUT to the output folder}"
@@ -40,3 +43,18 @@ step() { echo "== [$(( $(date +%s) - T0 ))s] $*" >&2; }
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 
 summary_table() { "$PY" "$(dirname "${BASH_SOURCE[0]}")/summary_table.py" "$@"; }
+
+SMI_FIELDS=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw,power.limit,clocks_event_reasons.active
+
+smi_trace_start() {
+  (date -u; nvidia-smi --query-gpu=$SMI_FIELDS --format=csv) > "$1/clocks-start.txt" 2>&1
+  cat "$1/clocks-start.txt"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
+      -lms 50 > "$1/smi-trace.csv" 2>&1 &
+  SMI=$!
+}
+
+smi_trace_stop() {
+  kill "$SMI" 2>/dev/null
+  (date -u; nvidia-smi --query-gpu=$SMI_FIELDS --format=csv) > "$1/clocks-end.txt" 2>&1
+}

@@ -4,16 +4,11 @@
 # repeats, 8 trials, with each variant's paired-timing host times (--paired-marks); then, until a deadline counted from
 # this script's start, attention_triton_clock.py's idle-gap pairs. Run after stage.sh's prelude (in the staged copy).
 # Everything goes under $OUT/work/r and comes back as $OUT/regime.tgz (and the two logs).
-set -u
+. "$(dirname "$0")/common.sh"
 T0=$SECONDS
 W=$OUT/work/r
 mkdir -p "$W"
-Q=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw,power.limit,clocks_event_reasons.active
-(date -u; nvidia-smi --query-gpu=$Q --format=csv) > "$W/clocks-start.txt" 2>&1
-cat "$W/clocks-start.txt"
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
-    -lms 50 > "$W/smi-trace.csv" 2>&1 &
-SMI=$!
+smi_trace_start "$W"
 PTS=${PTS:-65536:1,47104:6,73728:1,43008:6,49152:3,61440:3}
 timeout "${SWEEP_S:-115}" python3 benchmarks/gpu/attention_triton_sweep5.py --out "$W/attention" --points "$PTS" \
     --repeats 3 --trials 8 --paired-marks > "$W/sweep.log" 2>&1
@@ -28,8 +23,7 @@ if [ "$LEFT" -gt 15 ]; then
 else
   echo "clock diagnostics skipped: $LEFT s left"
 fi
-kill "$SMI" 2>/dev/null
-(date -u; nvidia-smi --query-gpu=$Q --format=csv) > "$W/clocks-end.txt" 2>&1
+smi_trace_stop "$W"
 cp "$W/sweep.log" "$OUT/sweep.log"; cp "$W/clock.log" "$OUT/clock.log" 2>/dev/null
 tar czf "$OUT/regime.tgz" -C "$OUT/work" . && rm -rf "$OUT/work"     # at most 8 files come back
 ls -la "$OUT"

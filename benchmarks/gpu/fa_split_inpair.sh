@@ -4,22 +4,16 @@
 # an nvidia-smi trace (50 ms) beside everything; fa_split_inpair.py over the seven (M, heads) points, 3 interleaved
 # repeats, 8 trials, 8 in-pair pairs per block. Run after stage.sh's prelude (in the staged copy). Everything goes
 # under $OUT/work/r and comes back as $OUT/inpair.tgz (and the log).
-set -u
+. "$(dirname "$0")/common.sh"
 T0=$SECONDS
 W=$OUT/work/r
 mkdir -p "$W"
-Q=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw,power.limit,clocks_event_reasons.active
-(date -u; nvidia-smi --query-gpu=$Q --format=csv) > "$W/clocks-start.txt" 2>&1
-cat "$W/clocks-start.txt"
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv \
-    -lms 50 > "$W/smi-trace.csv" 2>&1 &
-SMI=$!
+smi_trace_start "$W"
 PTS=${PTS:-49152:2,49152:4,57344:2,57344:4,49152:3,57344:3,47104:6}
 PYTHONUNBUFFERED=1 timeout "${SWEEP_S:-220}" python3 benchmarks/gpu/fa_split_inpair.py --out "$W/attention" \
     --points "$PTS" --repeats "${REPEATS:-3}" --trials 8 --pairs "${PAIRS:-8}" --raw-pairs 1 2>&1 | tee "$W/inpair.log"
 echo "inpair rc ${PIPESTATUS[0]} at $((SECONDS - T0)) s"
-kill "$SMI" 2>/dev/null
-(date -u; nvidia-smi --query-gpu=$Q --format=csv) > "$W/clocks-end.txt" 2>&1
+smi_trace_stop "$W"
 cp "$W/inpair.log" "$OUT/inpair.log"
 ls -la "$W" "$W/attention"
 tar czf "$OUT/inpair.tgz" -C "$OUT/work" . && rm -rf "$OUT/work"     # at most 8 files come back
