@@ -167,7 +167,8 @@ class Platform:
         _real("platform.producer_issue_GBps", self.producer_issue_GBps)
         if self.injection_GBps is not None:
             _real("platform.injection_GBps", self.injection_GBps)
-        object.__setattr__(self, "capacity_points", _capacity_points(self.capacity_points))
+        object.__setattr__(self, "capacity_points",
+                           _k_points("platform.capacity_points", self.capacity_points, "bytes"))
         if not isinstance(self.target, str) or not self.target:
             raise InputError("platform.target", self.target, "must be a non-empty string")
         if not isinstance(self.tensor_TFLOPs, dict):
@@ -233,7 +234,8 @@ class Platform:
         if self.lockstep_drain_gated is not None and not isinstance(self.lockstep_drain_gated, bool):
             raise InputError("platform.lockstep_drain_gated", self.lockstep_drain_gated, "must be true or false")
         if self.start_skew_points is not None:
-            object.__setattr__(self, "start_skew_points", _skew_points(self.start_skew_points))
+            object.__setattr__(self, "start_skew_points",
+                               _k_points("platform.start_skew_points", self.start_skew_points, "us", allow_zero=True))
         if (self.lockstep_catch_band is None) != (self.lockstep_barrier_us is None):
             name = "lockstep_catch_band" if self.lockstep_barrier_us is None else "lockstep_barrier_us"
             raise InputError(f"platform.{name}", getattr(self, name),
@@ -416,38 +418,19 @@ def _real(field: str, value, *, allow_zero: bool = False) -> float:
     return float(require_positive(field, value, allow_zero=allow_zero))
 
 
-def _capacity_points(points) -> tuple:
-    """((K, bytes), ...) sorted by K: K an integer >= 1, bytes a number > 0, no K twice."""
-    field = "platform.capacity_points"
+def _k_points(field: str, points, unit: str, *, allow_zero: bool = False) -> tuple:
+    """((K, value), ...) sorted by K: K an integer >= 1, the value a number > 0 (>= 0 with allow_zero), no K twice;
+    ``unit`` names the value in the messages ([producers, <unit>] pairs)."""
     if not isinstance(points, (list, tuple)) or not points:
-        raise InputError(field, points, "must be a non-empty list of [producers, bytes] pairs")
+        raise InputError(field, points, f"must be a non-empty list of [producers, {unit}] pairs")
     out = []
     for pair in points:
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise InputError(field, points, "must be a list of [producers, bytes] pairs")
-        k, q = pair
+            raise InputError(field, points, f"must be a list of [producers, {unit}] pairs")
+        k, v = pair
         if isinstance(k, bool) or not isinstance(k, numbers.Real) or not float(k).is_integer():
             raise InputError(f"{field} producers", k, "must be an integer")
-        out.append((require_int(f"{field} producers", int(k)), _real(f"{field} bytes", q)))
-    out.sort()
-    if len({k for k, _ in out}) != len(out):
-        raise InputError(field, points, "must not give one producer count twice")
-    return tuple(out)
-
-
-def _skew_points(points) -> tuple:
-    """((K, us), ...) sorted by K: K an integer >= 1, the skew a number >= 0, no K twice."""
-    field = "platform.start_skew_points"
-    if not isinstance(points, (list, tuple)) or not points:
-        raise InputError(field, points, "must be a non-empty list of [producers, us] pairs")
-    out = []
-    for pair in points:
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise InputError(field, points, "must be a list of [producers, us] pairs")
-        k, us = pair
-        if isinstance(k, bool) or not isinstance(k, numbers.Real) or not float(k).is_integer():
-            raise InputError(f"{field} producers", k, "must be an integer")
-        out.append((require_int(f"{field} producers", int(k)), _real(f"{field} us", us, allow_zero=True)))
+        out.append((require_int(f"{field} producers", int(k)), _real(f"{field} {unit}", v, allow_zero=allow_zero)))
     out.sort()
     if len({k for k, _ in out}) != len(out):
         raise InputError(field, points, "must not give one producer count twice")
