@@ -72,10 +72,11 @@ def overlap_t0(K, B, t_fixed, inv_p, inv_i, skew=0.0, buffer=0.0):
     return t_fixed + np.maximum(np.maximum(B - buffer, 0.0) * inv_p + skew * (K - 1.0) / (K + 1.0), K * B * inv_i)
 
 
-def fit_issue_time0_overlap(K, B, T, buffer: float = 0.0, rounds: int = 6) -> dict:
+def fit_issue_time0_overlap(K, B, T, buffer: float = 0.0, rounds: int = 6, fit_skew: bool = True) -> dict:
     """Fit ``overlap_t0`` on relative error with b0 = ``buffer`` fixed: a grid over (1/P, 1/I, s) -- 1/I = 0 means
     no aggregate ceiling, s >= 0 -- with t_fixed >= 0 in closed form (weighted mean), zoomed ``rounds`` times.
-    Returns the keys of ``fit.fit_issue_time0`` (skew fitted) plus ``skew_overlaps_ceiling`` True."""
+    Returns the keys of ``fit.fit_issue_time0`` (skew fitted) plus ``skew_overlaps_ceiling`` True.
+    ``fit_skew=False`` (skew13): s fixed at 0, for T already net of a measured start skew."""
     K, B, T = (np.asarray(x, dtype=float) for x in (K, B, T))
     if len(T) < 3:
         raise ValueError("fit_issue_time0_overlap needs >= 3 points")
@@ -85,7 +86,7 @@ def fit_issue_time0_overlap(K, B, T, buffer: float = 0.0, rounds: int = 6) -> di
     slope_max = float(np.max(T / np.maximum(B, 1.0)))
     lo_p, hi_p = slope_max * 1e-5, slope_max
     lo_i, hi_i = slope_max * 1e-5 / K.max(), slope_max / K.min()
-    lo_s, hi_s = 0.0, float(np.max(T))
+    lo_s, hi_s = 0.0, float(np.max(T)) if fit_skew else 0.0
 
     def solve(ps, is_, ss):
         g = np.maximum(Bp * ps[:, None, None, None] + ss[None, None, :, None] * S, K * B * is_[None, :, None, None])
