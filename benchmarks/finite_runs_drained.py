@@ -122,6 +122,19 @@ def _write(dest: Path, obj: dict) -> None:
     tmp.replace(dest)
 
 
+def _posthoc_dest(argv: list[str], script: str, out: str) -> Path | None:
+    """The ``out`` path of ``script posthoc OUT``, or None after one line on stderr (the usage, or that the path
+    exists: records are never overwritten)."""
+    if len(argv) != 2 or argv[0] != "posthoc":
+        print(f"usage: {script} posthoc {out}", file=sys.stderr)
+        return None
+    dest = Path(argv[1])
+    if dest.exists():
+        print(f"{out}={dest}: exists (records are never overwritten)", file=sys.stderr)
+        return None
+    return dest
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     usage = "usage: finite_runs_drained.py predict OUT.json | score RUN_DIR PRED.json OUT.json"

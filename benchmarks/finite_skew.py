@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finite_runs_drained import _cli, _write  # noqa: E402
+from finite_runs_drained import _cli, _posthoc_dest, _write  # noqa: E402
 
 EXTRA = Path("data/calibration-extra")
 PRED = EXTRA / "lockstep-drained-s8-predictions.json"
@@ -192,13 +192,8 @@ def posthoc() -> dict:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "posthoc":
-        print("usage: finite_skew.py posthoc OUT.json", file=sys.stderr)
-        return 2
-    dest = Path(argv[1])
-    if dest.exists():
-        print(f"OUT.json: {dest} exists (records are never overwritten)", file=sys.stderr)
+    dest = _posthoc_dest(sys.argv[1:] if argv is None else argv, "finite_skew.py", "OUT.json")
+    if dest is None:
         return 2
     from xstage.provenance import provenance
     obj = posthoc()

@@ -14,6 +14,7 @@ barrier skews less than the finite runs' at large K.
 """
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,7 +22,10 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from finite_runs_drained import _posthoc_dest, _write  # noqa: E402
 from finite_skew import EXTRA, PRED, SESSIONS, TOL, grid_skew, predict_run, skews  # noqa: E402
+
+from xstage.records import atomic_write_text  # noqa: E402
 
 WIDE = {"host": "h200-pcie-host-wide", "local": "h200-local-wide"}
 
@@ -73,7 +77,7 @@ def posthoc(out_dir: Path, k_max: int = 16) -> dict:
         p = pred["predictions"][f"{target} two-stage-gated"]
         plat, fit = refit(target, json.loads(Path(p["platform"]).read_text()), k_max)
         path = out_dir / f"{WIDE[target]}-skew13-kmax{k_max}-platform.json"
-        path.write_text(json.dumps(plat, indent=2) + "\n")
+        atomic_write_text(path, json.dumps(plat, indent=2) + "\n")
         fits[target] = {"fit": fit, "platform": str(path), "start_skew_points": plat["start_skew_points"]}
         for r in p["runs"]:
             T_new = predict_run(r, str(path), p["barrier_us"], skew_at(plat["start_skew_points"], r["K"]))["T_iss_us"]
@@ -106,22 +110,21 @@ def posthoc(out_dir: Path, k_max: int = 16) -> dict:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "posthoc":
-        print("usage: finite_skew2.py posthoc OUT_DIR", file=sys.stderr)
-        return 2
-    out_dir = Path(argv[1])
-    if out_dir.exists():
-        print(f"OUT_DIR={out_dir}: exists; never overwritten", file=sys.stderr)
+    out_dir = _posthoc_dest(sys.argv[1:] if argv is None else argv, "finite_skew2.py", "OUT_DIR")
+    if out_dir is None:
         return 2
     out_dir.mkdir(parents=True)
     from xstage.provenance import provenance
-    rec = posthoc(out_dir) | {"provenance": provenance()}
-    (out_dir / "posthoc.json").write_text(json.dumps(rec, indent=1, default=float) + "\n")
-    print(json.dumps(rec["summary"], indent=1), "qualifies:", rec["qualifies"])
-    # after the criterion (not judged): start_skew_points over the grid's every K up to 132, not flat past 16
-    late = posthoc(out_dir, k_max=132) | {"provenance": provenance(), "note": "after the criterion, not judged"}
-    (out_dir / "posthoc-after-criterion-kmax132.json").write_text(json.dumps(late, indent=1, default=float) + "\n")
+    try:  # every file by temp + rename; a failed run leaves no folder behind
+        rec = posthoc(out_dir) | {"provenance": provenance()}
+        _write(out_dir / "posthoc.json", rec)
+        print(json.dumps(rec["summary"], indent=1), "qualifies:", rec["qualifies"])
+        # after the criterion (not judged): start_skew_points over the grid's every K up to 132, not flat past 16
+        late = posthoc(out_dir, k_max=132) | {"provenance": provenance(), "note": "after the criterion, not judged"}
+        _write(out_dir / "posthoc-after-criterion-kmax132.json", late)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     print("after the criterion, k_max 132:", json.dumps({t: v["hits"] for t, v in late["summary"].items()}))
     return 0
 

@@ -7,20 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from xstage.cli import main
 
 MODEL_KEYS = {"T_iss_us", "delta_T_iss_us", "G_star_us", "period_us", "q_peak0_MiB", "T_iss_iso_us",
               "rate_bound_ok", "capacity_bound_ok"}
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_model_json(capsys):
-    code, out, _ = run(capsys, "model", "--platform", "paper-b200", "--producers", "148",
+def test_model_json(cli):
+    code, out, _ = cli("model", "--platform", "paper-b200", "--producers", "148",
                        "--bytes-per-producer", "32KiB", "--gap-us", "2", "--json")
     d = json.loads(out)
     assert code == 0 and MODEL_KEYS <= set(d)
@@ -28,17 +21,17 @@ def test_model_json(capsys):
     assert d["rate_bound_ok"] is False and d["capacity_bound_ok"] is True
 
 
-def test_model_fa_json(capsys):
-    code, out, _ = run(capsys, "model", "fa", "--platform", "paper-b200", "--producers", "148", "--block-m", "128",
+def test_model_fa_json(cli):
+    code, out, _ = cli("model", "fa", "--platform", "paper-b200", "--producers", "148", "--block-m", "128",
                        "--block-n", "128", "--head-dim", "128", "--out-bytes", "2", "--sigma-us", "0.79", "--json")
     d = json.loads(out)
     assert code == 0 and d["M_ub_star_tokens"] == 1024 and d["burst_MiB"] == pytest.approx(4.625)
     assert d["capacity_bound_ok"] is True and d["G_star_us"] == pytest.approx(6.0, abs=0.01)
 
 
-def test_sim_bursts_json_and_records(capsys, tmp_path):
+def test_sim_bursts_json_and_records(cli, tmp_path):
     out_file = tmp_path / "b.parquet"
-    code, out, _ = run(capsys, "sim", "bursts", "--platform", "paper-b200", "-K", "132", "-B", "32KiB", "-G", "2",
+    code, out, _ = cli("sim", "bursts", "--platform", "paper-b200", "-K", "132", "-B", "32KiB", "-G", "2",
                        "--bursts", "40", "--out", str(out_file), "--json")
     d = json.loads(out)
     assert code == 0 and {"T_iss_us", "period_us", "peak_queue_MiB", "bursts_per_s"} <= set(d)
@@ -46,7 +39,7 @@ def test_sim_bursts_json_and_records(capsys, tmp_path):
     from xstage.records import load_records
     frame, meta = load_records(out_file, "burst")
     assert len(frame) == 132 * 40 and meta["platform_hash"]
-    code, _, err = run(capsys, "sim", "bursts", "--platform", "paper-b200", "-K", "2", "-B", "1KiB",
+    code, _, err = cli("sim", "bursts", "--platform", "paper-b200", "-K", "2", "-B", "1KiB",
                        "--out", str(out_file))
     assert code == 2 and "already exists" in err  # measured or simulated data is never silently overwritten
 
@@ -65,19 +58,19 @@ def test_sim_bursts_json_and_records(capsys, tmp_path):
     (["sim", "bursts", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "--bursts", "1"], "bursts(='1')"),
     (["sim", "bursts", "-p", "paper-b200", "-K", "8", "-B", "1KiB", "--queue", "magic"], "queue(='magic')"),
 ])
-def test_bad_input_is_one_line_exit_2(capsys, argv, field):
-    code, out, err = run(capsys, *argv)
+def test_bad_input_is_one_line_exit_2(cli, argv, field):
+    code, out, err = cli(*argv)
     assert code == 2
     assert err.count("\n") == 1 and field in err and "Traceback" not in err
 
 
-def test_bad_platform_files(capsys, tmp_path):
+def test_bad_platform_files(cli, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 7}')
-    code, _, err = run(capsys, "model", "-p", str(bad), "-K", "8", "-B", "1KiB")
+    code, _, err = cli("model", "-p", str(bad), "-K", "8", "-B", "1KiB")
     assert code == 2 and "schema_version(=7)" in err and err.count("\n") == 1
     bad.write_text("{truncated")
-    code, _, err = run(capsys, "model", "-p", str(bad), "-K", "8", "-B", "1KiB")
+    code, _, err = cli("model", "-p", str(bad), "-K", "8", "-B", "1KiB")
     assert code == 2 and "not valid JSON" in err
 
 
@@ -94,10 +87,10 @@ def test_help_lists_subcommands():
         assert name in proc.stdout
 
 
-def test_calibrate_help_names_every_grid_and_model(capsys):
+def test_calibrate_help_names_every_grid_and_model(cli):
     from xstage.hw.calib.grids import GRIDS, describe_grid
     from xstage.sim.platform_fit import MODELS
-    code, out, _ = run(capsys, "calibrate", "--help")
+    code, out, _ = cli("calibrate", "--help")
     out = " ".join(out.split())                          # argparse wraps lines
     assert code == 0
     assert "--grid {" + ",".join(GRIDS) + "}" in out and "--model {" + ",".join(MODELS) + "}" in out
@@ -105,9 +98,9 @@ def test_calibrate_help_names_every_grid_and_model(capsys):
                                        "free-running; isolated sweep at every K on 7 sizes)")
 
 
-def test_demo_refuses_a_folder_it_did_not_write(capsys, tmp_path):
+def test_demo_refuses_a_folder_it_did_not_write(cli, tmp_path):
     (tmp_path / "keep.txt").write_text("someone's measurements")
-    code, _, err = run(capsys, "demo", "--out", str(tmp_path), "--no-dashboards")
+    code, _, err = cli("demo", "--out", str(tmp_path), "--no-dashboards")
     assert code == 2 and "not written by `xstage demo`" in err
     assert (tmp_path / "keep.txt").read_text() == "someone's measurements"
 
@@ -132,14 +125,14 @@ def test_piped_into_head_is_quiet():
     assert proc.stdout.count("\n") == 2 and proc.stderr == ""
 
 
-def test_output_below_a_file_is_one_line(capsys, tmp_path):
+def test_output_below_a_file_is_one_line(cli, tmp_path):
     (tmp_path / "f").write_text("x")
-    code, _, err = run(capsys, "schedule", "export", "--schedule", "fa_qloop", "--heads", "2", "--seq-len", "1024",
+    code, _, err = cli("schedule", "export", "--schedule", "fa_qloop", "--heads", "2", "--seq-len", "1024",
                        "--out", str(tmp_path / "f" / "s.npz"))
     assert code == 2 and err.count("\n") == 1 and str(tmp_path / "f") in err
 
 
-def test_write_failure_is_one_line_naming_the_path(capsys, tmp_path, monkeypatch):
+def test_write_failure_is_one_line_naming_the_path(cli, tmp_path, monkeypatch):
     """A full or read-only disk while writing: one line with the path, exit 2, no temporary file left."""
     import errno
 
@@ -149,15 +142,15 @@ def test_write_failure_is_one_line_naming_the_path(capsys, tmp_path, monkeypatch
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(Schedule, "save", full)
-    code, _, err = run(capsys, "schedule", "export", "--schedule", "fa_qloop", "--heads", "2", "--seq-len", "1024",
+    code, _, err = cli("schedule", "export", "--schedule", "fa_qloop", "--heads", "2", "--seq-len", "1024",
                        "--out", str(tmp_path / "s.npz"))
     assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and str(tmp_path) in err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_input_error_in_a_worker_arrives_as_itself(capsys, tmp_path, monkeypatch):
+def test_input_error_in_a_worker_arrives_as_itself(cli, tmp_path, monkeypatch):
     """`sweep --jobs 2`: an input error raised in a worker process is one line, not BrokenProcessPool."""
-    code, _, err = run(capsys, "sweep", "fa", "--jobs", "2", "--platform", "paper-b200", "--out",
+    code, _, err = cli("sweep", "fa", "--jobs", "2", "--platform", "paper-b200", "--out",
                        str(tmp_path / "x.parquet"), "--configs", "DiT-MoE")
     assert code == 2 and "only applies to sweep moe" in err
     from concurrent.futures import BrokenExecutor
@@ -177,32 +170,32 @@ def _raise_input_error():
     raise InputError("lead", 0, "deadlocks")
 
 
-def test_demo_never_replaces_without_overwrite_nor_deletes_user_files(capsys, tmp_path):
+def test_demo_never_replaces_without_overwrite_nor_deletes_user_files(cli, tmp_path):
     out = tmp_path / "demo"
-    assert run(capsys, "demo", "--out", str(out), "--no-dashboards", "--quiet")[0] == 0
+    assert cli("demo", "--out", str(out), "--no-dashboards", "--quiet")[0] == 0
     assert (out / "summary.json").is_file() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-    code, _, err = run(capsys, "demo", "--out", str(out), "--no-dashboards")
+    code, _, err = cli("demo", "--out", str(out), "--no-dashboards")
     assert code == 2 and "--overwrite" in err
     (out / "paper-b200" / "notes.txt").write_text("mine")
-    code, _, err = run(capsys, "demo", "--out", str(out), "--no-dashboards", "--overwrite")
+    code, _, err = cli("demo", "--out", str(out), "--no-dashboards", "--overwrite")
     assert code == 2 and "notes.txt" in err and (out / "paper-b200" / "notes.txt").read_text() == "mine"
     (out / "paper-b200" / "notes.txt").unlink()
-    assert run(capsys, "demo", "--out", str(out), "--no-dashboards", "--overwrite", "-q")[0] == 0
+    assert cli("demo", "--out", str(out), "--no-dashboards", "--overwrite", "-q")[0] == 0
 
 
-def test_interrupted_demo_leaves_no_folder(capsys, tmp_path, monkeypatch):
+def test_interrupted_demo_leaves_no_folder(cli, tmp_path, monkeypatch):
     import xstage.demo as demo  # the computation the CLI (xstage.cli.demo) calls
 
     def stop(platform):
         raise KeyboardInterrupt
     monkeypatch.setattr(demo, "burst_sweeps", stop)
-    code, _, err = run(capsys, "demo", "--out", str(tmp_path / "demo"), "--no-dashboards", "--quiet")
+    code, _, err = cli("demo", "--out", str(tmp_path / "demo"), "--no-dashboards", "--quiet")
     assert code == 130 and err == "xstage: interrupted\n" and list(tmp_path.iterdir()) == []
 
 
-def test_sim_bursts_csv_never_clobbers_its_meta(capsys, tmp_path):
+def test_sim_bursts_csv_never_clobbers_its_meta(cli, tmp_path):
     (tmp_path / "b.meta.json").write_text("{}")
-    code, _, err = run(capsys, "sim", "bursts", "-p", "paper-b200", "-K", "2", "-B", "1KiB", "-n", "4",
+    code, _, err = cli("sim", "bursts", "-p", "paper-b200", "-K", "2", "-B", "1KiB", "-n", "4",
                        "--out", str(tmp_path / "b.csv"))
     assert code == 2 and "b.meta.json" in err and (tmp_path / "b.meta.json").read_text() == "{}"
     assert not (tmp_path / "b.csv").exists()
@@ -219,15 +212,15 @@ def test_sim_bursts_csv_never_clobbers_its_meta(capsys, tmp_path):
      "--gap-fractions(='-1')"),
     (["sweep", "moe", "--jobs", "0", "--out", "x.parquet"], "--jobs(='0')"),
 ])
-def test_issue_examples_are_refused(capsys, argv, needle):
-    code, _, err = run(capsys, *argv)
+def test_issue_examples_are_refused(cli, argv, needle):
+    code, _, err = cli(*argv)
     assert code == 2 and err.count("\n") == 1 and needle in err, err
 
 
-def test_platform_file_with_null_field(capsys, tmp_path):
+def test_platform_file_with_null_field(cli, tmp_path):
     d = json.loads((Path(__file__).resolve().parents[2] / "sim" / "platforms" / "paper-b200.json").read_text())
     for field, value in (("tensor_TFLOPs", None), ("drain_rate_GBps", "717"), ("capacity_points", [[1.5, 9]])):
         bad = tmp_path / f"{field}.json"
         bad.write_text(json.dumps({**d, field: value}))
-        code, _, err = run(capsys, "model", "-p", str(bad), "-K", "8", "-B", "1KiB")
+        code, _, err = cli("model", "-p", str(bad), "-K", "8", "-B", "1KiB")
         assert code == 2 and err.count("\n") == 1 and field in err, err

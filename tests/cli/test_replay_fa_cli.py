@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from xstage.cli import main
 
 CATALOG_KEYS = {"shape", "M", "heads", "tiles", "burst_waves", "kv_step_us", "G_Qloop_us", "cover_us", "fa_us",
                 "fused_us", "coupled_us", "serial_us", "E_res_us", "E_cc_us", "hiding_ratio", "speedup_vs_serial",
@@ -13,19 +12,13 @@ CATALOG_KEYS = {"shape", "M", "heads", "tiles", "burst_waves", "kv_step_us", "G_
 HOST = ["replay", "fa", "-M", "16384", "--heads", "3", "-p", "h200-pcie-host"]
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_without_predictor_flags_the_output_is_the_catalog_replay(capsys):
-    code, out, _ = run(capsys, "replay", "fa", "-M", "8192", "--json")
+def test_without_predictor_flags_the_output_is_the_catalog_replay(cli):
+    code, out, _ = cli("replay", "fa", "-M", "8192", "--json")
     assert code == 0 and set(json.loads(out)) == CATALOG_KEYS
 
 
-def test_fa_us_drives_the_predictor(capsys):
-    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3", "--json")
+def test_fa_us_drives_the_predictor(cli):
+    code, out, _ = cli(*HOST, "--fa-us", "553.3", "--json")
     d = json.loads(out)
     assert code == 0
     assert d["fa_us"] == pytest.approx(553.3) and d["fa_us_source"] == "measured"
@@ -36,8 +29,8 @@ def test_fa_us_drives_the_predictor(capsys):
     assert d["exit_waits_for_drain"] is False
 
 
-def test_flags_reach_the_kernel(capsys):
-    code, out, _ = run(capsys, *HOST, "--world-size", "4", "--rank", "3", "--remote-fraction", "0.5",
+def test_flags_reach_the_kernel(cli):
+    code, out, _ = cli(*HOST, "--world-size", "4", "--rank", "3", "--remote-fraction", "0.5",
                        "--head-dim", "64", "--block-m", "64", "--block-n", "64", "--send", "stagger", "--json")
     d = json.loads(out)
     assert code == 0 and d["fa_us_source"] == "platform tensor rate"
@@ -46,21 +39,21 @@ def test_flags_reach_the_kernel(capsys):
     assert d["remote_MiB"] == pytest.approx(3 * 16384 * 64 * 2 * 0.5 / 2**20)
 
 
-def test_sm_stage_option(capsys):
-    _, plain, _ = run(capsys, *HOST, "--fa-us", "553.3", "--json")
-    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3", "--exit-waits-for-drain", "--json")
+def test_sm_stage_option(cli):
+    _, plain, _ = cli(*HOST, "--fa-us", "553.3", "--json")
+    code, out, _ = cli(*HOST, "--fa-us", "553.3", "--exit-waits-for-drain", "--json")
     d, p = json.loads(out), json.loads(plain)
     assert code == 0 and d["exit_waits_for_drain"] is True
     assert (d["sm_store_GBps"], d["shared_buffer_MiB"]) == (1.065, 0.78)
     assert d["E_res_us"] > p["E_res_us"]
-    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3", "--exit-waits-for-drain", "--sm-store-GBps", "2.5",
+    code, out, _ = cli(*HOST, "--fa-us", "553.3", "--exit-waits-for-drain", "--sm-store-GBps", "2.5",
                        "--shared-buffer-MiB", "0.5", "--json")
     d = json.loads(out)
     assert code == 0 and (d["sm_store_GBps"], d["shared_buffer_MiB"]) == (2.5, 0.5)
 
 
-def test_table_output(capsys):
-    code, out, _ = run(capsys, *HOST, "--fa-us", "553.3")
+def test_table_output(cli):
+    code, out, _ = cli(*HOST, "--fa-us", "553.3")
     assert code == 0
     assert {line.split()[0] for line in out.splitlines()} >= {"fa_us", "fused_us", "E_res_us", "hiding_ratio"}
 
@@ -95,16 +88,16 @@ def test_table_output(capsys):
     (["--hold", "later"], "--hold(='later')"),
     (["--hold", "next_epilogue", "--tail-parts", "2"], "--hold(='next_epilogue')"),
 ])
-def test_bad_values_one_line_exit_2(capsys, extra, needle):
-    code, out, err = run(capsys, *HOST, *extra)
+def test_bad_values_one_line_exit_2(cli, extra, needle):
+    code, out, err = cli(*HOST, *extra)
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], err
 
 
-def test_kernel_structure_flags_reach_the_kernel(capsys):
+def test_kernel_structure_flags_reach_the_kernel(cli):
     # the Triton kernel at 8K: own chunk last, FA-only split tail; its Q-loop is fa_us over 1.5 Q-loops
-    code, out, _ = run(capsys, "replay", "fa", "-M", "8192", "--heads", "3", "-p", "h200-pcie-host", "--fa-us", "206",
+    code, out, _ = cli("replay", "fa", "-M", "8192", "--heads", "3", "-p", "h200-pcie-host", "--fa-us", "206",
                        "--order", "local_last", "--fa-tail-parts", "2", "--mainloop-factor", "1.03",
                        "--program-spread", "0.01", "--fa-program-spread", "0.02", "--sm-pool-GBps", "60", "--json")
     d = json.loads(out)
@@ -115,19 +108,19 @@ def test_kernel_structure_flags_reach_the_kernel(capsys):
     assert 206.0 / 1.5 / 1.02 < d["qloop_us"] <= 206.0 / 1.5 + 1e-9
 
 
-def test_send_step_offset_reaches_the_kernel(capsys):
-    code, out, _ = run(capsys, *HOST, "--fa-us", "565.8", "--send", "stagger", "--send-step-offset", "1", "--json")
+def test_send_step_offset_reaches_the_kernel(cli):
+    code, out, _ = cli(*HOST, "--fa-us", "565.8", "--send", "stagger", "--send-step-offset", "1", "--json")
     d = json.loads(out)
     assert code == 0 and (d["send"], d["send_step_offset"]) == ("stagger", 1)
-    code, out, _ = run(capsys, *HOST, "--fa-us", "565.8", "--send", "stagger", "--json")
+    code, out, _ = cli(*HOST, "--fa-us", "565.8", "--send", "stagger", "--json")
     assert code == 0 and "send_step_offset" not in json.loads(out)
 
 
-def test_hold_reaches_the_kernel(capsys):
+def test_hold_reaches_the_kernel(cli):
     law = ("--exit-waits-for-drain", "--sm-store-GBps", "52.8", "--shared-buffer-MiB", "0.01")
-    code, out, _ = run(capsys, *HOST, "--fa-us", "565.8", *law, "--hold", "next_epilogue", "--json")
+    code, out, _ = cli(*HOST, "--fa-us", "565.8", *law, "--hold", "next_epilogue", "--json")
     d = json.loads(out)
-    code0, out0, _ = run(capsys, *HOST, "--fa-us", "565.8", *law, "--json")
+    code0, out0, _ = cli(*HOST, "--fa-us", "565.8", *law, "--json")
     d0 = json.loads(out0)
     assert (code, code0) == (0, 0) and d["hold"] == "next_epilogue" and "hold" not in d0
     assert d["E_res_us"] < d0["E_res_us"]

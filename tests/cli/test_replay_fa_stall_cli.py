@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from xstage.cli import main
 from xstage.sim.platform import load_platform
 from xstage.sim.predict import FaKernel
 from xstage.sim.predict_link import link_cost
@@ -15,14 +14,8 @@ BASE = ["replay", "fa", "-M", "16384", "--heads", "3", "-p", "h200-pcie-host", "
         "0.017", "--json"]
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_stall_backlog_gives_the_link_cost(capsys):
-    code, out, _ = run(capsys, *BASE, "--stall-backlog-MB", "0.35")
+def test_stall_backlog_gives_the_link_cost(cli):
+    code, out, _ = cli(*BASE, "--stall-backlog-MB", "0.35")
     d = json.loads(out)
     k = FaKernel(seq_len=16384, heads=3, head_dim=128, block_n=128, fa_us=1500.0, order="local_last", tail_parts=2,
                  fa_tail_parts=2)
@@ -31,8 +24,8 @@ def test_stall_backlog_gives_the_link_cost(capsys):
     assert d["fa_us"] == pytest.approx(1500.0) and d["stall_us"] == pytest.approx(ref["stall_us"], abs=1e-6)
 
 
-def test_without_the_flag_the_replay_is_unchanged(capsys):
-    code, out, _ = run(capsys, *BASE)
+def test_without_the_flag_the_replay_is_unchanged(cli):
+    code, out, _ = cli(*BASE)
     d = json.loads(out)
     assert code == 0 and "model" not in d and "stall_us" not in d and "E_res_us" in d
 
@@ -44,6 +37,6 @@ def test_without_the_flag_the_replay_is_unchanged(capsys):
     (["--stall-backlog-MB", "0.35", "--hold", "issue"], "--hold"),
     (["--stall-backlog-MB", "0.35", "--sm-pool-GBps", "5"], "--sm-pool-GBps"),
 ])
-def test_bad_flag_is_one_line_and_exit_2(capsys, flags, needle):
-    code, out, err = run(capsys, *BASE, *flags)
+def test_bad_flag_is_one_line_and_exit_2(cli, flags, needle):
+    code, out, err = cli(*BASE, *flags)
     assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1

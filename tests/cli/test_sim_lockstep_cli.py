@@ -9,16 +9,10 @@ from xstage.cli import main
 BASE = ["sim", "bursts", "--platform", "h200-pcie-host", "-K", "132", "-B", "32KiB", "-n", "16", "-G", "0", "--json"]
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_lockstep_overlaps_the_barrier_with_the_drain(capsys):
-    code, out, _ = run(capsys, *BASE, "--mode", "lockstep", "--barrier-us", "1.2", "--skip", "8")
+def test_lockstep_overlaps_the_barrier_with_the_drain(cli):
+    code, out, _ = cli(*BASE, "--mode", "lockstep", "--barrier-us", "1.2", "--skip", "8")
     lock = json.loads(out)
-    code_i, out_i, _ = run(capsys, *BASE, "--mode", "isolated", "-G", "1.2", "--skip", "8")
+    code_i, out_i, _ = cli(*BASE, "--mode", "isolated", "-G", "1.2", "--skip", "8")
     iso = json.loads(out_i)
     assert code == 0 and code_i == 0 and lock["mode"] == "lockstep" and lock["barrier_us"] == 1.2
     assert "barrier_us" not in iso and lock["skip"] == 8
@@ -34,8 +28,8 @@ def test_lockstep_overlaps_the_barrier_with_the_drain(capsys):
     (["--mode", "lockstep", "--barrier-us", "inf"], "--barrier-us"),
     (["--mode", "lockstp", "--barrier-us", "1"], "mode"),
 ])
-def test_bad_lockstep_flags_exit_2_with_one_line(capsys, extra, field):
-    code, out, err = run(capsys, *BASE, *extra)
+def test_bad_lockstep_flags_exit_2_with_one_line(cli, extra, field):
+    code, out, err = cli(*BASE, *extra)
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in err

@@ -111,12 +111,13 @@ def run_sim_bursts(args) -> int:
     from xstage.sim.bursts import BurstConfig, simulate_bursts
 
     platform = load_platform(args.platform)
+    producers = require_int("producers", args.producers)
     if args.start_skew_us is not None:          # a measured skew at this K replaces the skew term
         from dataclasses import replace
         skew = number("--start-skew-us", args.start_skew_us, minimum=0, allow_equal=True)
-        platform = replace(platform, start_skew_points=((require_int("producers", args.producers), skew),))
+        platform = replace(platform, start_skew_points=((producers, skew),))
     cfg = BurstConfig(
-        producers=platform.check_producers(require_int("producers", args.producers)),
+        producers=platform.check_producers(producers),
         bytes_per_producer=parse_size(args.bytes_per_producer, "bytes_per_producer"),
         gap_us=_float("gap_us", args.gap_us, allow_zero=True),
         bursts=require_int("bursts", args.bursts, minimum=2),
