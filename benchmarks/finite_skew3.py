@@ -15,6 +15,13 @@ another process of the same call (s10 r1-r3, six ordered pairs), (B) the same me
 at the nearest K (``finite_skew.stand_in_probe`` over every K). Reported beside them: each run's own skew (the
 perfect probe) and the committed platform at every B. Scores: reproducible runs (s10's three processes within
 max/min <= 1.10), T_iss medians within 10 %, against the committed session-8 predictions.
+
+Figures (record ``data/calibration-extra/skew16-posthoc/posthoc.json``; docs/calibration/finite-skew3.md): span law
+host t0 0.16121 us, P 63.105 GB/s, b0 4096 B; local 0.16115 us, 64.247 GB/s, 4096 B. Reproducible-run hits, host:
+committed 85 of 100 (s9 + s10), (B) 82, perfect probe 93; six s10 pairs committed 132 of 150, (A) 131. Local: 98,
+101, 110 of 116; 144 and 163 of 174. Not qualified (host fails both rules; no device call). With each run's own
+skew every B <= 24 KiB run is within 10 % on both targets; two launches of one run differ by more than a 32-ns tick
+in 14.5 % (host) and 11.4 % (local) of pairs.
 """
 
 import json
