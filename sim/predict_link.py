@@ -16,7 +16,9 @@ up past q_c; as they drift apart the bursts smear out and the stall stops. The l
 happens, so the link cost falls with M at one drift.
 
 ``fit_drift`` picks one drift for a set of rows: most rows within max(20 us, 20 %), ties to the least median
-|error|, then to the smaller drift. Pure: numbers in, numbers out.
+|error|, then to the smaller drift. ``spread_drift`` reads a drift from one launch's per-wave tile-log summary (rule 16,
+``docs/calibration/attention-rule16.md``): the slope of the programs' p10-p90 Q-loop end spread per wave over 0.8
+of a Q-loop, the figure the model's evenly spread program factors give. Pure: numbers in, numbers out.
 """
 
 import math
@@ -74,3 +76,29 @@ def fit_drift(predict, measured, grid) -> dict:
     if not math.isfinite(best["median_abs_error_us"]):
         raise InputError("predict", "non-finite", "must give finite predictions")
     return best
+
+
+SPREAD_OF_UNIFORM = 0.8      # p90 - p10 of programs evenly spread over a range, in units of that range
+
+
+def spread_drift(waves) -> float:
+    """The drift of one launch from its per-wave summary (``inpair-wave`` rows of one launch: ``wave``, ``tiles``,
+    ``end_p10(us)``, ``end_p90(us)``, ``qloop_p50(us)``): over the full waves (>= 90 % of the fullest wave's
+    tiles, so a split tail's part-waves drop out), the least-squares slope of end_p90 - end_p10 over the wave index,
+    over 0.8 x the median of the waves' median Q-loop. Programs whose Q-loops are evenly spread over [1 - d, 1] of
+    one Q-loop (``sim.predict.program_factors``) give d. A negative slope counts as 0; fewer than 3 full waves or a
+    Q-loop <= 0 is an error."""
+    need = ("wave", "tiles", "end_p10(us)", "end_p90(us)", "qloop_p50(us)")
+    missing = [c for c in need if c not in waves.columns]
+    if missing:
+        raise InputError("waves", missing, "needs these columns")
+    full = waves[waves["tiles"] >= 0.9 * waves["tiles"].max()]
+    if len(full) < 3:
+        raise InputError("waves", len(full), "must hold at least 3 full waves")
+    q = float(full["qloop_p50(us)"].median())
+    if not q > 0:
+        raise InputError("qloop_p50(us)", q, "must be > 0")
+    w = full["wave"].to_numpy(float)
+    s = (full["end_p90(us)"] - full["end_p10(us)"]).to_numpy(float)
+    slope = float(np.polyfit(w, s, 1)[0])
+    return max(0.0, slope / (SPREAD_OF_UNIFORM * q))
