@@ -4,15 +4,20 @@ fresh10 included, was read before (docs/calibration/knee10.md, knee11.md, knee12
 whether a fresh grid is measured, by the rule committed before them (data/calibration-extra/knee13-criterion.md).
 
     python benchmarks/calib_knee13.py score  --json OUT   # own fit half, 7 grids (fresh10 seeds 0-4), 3 models; ~15 min
-    python benchmarks/calib_knee13.py reads  --json OUT   # fresh10: each fit's per-K knee reads and votes (seeds 0-4)
-    python benchmarks/calib_knee13.py misses --json OUT   # fresh10: the own fit's held-out pairs with a point > 15 %
-    python benchmarks/calib_knee13.py record --parts score.json reads.json misses.json --json OUT   # the record
+    python benchmarks/calib_knee13.py reads  --json OUT   # each own fit's per-K knee reads, held-out pairs' places
+    python benchmarks/calib_knee13.py misses --json OUT   # each own fit's held-out pairs with a point > 15 %
+    python benchmarks/calib_knee13.py variant  --json OUT  # variant L: the line clipped into each K's votes (post hoc)
+    python benchmarks/calib_knee13.py insample --json OUT  # fitted on every fresh10 point: the form's upper bound
+    python benchmarks/calib_knee13.py record --parts score.json reads.json ... --json OUT   # the record
 
 ``score``: ``calib_knee11.logo`` with ``fits=("own",)`` for each model, then the decision by the committed rule.
-``reads``: for each fresh10 own fit (seeds 0-4), r(K) and how it was read at each K (two-sided, above, below,
-none; the excesses where the votes switch), and every held-out lockstep pair's place: its excess over r(K) Q(K)
-(the gate's ratio, > 1 caught) beside how its own points vote under the same fit (what the measurement says).
-``misses``: per seed, the held-out lockstep pairs with a point off by > 15 % under ``two-stage-kneek``.
+``reads``: for each own fit of ``RUNS`` (fresh10 seeds 0-4, the other grids' recorded splits), r(K) and how it was
+read at each K (two-sided, above, below, none; the excesses where the votes switch), and every held-out lockstep
+pair's place: its excess over r(K) Q(K) (the gate's ratio, > 1 caught) beside how its own points vote under the same fit (what the measurement says).
+``misses``: per run of ``RUNS``, the held-out lockstep pairs with a point off by > 15 % under ``two-stage-kneek``.
+``variant`` (L): after the ``two-stage-kneek`` fit, r(K) = 1 (the line) clipped into each K's own vote bounds, no
+interpolation in K, rho re-chosen by the check; a post hoc variant, not a model, deciding nothing.
+``insample``: ``two-stage-kneek`` fitted on every fresh10 point, scored on seeds 0-4's held-out halves.
 Every action writes its JSON atomically (``.tmp`` then rename) and refuses to overwrite an existing file.
 """
 import argparse
@@ -28,7 +33,7 @@ from calib_knee import _write  # noqa: E402
 from calib_knee10 import fit_halves, grid_points  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit  # noqa: E402
-from xstage.sim.platform_fit import capacity_law_of, fit_platform, knee_votes, split_pairs  # noqa: E402
+from xstage.sim.platform_fit import KNEE_BELOW, capacity_law_of, fit_platform, knee_votes, split_pairs  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state", "two-stage-kneek")
 NEW = "two-stage-kneek"
@@ -40,6 +45,9 @@ RULE = ("qualifies for one pre-registered fresh host + local grid only if (1) fr
         "fresh3, fresh5, wide-3525cba (recorded splits) two-stage-kneek's own-fit held-out T_iss p90 <= max(0.15, "
         "two-stage-gated2's own p90 + 0.005); written and committed before any score "
         "(data/calibration-extra/knee13-criterion.md)")
+
+
+RUNS = tuple(("fresh10", s) for s in SEEDS) + tuple((g, 0) for g in OTHERS)   # (grid, seed): 0 is the recorded split
 
 
 def _split(points, seed):
@@ -82,11 +90,11 @@ def _vote_of(points, plat, k, b):
 
 
 def reads(log=print) -> list:
-    pts = grid_points("host", "fresh10")
     out = []
-    for seed in SEEDS:
+    for grid, seed in RUNS:
+        pts = grid_points("host", grid)
         split = _split(pts, seed)
-        plat, fit = _fit(fit_halves([("fresh10", pts, split)]))
+        plat, fit = _fit(fit_halves([(grid, pts, split)]))
         R = plat.drain_rate_Bpus
         held = []
         per = pts[(pts["mode"] == "periodic") & (split.to_numpy() == "heldout")]
@@ -98,9 +106,11 @@ def reads(log=print) -> list:
                          plat.lockstep_knee_bytes(k) else "free",
                          "measured_vote": {True: "caught", False: "free", None: "none"}[_vote_of(pts, plat, k, b)]})
         per_k = [{k2: v for k2, v in r.items()} for r in fit["knee_reads"]["per_K"]]
-        out.append({"split": f"seed {seed}", "ratio_points": [list(p) for p in plat.lockstep_knee_ratio_points],
+        out.append({"grid": grid, "split": f"seed {seed}",
+                    "ratio_points": [list(p) for p in plat.lockstep_knee_ratio_points],
                     "rho_GBps": plat.capacity_relax_GBps, "per_K": per_k, "heldout_pairs": held})
-        log(f"reads seed {seed}: " + " ".join(f"K={r['K']} {r['read']} r={r['ratio']:.3f}" for r in per_k), flush=True)
+        log(f"reads {grid} seed {seed}: " + " ".join(f"K={r['K']} {r['read']} r={r['ratio']:.3f}" for r in per_k),
+            flush=True)
         for h in held:
             log(f"    held-out ({h['K']}, {h['B_KiB']:g} KiB): gate ratio {h['gate_ratio']:.2f} (line "
                 f"{h['line_ratio']:.2f}) -> {h['model']}; its points vote {h['measured_vote']}", flush=True)
@@ -108,11 +118,11 @@ def reads(log=print) -> list:
 
 
 def misses(log=print) -> list:
-    pts = grid_points("host", "fresh10")
     out = []
-    for seed in SEEDS:
+    for grid, seed in RUNS:
+        pts = grid_points("host", grid)
         split = _split(pts, seed)
-        plat, _ = _fit(fit_halves([("fresh10", pts, split)]))
+        plat, _ = _fit(fit_halves([(grid, pts, split)]))
         check = calib_fit.model_check(pts, plat).assign(split=split.to_numpy())
         held = check[(check["mode"] == "periodic") & (check["split"] == "heldout")]
         R = plat.drain_rate_Bpus
@@ -120,15 +130,67 @@ def misses(log=print) -> list:
             e = g["rel_err_T_iss"].to_numpy(float)
             if (np.abs(e) > 0.15).any():
                 excess = k * b - R * float(g["T_iss0(us)"].iloc[0])
-                out.append({"seed": seed, "K": int(k), "B_KiB": b / 1024,
+                out.append({"grid": grid, "seed": seed, "K": int(k), "B_KiB": b / 1024,
                             "gate_ratio": float(excess / plat.lockstep_knee_bytes(int(k))),
                             "points": int(len(e)), "over_15pct": int((np.abs(e) > 0.15).sum()),
                             "median_rel_err_T_iss": float(np.median(e)),
                             "measured_T_iss_median(us)": float(g["T_iss(us)"].median()),
                             "model_T_iss_median(us)": float(g["model_T_iss(us)"].median())})
                 r = out[-1]
-                log(f"misses seed {seed} ({k}, {b // 1024} KiB) gate ratio {r['gate_ratio']:.2f}: median "
+                log(f"misses {grid} seed {seed} ({k}, {b // 1024} KiB) gate ratio {r['gate_ratio']:.2f}: median "
                     f"{r['median_rel_err_T_iss']:+.0%}, {r['over_15pct']} of {r['points']} > 15 %", flush=True)
+    return out
+
+
+def line_clipped(per_k) -> tuple:
+    """Variant L (post hoc, not a model): at each K the line (r = 1) moved only as far as that K's votes demand --
+    clipped into [e_below, e_above) / Q(K) -- with no interpolation between Ks."""
+    out = []
+    for r in per_k:
+        lo = r.get("e_below_bytes") or 0.0
+        hi = r.get("e_above_bytes")
+        ratio = max(1.0, lo / r["Q_bytes"]) if r["read"] != "none" else 1.0
+        if hi is not None:
+            ratio = min(ratio, KNEE_BELOW * hi / r["Q_bytes"])
+        out.append((r["K"], float(ratio)))
+    return tuple(out)
+
+
+def variant(log=print) -> list:
+    from dataclasses import replace
+    from calib_knee10 import score_on
+    from xstage.sim import fit_two_stage
+    from xstage.sim.platform_fit import _check_loss
+    out = []
+    for grid, seed in RUNS:
+        pts = grid_points("host", grid)
+        split = _split(pts, seed)
+        half = fit_halves([(grid, pts, split)])
+        plat, fit = _fit(half)
+        cur = replace(plat, lockstep_knee_ratio_points=line_clipped(fit["knee_reads"]["per_K"]))
+        rho = fit_two_stage.fit_relax_rate(lambda r: _check_loss(half, cur, r), plat.drain_rate_Bpus)["rho_Bpus"]
+        cur = replace(cur, capacity_relax_GBps=rho / 1e3)
+        r = {"variant": "L: the line clipped into each K's votes", "grid": grid, "split": f"seed {seed}",
+             **score_on(cur, pts, split), "ratio_points": [list(p) for p in cur.lockstep_knee_ratio_points],
+             "rho_GBps": cur.capacity_relax_GBps}
+        out.append(r)
+        log(f"variant L {grid:12s} seed {seed}: held-out T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
+            f"{r['heldout_p90_rel_err_T_iss']:.1%}  r " + " ".join(f"{k}:{v:.2f}" for k, v in r["ratio_points"]),
+            flush=True)
+    return out
+
+
+def insample(log=print) -> list:
+    from calib_knee10 import score_on
+    pts = grid_points("host", "fresh10")
+    plat, _ = _fit(pts)
+    out = []
+    for seed in SEEDS:
+        r = {"fit": "every fresh10 point", "split": f"seed {seed}", **score_on(plat, pts, _split(pts, seed)),
+             "ratio_points": [list(p) for p in plat.lockstep_knee_ratio_points]}
+        out.append(r)
+        log(f"insample seed {seed}: held-out T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
+            f"{r['heldout_p90_rel_err_T_iss']:.1%}", flush=True)
     return out
 
 
@@ -140,7 +202,7 @@ def _new_file(path: Path) -> Path:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score", "reads", "misses", "record"))
+    ap.add_argument("action", choices=("score", "reads", "misses", "variant", "insample", "record"))
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the score, reads and misses JSONs")
     args = ap.parse_args(argv)
@@ -150,12 +212,12 @@ def main(argv=None) -> int:
         score_part = parts["score"]["result"]
         rec = {"post_hoc": True, "note": __doc__.splitlines()[0], "provenance": provenance(),
                "decision": decide(score_part["rows"]), "logo_own": score_part,
-               "reads": parts["reads"]["result"], "misses": parts["misses"]["result"],
+               **{a: parts[a]["result"] for a in ("reads", "misses", "variant", "insample") if a in parts},
                "parts_provenance": {a: p["provenance"] for a, p in parts.items()}}
         rec["decision"]["device_call"] = None
         _write(path, rec)
         return 0
-    result = {"score": score, "reads": reads, "misses": misses}[args.action]()
+    result = {"score": score, "reads": reads, "misses": misses, "variant": variant, "insample": insample}[args.action]()
     _write(path, {"post_hoc": True, "action": args.action, "provenance": provenance(), "result": result})
     return 0
 
