@@ -8,6 +8,7 @@ whether a fresh grid is measured, by the rule committed before them (data/calibr
     python benchmarks/calib_knee13.py misses --json OUT   # each own fit's held-out pairs with a point > 15 %
     python benchmarks/calib_knee13.py variant  --json OUT  # variant L: the line clipped into each K's votes (post hoc)
     python benchmarks/calib_knee13.py insample --json OUT  # fitted on every fresh10 point: the form's upper bound
+    python benchmarks/calib_knee13.py census --json OUT    # each own fit half's pairs by vote; who votes free
     python benchmarks/calib_knee13.py record --parts score.json reads.json ... --json OUT   # the record
 
 ``score``: ``calib_knee11.logo`` with ``fits=("own",)`` for each model, then the decision by the committed rule.
@@ -194,6 +195,31 @@ def insample(log=print) -> list:
     return out
 
 
+def census(log=print) -> list:
+    """Per own-fit run: the fit half's lockstep pairs by vote (caught, free, none), and which phases the free
+    voters hold (a pair with a gap sweep, ``gap`` or ``fma`` points, or rate / plateau only)."""
+    out = []
+    for grid, seed in RUNS:
+        pts = grid_points("host", grid)
+        split = _split(pts, seed)
+        half = fit_halves([(grid, pts, split)])
+        plat, fit = _fit(half)
+        votes = fit["knee_reads"]["votes"]
+        per = half[half["mode"] == "periodic"]
+        swept = {(int(k), int(b)) for k, b, ph in zip(per["producers"], per["bytes_per_producer"], per["phase"])
+                 if ph in ("gap", "fma")}
+        free = [(v["K"], v["B"]) for v in votes if v["caught"] is False]
+        r = {"grid": grid, "split": f"seed {seed}", "pairs": len(votes),
+             "caught": sum(v["caught"] is True for v in votes), "free": len(free),
+             "none": sum(v["caught"] is None for v in votes), "free_with_gap_sweep": sum(p in swept for p in free),
+             "free_pairs": [[k, b / 1024] for k, b in free], "pairs_with_gap_sweep": len(swept)}
+        out.append(r)
+        log(f"census {grid:12s} seed {seed}: {r['pairs']} pairs, caught {r['caught']}, free {r['free']} "
+            f"({r['free_with_gap_sweep']} with a gap sweep; {r['pairs_with_gap_sweep']} swept pairs), none {r['none']}",
+            flush=True)
+    return out
+
+
 def _new_file(path: Path) -> Path:
     if path.exists():
         raise SystemExit(f"calib_knee13: {path} exists; records are not overwritten (give a new path)")
@@ -202,7 +228,8 @@ def _new_file(path: Path) -> Path:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score", "reads", "misses", "variant", "insample", "record"))
+    ap.add_argument("action", choices=("score", "reads", "misses", "variant", "insample",
+                                           "census", "record"))
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the score, reads and misses JSONs")
     args = ap.parse_args(argv)
@@ -212,12 +239,14 @@ def main(argv=None) -> int:
         score_part = parts["score"]["result"]
         rec = {"post_hoc": True, "note": __doc__.splitlines()[0], "provenance": provenance(),
                "decision": decide(score_part["rows"]), "logo_own": score_part,
-               **{a: parts[a]["result"] for a in ("reads", "misses", "variant", "insample") if a in parts},
+               **{a: parts[a]["result"] for a in ("reads", "misses", "variant", "insample", "census")
+                  if a in parts},
                "parts_provenance": {a: p["provenance"] for a, p in parts.items()}}
         rec["decision"]["device_call"] = None
         _write(path, rec)
         return 0
-    result = {"score": score, "reads": reads, "misses": misses, "variant": variant, "insample": insample}[args.action]()
+    result = {"score": score, "reads": reads, "misses": misses, "variant": variant, "insample": insample,
+              "census": census}[args.action]()
     _write(path, {"post_hoc": True, "action": args.action, "provenance": provenance(), "result": result})
     return 0
 
