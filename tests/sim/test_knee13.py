@@ -178,3 +178,29 @@ def test_a_bad_ratio_in_a_file_is_one_line_exit_2(tmp_path, capsys):
     rc = main(["sim", "bursts", "-p", str(f), "-K", "58", "-B", "32KiB", "-n", "4", "--json"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "lockstep_knee_ratio_points" in err and "-0.5" in err
+
+
+def test_committed_record_decides_by_its_own_rows_and_a_seed_3_row_recomputes():
+    from xstage.records import load_records
+    from xstage.sim.platform_fit import split_pairs
+    record = json.loads((data_dir() / "calibration-extra" / "knee13-posthoc.json").read_text())
+    assert record["post_hoc"] is True and record["provenance"]["git_commit"]
+    rows = [r for r in record["logo_own"]["rows"] if r["fit"] == "own"]
+    p90 = {(r["model"], r["grid"], r["split"]): r["heldout_p90_rel_err_T_iss"] for r in rows}
+    fresh10 = [p90[("two-stage-kneek", "fresh10", s)] for s in
+               ("recorded", "pairs seed 1", "pairs seed 2", "pairs seed 3", "pairs seed 4")]
+    met = sum(v <= 0.15 for v in fresh10)
+    held = all(p90[("two-stage-kneek", g, "recorded")] <= max(0.15, p90[("two-stage-gated2", g, "recorded")] + 0.005)
+               for g in ("wide", "fresh", "fresh2", "fresh3", "fresh5", "wide-3525cba"))
+    decision = record["decision"]
+    assert decision["fresh10_own_seeds_met"] == met == 1
+    assert decision["qualified"] is (met >= 4 and held) is False and decision["device_call"] is None
+    # fresh10 at split_pairs seed 3, the own fit half, refitted now
+    points, _ = load_records(data_dir() / "calibration-extra" / "h200-pcie-host-fresh10" / "points.parquet", "point")
+    points = points.reset_index(drop=True)
+    split = split_pairs(points, 0.3, 3).reset_index(drop=True)
+    kk, _ = fit_platform(points[split.to_numpy() == "fit"], name="k", target="pcie-host", sm_count=132,
+                         capacity_law=capacity_law_of("two-stage-kneek"))
+    _, summary = check_and_summarize(points, kk, split)
+    assert np.isclose(summary["heldout_p90_rel_err_T_iss"], p90[("two-stage-kneek", "fresh10", "pairs seed 3")],
+                      rtol=1e-9)
