@@ -50,3 +50,30 @@ def test_score_refuses_records_without_a_probe_and_an_existing_output(tmp_path, 
     (tmp_path / "s.json").write_text("{}")
     assert fs4.main(["score", str(tmp_path / "s.json"), str(run)]) == 2
     assert "exists" in capsys.readouterr().err and json.loads((tmp_path / "s.json").read_text()) == {}
+
+
+RECORD = EXTRA / "skew17-scores" / "scores.json"
+REPEATS = [f"lockstep-probe-cda4ebb-r{i}" for i in (1, 2, 3)]
+
+
+def test_recorded_probe_skew_follows_from_its_bursts():
+    fs4 = load_script("finite_skew4")
+    rec = json.loads(RECORD.read_text())
+    s = fs4.probe_skews(EXTRA / REPEATS[0])
+    assert len(s) == 34 and s[("local", 16)] == pytest.approx(rec["probe_skews_us"][REPEATS[0]]["local 16"])
+    assert s[("local", 16)] == pytest.approx(0.288)
+
+
+def test_committed_score_is_the_committed_records_scored():
+    fs4 = load_script("finite_skew4")
+    rec = json.loads(RECORD.read_text())
+    got = fs4.score([EXTRA / r for r in REPEATS])
+    assert got["summary"] == rec["summary"]
+    loc = rec["summary"]["local"]
+    assert loc["hits_per_repeat"]["probe"] == dict(zip(REPEATS, (28, 29, 27)))
+    assert loc["hits_per_repeat"]["pred"] == dict(zip(REPEATS, (25, 27, 24)))
+    assert loc["hits_reproducible_pooled"]["B <= 24 KiB"] == {"of": 48, "pred": 44, "probe": 46, "perfect": 48}
+    assert rec["supported"] is True and rec["summary"]["host"]["supported"] is False
+    f = pd.DataFrame(rec["runs"])
+    h = f[(f["target"] == "host") & f["reproducible"]]
+    assert (int(h["hit_probe"].sum()), int(h["hit_pred"].sum()), len(h)) == (79, 80, 87)
