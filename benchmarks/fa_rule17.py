@@ -192,7 +192,8 @@ def judge(args) -> dict:
     folder = base / args.judge
     wd = R16.wave_drifts(folder)                      # split_hbm block: the split_hbm and FA-only launches
     want = {(p["M"], p["heads"], p["head_dim"], p["block_n"]) for p in pre["points"]}
-    pts = [p for p in F.measured_points(folder, args.judge) if (p["M"], p["heads"], p["head_dim"], p["block_n"]) in want]
+    pts = [p for p in F.measured_points(folder, args.judge)
+           if (p["M"], p["heads"], p["head_dim"], p["block_n"]) in want]
     for p in pts:
         key = (p["M"], p["heads"], p["head_dim"], p["block_n"])
         p["D_nl"] = float(np.median(wd[key]["nolink"]))
