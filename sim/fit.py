@@ -223,9 +223,11 @@ def _lockstep_relaxing(platform, K, G, t0, V, R, Q, spin_us=None) -> float:
     max(T_iss0, V/R - G, relaxing isolated issue time). With ``lockstep_drain_gated`` (knee11) the V/R - G term
     holds only for a burst that fills the X-Stage (V - R T_iss0 > Q(K)); below that the burst issues at T_iss0 --
     unless (``lockstep_catch_band``, knee12) it lies within w Q(K) below the knee and the path never empties
-    between bursts (``lockstep_caught_below_knee``): then one catch is carried to every later burst."""
-    if platform.lockstep_drain_gated and V - R * t0 <= Q and not lockstep_caught_below_knee(platform, t0, V, R, Q,
-                                                                                              spin_us):
+    between bursts (``lockstep_caught_below_knee``): then one catch is carried to every later burst. With
+    ``lockstep_knee_ratio_points`` (knee13) the gate sits at r(K) Q(K) instead of Q(K)
+    (``Platform.lockstep_knee_bytes``)."""
+    if platform.lockstep_drain_gated and V - R * t0 <= platform.lockstep_knee_bytes(K) and \
+            not lockstep_caught_below_knee(platform, t0, V, R, Q, spin_us):
         return t0
     return max(model.issue_time_us(G, t0, V, R), _two_stage_isolated(platform, K, t0, V, R, Q))
 

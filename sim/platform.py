@@ -75,7 +75,15 @@ buffer and the drain (both fields ``None``: the one-stage X-Stage of version 1, 
   catch holds every later burst caught, and the steady half of the run is caught (the gated2 form, V/R - G);
   elsewhere it issues at T_iss0 (the gate). The model check reads them; the fluid queues do not
   (docs/calibration/knee12.md).
-  All thirteen are written only when set, so version-2 files without them keep their contents and hash.
+- ``lockstep_knee_ratio_points`` (session 12, knee13; ``--model two-stage-kneek``; needs ``lockstep_drain_gated``,
+  not with ``lockstep_catch_band``): ((K, r), ...), the knee11 gate placed per K. A lockstep burst waits for the
+  drain (gated2's form, max(T_iss0, V/R - G, relaxing Eq. 7)) only once V - R T_iss0 > r(K) Q(K); below that it
+  issues at T_iss0. r(K) is linear in K between the points and flat outside them (``knee_ratio_at``); r = 1 at
+  every K is knee11's gate. The fit reads r at each calibrated K from that K's own lockstep points (where its
+  pairs switch from free to caught). Only the model check reads it; the fluid queues do not
+  (docs/calibration/knee13.md).
+  All of these but ``sm_store_GBps``, ``sm_outstanding_bytes`` and ``capacity_relax_GBps`` are written only when
+  set, so version-2 files without them keep their contents and hash.
 - ``start_skew_points`` (session 11, skew12; ``xstage sim bursts --start-skew-us``): ((K, us), ...), a measured
   start skew (the last producer's start after the first, the lockstep barrier's release as the producers see it)
   in place of the law's s (K - 1)/(K + 1): linear in K between the points, flat outside them. A platform input
@@ -121,6 +129,8 @@ _WRITTEN_WHEN_SET = ("start_skew_us", "store_buffer_bytes", "free_t_fixed_us", "
 # version-2 fields added later: left out of the file while None
 TWO_STAGE_FIELDS += ("start_skew_points",)          # skew12: a measured start skew per K (written only when set)
 _WRITTEN_WHEN_SET += ("start_skew_points",)
+TWO_STAGE_FIELDS += ("lockstep_knee_ratio_points",)   # knee13: the lockstep gate's knee per K (written only when set)
+_WRITTEN_WHEN_SET += ("lockstep_knee_ratio_points",)
 _BUNDLED_PACKAGE = "xstage.sim"
 
 
@@ -155,6 +165,7 @@ class Platform:
     lockstep_catch_band: float | None = None    # v2: w: below the knee by < w Q(K), caught where the path never empties
     lockstep_barrier_us: float | None = None    # v2: b: the lockstep barrier's own time after the spin gap (us)
     start_skew_points: tuple | None = None      # v2: ((K, us), ...) measured start skew, in place of s (K-1)/(K+1)
+    lockstep_knee_ratio_points: tuple | None = None  # v2: ((K, r), ...) the lockstep gate at V - R T_iss0 > r(K) Q(K)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -250,6 +261,15 @@ class Platform:
             if self.lockstep_drain_gated is not True:
                 raise InputError("platform.lockstep_catch_band", w,
                                  "needs lockstep_drain_gated true (the gate it widens)")
+        if self.lockstep_knee_ratio_points is not None:          # knee13
+            object.__setattr__(self, "lockstep_knee_ratio_points", _k_points(
+                "platform.lockstep_knee_ratio_points", self.lockstep_knee_ratio_points, "ratio"))
+            if self.lockstep_drain_gated is not True:
+                raise InputError("platform.lockstep_knee_ratio_points", self.lockstep_knee_ratio_points,
+                                 "needs lockstep_drain_gated true (the gate it places)")
+            if self.lockstep_catch_band is not None:
+                raise InputError("platform.lockstep_knee_ratio_points", self.lockstep_knee_ratio_points,
+                                 "cannot go with lockstep_catch_band (one knee law at a time)")
 
     @property
     def schema_version(self) -> int:
@@ -338,6 +358,14 @@ class Platform:
             return q
         return model_two_stage.two_stage_capacity_bytes(q, producers, self.sm_outstanding_bytes)
 
+    def lockstep_knee_bytes(self, producers: int) -> float:
+        """The excess V - R T_iss0 above which a gated lockstep burst waits for the drain (bytes): r(K) Q(K) with
+        ``lockstep_knee_ratio_points`` (knee13), Q(K) otherwise."""
+        q = self.capacity_bytes(producers)
+        if self.lockstep_knee_ratio_points is None:
+            return q
+        return knee_ratio_at(self.lockstep_knee_ratio_points, producers) * q
+
     def shared_capacity_bytes(self, producers: int) -> float:
         """The shared buffer's capacity for K producers, from ``capacity_points`` (bytes)."""
         pts = self.capacity_points
@@ -368,6 +396,8 @@ class Platform:
         d["capacity_points"] = [list(p) for p in self.capacity_points]
         if self.start_skew_points is not None:
             d["start_skew_points"] = [list(p) for p in self.start_skew_points]
+        if self.lockstep_knee_ratio_points is not None:
+            d["lockstep_knee_ratio_points"] = [list(p) for p in self.lockstep_knee_ratio_points]
         for name in TWO_STAGE_FIELDS:
             if not self.two_stage or (name in _WRITTEN_WHEN_SET and d[name] is None):
                 del d[name]
@@ -447,6 +477,16 @@ def start_skew_at(points, producers: int) -> float:
     for (ka, sa), (kb, sb) in zip(points, points[1:]):
         if producers <= kb:
             return sa + (sb - sa) * (producers - ka) / (kb - ka)
+    return points[-1][1]
+
+
+def knee_ratio_at(points, producers: int) -> float:
+    """The lockstep knee ratio r(K) (knee13): linear in K between the points, flat outside them."""
+    if producers <= points[0][0]:
+        return points[0][1]
+    for (ka, ra), (kb, rb) in zip(points, points[1:]):
+        if producers <= kb:
+            return ra + (rb - ra) * (producers - ka) / (kb - ka)
     return points[-1][1]
 
 

@@ -35,9 +35,10 @@ def _capacity_of(caps: dict, K):
 
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
                  "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",
-                 "relaxing-gated-overlap-state")
+                 "relaxing-gated-overlap-state", "relaxing-gated-overlap-kneek")
 KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",   # knee11: lockstep_drain_gated
-             "relaxing-gated-overlap-state")                                        # knee12: + the carried state
+             "relaxing-gated-overlap-state",                                        # knee12: + the carried state
+             "relaxing-gated-overlap-kneek")                                        # knee13: the gate placed per K
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
@@ -45,7 +46,8 @@ MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "rela
           "two-stage-gated3": "relaxing-gated-overlap-exp",   # gated3: gated2, capacity relaxing exponentially (cal8)
           "two-stage-knee": "relaxing-gated-overlap-knee",    # knee11: gated2, a lockstep burst below Q(K) at T_iss0
           "two-stage-knee2": "relaxing-gated-overlap-knee-points",   # knee11: knee, Q(K) per K, one relaxing floor
-          "two-stage-state": "relaxing-gated-overlap-state"}   # knee12: knee + a catch carried, path never empty
+          "two-stage-state": "relaxing-gated-overlap-state",   # knee12: knee + a catch carried, path never empty
+          "two-stage-kneek": "relaxing-gated-overlap-kneek"}   # knee13: knee, the gate read per K from its sweeps
 DEFAULT_MODEL = "v1"
 
 
@@ -63,6 +65,7 @@ BUFFERS = tuple(1024 * k for k in range(0, 33))   # schema-2 laws: candidate sto
 TRIM = 1.15   # schema-2 laws: a plateau point measured > TRIM x the issue law is taken as backpressured
 DRAIN_SEEN = 1.5   # relaxing-gated: a pair's drain is seen when its zero-gap gap > DRAIN_SEEN x the barrier's
 CATCH_BANDS = tuple(round(0.02 * i, 2) for i in range(26))   # two-stage-state: candidate bands w, 0-0.5 of Q(K)
+KNEE_VOTE_MARGIN = 0.15   # two-stage-kneek: a lockstep point votes only where the caught form exceeds T_iss0 by > 15 %
 
 
 def drain_seen_pairs(points: pd.DataFrame) -> set:
@@ -236,6 +239,13 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                     stage = replace(stage, **knee)
                     rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
                 fit["catch_band"] = band
+            if capacity_law == "relaxing-gated-overlap-kneek":    # knee13: r(K) from each K's votes, and rho
+                for _ in range(2):
+                    reads = knee_ratio_reads(points, replace(stage, capacity_relax_GBps=rho["rho_Bpus"] / 1e3))
+                    knee.update(lockstep_knee_ratio_points=reads["ratio_points"])
+                    stage = replace(stage, **knee)
+                    rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
+                fit["knee_reads"] = reads
             fit["relax"] = rho
             cap["capacity_relax_GBps"] = rho["rho_Bpus"] / 1e3
             cap.update(shape)
@@ -254,6 +264,15 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                 f"lockstep burst is caught (V/R - G) where the path never empties between bursts, spin gap + b + "
                 f"T_iss0 < V/R, b = {knee['lockstep_barrier_us']:.2f} us (the median measured - requested gap of "
                 f"the plateau points); w chosen by the model check on the fitted lockstep points.")
+        if "lockstep_knee_ratio_points" in knee:
+            reads = fit["knee_reads"]["per_K"]
+            notes["lockstep_knee_ratio_points"] = (
+                "knee13 (two-stage-kneek): a lockstep burst waits for the drain only once V - R T_iss0 > r(K) Q(K), "
+                "r read per K from that K's fitted lockstep pairs (each votes caught or free by which form, gated2's "
+                "or T_iss0, fits its points with T_iss0 x 1.15 < caught form better; the knee at the geometric mean of "
+                "the excesses where the votes switch, fewest votes crossed; one-sided: the interpolated r clipped "
+                "into the bound): " + "; ".join(
+                    f"K={r['K']}: r={r['ratio']:.3f} ({r['read']}, {r['n_votes']} votes)" for r in reads) + ".")
         notes["capacity_points"] = (
             f"Two-stage capacity (schema 2): Q(K) = Q_shared + K q_sm{relax} fitted to {two['n_points']} plateau "
             f"and isolated points of every K at once with R and T_iss0 fixed (Eq. 7): Q_shared = "
@@ -345,6 +364,83 @@ def _fit_catch_band(points, platform, barrier_us: float) -> dict:
         if best is None or value < best["loss"] - 1e-12:
             best = {"band": w, "loss": value}
     return best
+
+
+def knee_votes(points: pd.DataFrame, platform) -> list:
+    """``two-stage-kneek`` (knee13): one vote per lockstep periodic (K, B) pair -- caught or free -- by which form
+    fits its points better (sum of squared log ratios measured / form): T_iss0, or gated2's caught form
+    max(T_iss0, V/R - G, relaxing Eq. 7) at the point's measured gap. Only points where the caught form exceeds
+    T_iss0 by more than ``KNEE_VOTE_MARGIN`` count (elsewhere the two agree); a pair without one casts no vote
+    (``caught`` None). Each vote carries the pair's excess V - R T_iss0 (bytes) under ``platform``."""
+    lockstep = points[(points["mode"] == "periodic")].dropna(subset=["T_iss(us)"])
+    R = platform.drain_rate_Bpus
+    votes = []
+    for (k, b), g in lockstep.groupby(["producers", "bytes_per_producer"]):
+        k, b = int(k), float(b)
+        t0, V, Q = platform.issue_time0_us(k, b), k * b, platform.capacity_bytes(k)
+        iso = calib_fit._two_stage_isolated(platform, k, t0, V, R, Q)
+        caught = np.array([max(calib_fit.model.issue_time_us(max(float(G), 0.0), t0, V, R), iso)
+                           for G in g["gap_measured(us)"]])
+        T = g["T_iss(us)"].to_numpy(float)
+        use = (caught > (1.0 + KNEE_VOTE_MARGIN) * t0) & (T > 0)
+        vote = None
+        if use.any():
+            vote = bool(np.sum(np.log(T[use] / caught[use]) ** 2) < np.sum(np.log(T[use] / t0) ** 2))
+        votes.append({"K": k, "B": int(b), "excess_bytes": float(V - R * t0), "caught": vote,
+                      "n_points": int(use.sum())})
+    return votes
+
+
+def place_knee(votes: list, capacity_bytes: float) -> dict:
+    """``two-stage-kneek`` (knee13): where one K's votes put its knee, as a ratio to Q(K). The votes, sorted by
+    excess e, are cut where the fewest cross (a free vote above the cut or a caught one at or below it); among
+    equal cuts, the one whose interval [e_below, e_above) lies nearest Q(K) (in log). Two-sided (votes on both
+    sides): the knee at sqrt(e_below e_above). All free: at least the largest e (``read`` ``above``); all caught:
+    below the smallest (``below``); no votes: ``none``."""
+    v = sorted((d["excess_bytes"], d["caught"]) for d in votes if d["caught"] is not None)
+    n, q = len(v), float(capacity_bytes)
+    if not n:
+        return {"read": "none", "n_votes": 0}
+    best = None
+    for i in range(n + 1):
+        crossed = sum(c for _, c in v[:i]) + sum(not c for _, c in v[i:])
+        lo, hi = (v[i - 1][0] if i else 0.0), (v[i][0] if i < n else np.inf)
+        dist = np.log(lo / q) if q < lo else (np.log(q / hi) if q >= hi else 0.0)
+        if best is None or (crossed, dist) < best[:2]:
+            best = (crossed, dist, i, lo, hi)
+    crossed, _, i, lo, hi = best
+    out = {"n_votes": n, "crossed": int(crossed), "e_below_bytes": lo, "e_above_bytes": None if i == n else hi}
+    if 0 < i < n:
+        return {**out, "read": "two-sided", "ratio": float(np.sqrt(lo * hi) / q)}
+    if i == n:
+        return {**out, "read": "above", "ratio_min": lo / q}
+    return {**out, "read": "below", "ratio_max": hi / q}
+
+
+KNEE_BELOW = 1.0 - 1e-9   # a one-sided "below" read puts the knee just under the smallest caught excess
+
+
+def knee_ratio_reads(points: pd.DataFrame, platform) -> dict:
+    """``two-stage-kneek`` (knee13): r(K) at every K with lockstep points. Two-sided reads (``place_knee``) give r;
+    between them r is linear in K, flat beyond the end ones, 1 (the line, knee11's gate) where no K is two-sided;
+    a one-sided read clips that interpolated r into its bound, and a K without votes takes it as it is.
+    Returns ``ratio_points`` (for the platform) and ``per_K`` (each K's read)."""
+    from xstage.sim.platform import knee_ratio_at
+    votes = knee_votes(points, platform)
+    per_k = []
+    for k in sorted({d["K"] for d in votes}):
+        per_k.append({"K": k, "Q_bytes": platform.capacity_bytes(k),
+                      **place_knee([d for d in votes if d["K"] == k], platform.capacity_bytes(k))})
+    fixed = tuple((r["K"], r["ratio"]) for r in per_k if r["read"] == "two-sided")
+    for r in per_k:
+        base = knee_ratio_at(fixed, r["K"]) if fixed else 1.0
+        if r["read"] == "above":
+            r["ratio"] = max(base, r["ratio_min"])
+        elif r["read"] == "below":
+            r["ratio"] = min(base, KNEE_BELOW * r["ratio_max"])
+        elif r["read"] == "none":
+            r["ratio"] = base
+    return {"ratio_points": tuple((r["K"], float(r["ratio"])) for r in per_k), "per_K": per_k, "votes": votes}
 
 
 def _check_loss(points, platform, rho_Bpus: float) -> float:
@@ -491,6 +587,8 @@ def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None 
         if platform.lockstep_catch_band is not None:           # knee12
             summary.update(lockstep_catch_band=platform.lockstep_catch_band,
                            lockstep_barrier_us=platform.lockstep_barrier_us)
+        if platform.lockstep_knee_ratio_points is not None:    # knee13
+            summary["lockstep_knee_ratio_by_K"] = {str(k): r for k, r in platform.lockstep_knee_ratio_points}
     if platform.target == "peer":   # records from before the pattern option ran "next"
         summary["peer_pattern"] = str(points["peer_pattern"].iloc[0]) if "peer_pattern" in points else "next"
     return check, summary
