@@ -102,3 +102,37 @@ def spread_drift(waves) -> float:
     s = (full["end_p90(us)"] - full["end_p10(us)"]).to_numpy(float)
     slope = float(np.polyfit(w, s, 1)[0])
     return max(0.0, slope / (SPREAD_OF_UNIFORM * q))
+
+
+# rule 17 (docs/calibration/attention-rule17.md): the stall model's drift as a line in the no-link log's drift,
+# fitted once on the 17 committed in-pair points (a drift per build, then a line over the three builds) and frozen
+# before the pre-registered run 24ac5e2-rule17 (5 of 5 within)
+RULE17_DRIFT_LINE = {"a": 0.00573, "b": 0.57}
+LAUNCH_COLUMNS = ("rep", "pair")    # what tells one launch's waves from another's in an in-pair wave log
+KERNEL_COLUMNS = {"M": "seq_len", "heads": "heads", "head_dim": "head_dim", "block_n": "block_n"}
+
+
+def log_drift(waves, k=None) -> dict:
+    """Rule 17's drift from a no-link build's per-wave tile log: ``D_nl`` the median of ``spread_drift`` over its
+    launches (told apart by ``rep`` / ``pair`` where the log has them; otherwise it is one launch), and
+    ``drift`` = a + b D_nl (``RULE17_DRIFT_LINE``). An in-pair log (``inpair-wave.parquet``) holds several
+    kernels and variants: only its ``split_hbm`` launches count, and with ``k`` (a ``sim.predict.FaKernel``) only
+    the rows of ``k``'s M, heads, head_dim and block_n."""
+    rows = waves
+    if "variant" in rows.columns:
+        rows = rows[rows["variant"] == "split_hbm"]
+    if "block" in rows.columns:
+        rows = rows[rows["block"] == "split_hbm"]
+    if k is not None:
+        for col, field in KERNEL_COLUMNS.items():
+            if col in rows.columns:
+                rows = rows[rows[col] == getattr(k, field)]
+    if rows.empty:
+        want = "" if k is None else ", ".join(f"{c} {getattr(k, f)}" for c, f in KERNEL_COLUMNS.items())
+        raise InputError("drift log", f"{len(waves)} rows", f"hold no no-link (split_hbm) launch{' of ' + want if want else ''}")
+    keys = [c for c in LAUNCH_COLUMNS if c in rows.columns]
+    launches = [g for _, g in rows.groupby(keys)] if keys else [rows]
+    D = [spread_drift(g) for g in launches]
+    D_nl = float(np.median(D))
+    drift = RULE17_DRIFT_LINE["a"] + RULE17_DRIFT_LINE["b"] * D_nl
+    return {"D_nl": D_nl, "launches": len(D), "drift": _drift(drift)}

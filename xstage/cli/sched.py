@@ -1,5 +1,7 @@
 """Schedule subcommands: ``xstage sweep``, ``xstage advise``, ``xstage replay``, ``xstage schedule export``."""
 
+from pathlib import Path
+
 from xstage.cli.common import (add_command, add_json, add_out, add_platform, add_quiet, atomic_output,
                                check_output, int_list, integer, number, print_json, print_table, progress_enabled)
 from xstage.errors import InputError, require_int
@@ -108,6 +110,11 @@ def register(sub):
                     "(MB; q_c, 0.35 from the FA4 tile log); with --fa-us the no-link build's time and "
                     "--program-spread its drift, E_res is the link cost (rule 14: 0.35 and 0.017 for the Triton "
                     "split kernel, docs/calibration/attention-rule14.md)")
+    pr.add_argument("--drift-log", default=None, metavar="FILE", help="with --stall-backlog-MB: both drifts from the "
+                    "no-link build's per-wave tile log (.parquet or .csv: wave, tiles, end_p10(us), end_p90(us), "
+                    "qloop_p50(us); an in-pair inpair-wave.parquet: its split_hbm launches of this M, heads, "
+                    "head_dim, block_n) by rule 17: 0.00573 + 0.57 x the log's drift "
+                    "(docs/calibration/attention-rule17.md)")
     add_json(rf)
     rf.set_defaults(func=run_replay_fa)
 
@@ -364,6 +371,33 @@ def _fa_kernel(args):
         raise InputError("--" + err.field.replace("_", "-"), err.value, err.must) from None
 
 
+def _drift_from_log(args, k):
+    """``k`` with both programs' drifts read from ``--drift-log`` by rule 17, and the keys it adds to the answer."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from xstage.sim.predict_link import log_drift
+    for flag, value in (("--program-spread", args.program_spread), ("--fa-program-spread", args.fa_program_spread)):
+        if value is not None:
+            raise InputError(flag, value, "does not apply with --drift-log (the log gives the drift)")
+    path = Path(args.drift_log)
+    if path.suffix not in (".parquet", ".csv"):
+        raise InputError("--drift-log", args.drift_log, "must end in .parquet or .csv")
+    if not path.is_file():
+        raise InputError("--drift-log", args.drift_log, "is not a file")
+    try:
+        waves = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as err:   # a file pandas cannot read: one line naming it
+        raise InputError("--drift-log", args.drift_log, f"cannot be read ({type(err).__name__})") from None
+    try:
+        d = log_drift(waves, k)
+    except InputError as err:
+        raise InputError(f"--drift-log {args.drift_log}: {err.field}", err.value, err.must) from None
+    return (replace(k, program_spread=d["drift"], fa_program_spread=d["drift"]),
+            {"drift_log_D_nl": d["D_nl"], "drift_log_launches": d["launches"], "drift": d["drift"]})
+
+
 def run_replay_fa(args) -> int:
     from xstage.sim.sweep import run_fa_config
     platform = load_platform(args.platform)
@@ -374,8 +408,13 @@ def run_replay_fa(args) -> int:
                             ("--sm-pool-GBps", args.sm_pool_GBps)):
             if value is not None:
                 raise InputError(flag, value, "does not apply with --stall-backlog-MB (the global-stall model)")
-        row = {"model": "global_stall", **predict_congested(_fa_kernel(args), platform, q_c * 1e6),
+        k, extra = _fa_kernel(args), {}
+        if args.drift_log is not None:
+            k, extra = _drift_from_log(args, k)
+        row = {"model": "global_stall", **predict_congested(k, platform, q_c * 1e6), **extra,
                "platform": platform.name}
+    elif args.drift_log is not None:
+        raise InputError("--drift-log", args.drift_log, "needs --stall-backlog-MB (rule 17 is the global-stall model)")
     elif args.exit_waits_for_drain or any(getattr(args, f) is not None for f in PREDICT_FLAGS):
         from xstage.sim.predict import predict_fa
         row = predict_fa(_fa_kernel(args), platform)
