@@ -5,6 +5,7 @@ figures decide only whether a fresh grid is measured, by the rule committed befo
 
     python benchmarks/calib_knee14.py score --models two-stage-gated2 --json OUT   # one model, ~23 fits; ~6 min
     python benchmarks/calib_knee14.py insample --json OUT   # each model fitted on every fresh10 point; ~1 min
+    python benchmarks/calib_knee14.py issue --json OUT      # gated2's T_iss0 at the missed pairs, per fit; ~2 min
     python benchmarks/calib_knee14.py record --parts score-*.json insample.json --json OUT
 
 ``score``: for each model, own fit half (``fit_platform`` on the split's ``fit`` points, as ``calib_knee13.py
@@ -12,7 +13,9 @@ score``), judged on the held-out lockstep periodic points: fresh10 under ``brack
 ``pairs`` at seeds 0-4 (seed 0 is the recorded split); wide, fresh, fresh2, fresh3, fresh5, wide-3525cba under
 ``bracket`` seed 0 and under their recorded split. Each row also lists its held-out pairs with a point off by
 > 15 % (median error, points over). ``insample``: each model fitted on every fresh10 point, scored on the
-``bracket`` seeds' held-out halves (the upper bound of any own fit). ``record``: the parts and the decision by the
+``bracket`` seeds' held-out halves (the upper bound of any own fit). ``issue``: two-stage-gated2 fitted on every
+fresh10 point and on each ``bracket`` seed's fit half; its T_iss0 at the pairs that set seeds 1-2's p90 and which
+B at K = 116 the fit holds (a diagnostic, deciding nothing). ``record``: the parts and the decision by the
 committed rule. Every action writes its JSON atomically (``.tmp`` then rename) and refuses to overwrite a file.
 """
 import argparse
@@ -113,6 +116,26 @@ def insample(models=MODELS, log=print) -> list:
     return rows
 
 
+ISSUE_PAIRS = ((116, 16), (116, 26), (84, 16), (58, 26))
+
+
+def issue(model="two-stage-gated2", log=print) -> list:
+    pts = grid_points("host", "fresh10")
+    rows = []
+    for seed in (None,) + SEEDS:
+        split = None if seed is None else split_of(pts, "bracket", seed)
+        half = pts if split is None else fit_halves([("fresh10", pts, split)])
+        plat = _fit(half, model)
+        r = {"model": model, "fit": "every point" if seed is None else f"bracket seed {seed}",
+             "K116_fit_B_KiB": sorted({int(b) // 1024 for k, b in zip(half["producers"], half["bytes_per_producer"])
+                                       if int(k) == 116}),
+             "T_iss0_us": {f"{k},{b}": plat.issue_time0_us(k, b * 1024) for k, b in ISSUE_PAIRS}}
+        rows.append(r)
+        log(f"issue {r['fit']:15s} K=116 fit B {r['K116_fit_B_KiB']} T_iss0 "
+            + " ".join(f"({p}) {v:.3f}" for p, v in r["T_iss0_us"].items()), flush=True)
+    return rows
+
+
 def decide(rows) -> dict:
     """The committed rule on ``score``'s rows."""
     p90 = {(r["model"], r["grid"], r["split"]): r["heldout_p90_rel_err_T_iss"] for r in rows}
@@ -143,7 +166,7 @@ def _write_new(path: Path, obj) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score", "insample", "record"))
+    ap.add_argument("action", choices=("score", "insample", "issue", "record"))
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--models", default=",".join(MODELS), help="score / insample: comma-separated models")
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the score and insample JSONs")
@@ -154,14 +177,18 @@ def main(argv=None) -> int:
         parts = [json.loads(p.read_text()) for p in args.parts]
         rows = [r for p in parts if p["action"] == "score" for r in p["result"]["rows"]]
         ins = [r for p in parts if p["action"] == "insample" for r in p["result"]]
+        law = [r for p in parts if p["action"] == "issue" for r in p["result"]]
         rec = {"post_hoc": True, "note": __doc__.splitlines()[0], "provenance": provenance(),
-               "decision": decide(rows), "score_rows": rows, "insample": ins,
+               "decision": decide(rows), "score_rows": rows, "insample": ins, "issue_law": law,
                "parts_provenance": [{"action": p["action"], "models": p.get("models"), **p["provenance"]}
                                     for p in parts]}
         _write_new(args.json, rec)
         return 0
     models = tuple(m for m in args.models.split(",") if m)
-    result = score(models) if args.action == "score" else insample(models)
+    if args.action == "issue":
+        result = issue()
+    else:
+        result = score(models) if args.action == "score" else insample(models)
     _write_new(args.json, {"post_hoc": True, "action": args.action, "models": list(models),
                            "provenance": provenance(), "result": result})
     return 0
