@@ -532,9 +532,11 @@ def fit_split_platform(points: pd.DataFrame, split: pd.Series, **fit_kw):
     return fit_platform(fitted, **fit_kw)
 
 
-def split_errors(check: pd.DataFrame, split: pd.Series, *, fraction=None, seed=None) -> dict:
+def split_errors(check: pd.DataFrame, split: pd.Series, *, fraction=None, seed=None, rule=None) -> dict:
     """The model check's error figures on the fitted and on the held-out points (``fit_*``, ``heldout_*``),
-    and the split itself (``split``: the rule and the held-out pairs)."""
+    and the split itself (``split``: the rule and the held-out pairs). ``rule``: the split rule's name
+    (``xstage.sim.split_sweeps.SPLIT_RULES``; None or ``pairs``: this module's ``split_pairs``), recorded as
+    ``split_rule`` where it is not ``pairs``."""
     s = np.asarray(split)
     out = {}
     for name in ("fit", "heldout"):
@@ -549,19 +551,24 @@ def split_errors(check: pd.DataFrame, split: pd.Series, *, fraction=None, seed=N
         out["heldout_fraction"] = float(fraction)
     if seed is not None:
         out["split_seed"] = int(seed)
-    out["split"] = {"rule": SPLIT_RULE, "heldout_pairs": [list(p) for p in held]}
+    text = SPLIT_RULE
+    if rule not in (None, "pairs"):
+        from xstage.sim.split_sweeps import rule_text
+        text = rule_text(rule)
+        out["split_rule"] = rule
+    out["split"] = {"rule": text, "heldout_pairs": [list(p) for p in held]}
     return out
 
 
 def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None = None, *, fraction=None,
-                        seed=None) -> tuple[pd.DataFrame, dict]:
+                        seed=None, rule=None) -> tuple[pd.DataFrame, dict]:
     """The model check on every point and its headline figures; with ``split``, the check carries a
     ``split`` column and the summary the figures of each set (``split_errors``)."""
     check = calib_fit.model_check(points, platform)
     errs = calib_fit.error_summary(check)
     if split is not None:
         check["split"] = np.asarray(split.reindex(points.index))
-        errs.update(split_errors(check, check["split"], fraction=fraction, seed=seed))
+        errs.update(split_errors(check, check["split"], fraction=fraction, seed=seed, rule=rule))
     kmax = max(k for k, _ in platform.capacity_points) if not platform.two_stage else platform.sm_count
     by_k = ({str(k): q / MiB for k, q in platform.capacity_points} if not platform.two_stage else
             {str(k): platform.capacity_bytes(k) / MiB for k in sorted({int(k) for k in points["producers"]})})

@@ -34,7 +34,7 @@ import pandas as pd
 from xstage.errors import InputError, require_int, require_positive
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.sim.burst_summary import summarize_run
-from xstage.sim.platform_fit import (DEFAULT_MODEL, SPLIT_RULE, capacity_law_of, check_and_summarize, check_model,
+from xstage.sim.platform_fit import (DEFAULT_MODEL, capacity_law_of, check_and_summarize, check_model,
                                      check_split_args, fit_platform, split_pairs)
 from xstage.units import KiB, MiB
 
@@ -72,6 +72,7 @@ class CalibConfig:
     grid: str = "default"          # the grid's name (``grids.GRIDS``), recorded with the run
     heldout_fraction: float = 0.3  # share of (K, B) pairs held out of the fit (0: fit on every point)
     split_seed: int = 0            # seed of the held-out split (``xstage.sim.platform_fit.split_pairs``)
+    split_rule: str = "pairs"      # the split's rule (``xstage.sim.split_sweeps.SPLIT_RULES``; bracket: knee14)
     model: str = DEFAULT_MODEL     # the platform model fitted (``xstage.sim.platform_fit.MODELS``)
 
     def __post_init__(self):
@@ -106,6 +107,8 @@ class CalibConfig:
         fraction, seed = check_split_args(self.heldout_fraction, self.split_seed)
         object.__setattr__(self, "heldout_fraction", fraction)
         object.__setattr__(self, "split_seed", seed)
+        from xstage.sim.split_sweeps import check_split_rule
+        check_split_rule(self.split_rule)
 
     def periodic_bursts(self, volume_bytes: int) -> int:
         """Bursts of a periodic run: >= bursts, injecting >= steady_bytes, <= max_bursts; even."""
@@ -290,20 +293,25 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     if not cfg.name and described.get("issue", "store") != "store":   # NVSHMEM device puts (hw/microbench/puts.py)
         name += f"-{described['issue']}"
     return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
-                  split_args=(cfg.heldout_fraction, cfg.split_seed), model=cfg.model, pool=pool)
+                  split_args=(cfg.heldout_fraction, cfg.split_seed, cfg.split_rule), model=cfg.model, pool=pool)
 
 
 _RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
 
 
 def _split(points: pd.DataFrame, meta: dict, split_args) -> tuple[pd.DataFrame, pd.Series | None, dict]:
-    """The held-out split of a run: a new one from ``split_args`` = (fraction, seed), else the one recorded in
-    the points' ``split`` column (fraction and seed from the recorded config), else none (fit on all)."""
+    """The held-out split of a run: a new one from ``split_args`` = (fraction, seed[, rule]) (rule: ``pairs``
+    unless given; ``xstage.sim.split_sweeps.SPLIT_RULES``), else the one recorded in the points' ``split`` column
+    (fraction, seed and rule from the recorded config), else none (fit on all)."""
+    from xstage.sim.split_sweeps import check_split_rule, split_by_rule
     config = dict(meta["config"])
     if split_args is not None:
-        fraction, seed = check_split_args(*split_args)
-        split = split_pairs(points, fraction, seed)
+        fraction, seed = check_split_args(*split_args[:2])
+        rule = check_split_rule(split_args[2] if len(split_args) > 2 else "pairs", "--split-rule")
+        split = split_pairs(points, fraction, seed) if rule == "pairs" else split_by_rule(points, rule, fraction, seed)
         config.update(heldout_fraction=fraction, split_seed=seed)
+        if rule != "pairs" or "split_rule" in config:
+            config.update(split_rule=rule)
         points = points.assign(split=split)
     elif "split" in points:
         split = points["split"].astype(str)
@@ -312,6 +320,12 @@ def _split(points: pd.DataFrame, meta: dict, split_args) -> tuple[pd.DataFrame, 
     else:
         return points, None, meta
     return points, split, {**meta, "config": config}
+
+
+def _rule_text(config: dict) -> str:
+    """The recorded split rule's one-line description (``pairs`` where the config names none)."""
+    from xstage.sim.split_sweeps import rule_text
+    return rule_text(config.get("split_rule") or "pairs")
 
 
 def check_pool(pool, target: str | None = None, gpu_name: str | None = None, records=None) -> list:
@@ -391,7 +405,7 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
         notes["heldout_split"] = (f"Fitted on the 'fit' points only ({int((split == 'fit').sum())} of {len(points)}); "
                                   f"held out (K, B KiB): {held or 'none'}; heldout_fraction "
                                   f"{meta['config'].get('heldout_fraction')}, split_seed "
-                                  f"{meta['config'].get('split_seed')}. Rule: {SPLIT_RULE}.")
+                                  f"{meta['config'].get('split_seed')}. Rule: {_rule_text(meta['config'])}.")
     fitted = points if split is None else points[split.to_numpy() == "fit"]
     pool_info = []
     if pool:
@@ -414,7 +428,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
         platform = dataclasses.replace(platform, description="Calibrated by `xstage calibrate --target peer "
                                        "--peer-pattern all` (all-to-all).")
     check, summary = check_and_summarize(points, platform, split, fraction=meta["config"].get("heldout_fraction"),
-                                         seed=meta["config"].get("split_seed"))
+                                         seed=meta["config"].get("split_seed"),
+                                         rule=meta["config"].get("split_rule"))
     summary["model"] = model
     if pool_info:
         summary["pool"] = pool_info

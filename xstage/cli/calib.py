@@ -53,6 +53,10 @@ def register(sub):
                    help="share of (K, B) pairs held out of the fit and checked separately (0 <= F < 1; default "
                    "0.3 for a sweep; --refit keeps the recorded split unless F is given; 0: fit on every point)")
     p.add_argument("--split-seed", type=str, default="0", metavar="S", help="seed of the held-out split (default 0)")
+    p.add_argument("--split-rule", default=None, metavar="{pairs,sweeps,bracket}",
+                   help="rule of the held-out split (default pairs: per K the smallest and largest B fitted; sweeps: "
+                   "the gap sweeps split by volume; bracket: pairs with every gap-swept pair also fitted, "
+                   "docs/calibration/knee14.md). With --refit it makes a new split (at --heldout-fraction, default 0.3)")
     p.add_argument("--producers", default=None, help="K values of the rate/plateau grid (default: the grid's)")
     p.add_argument("--sizes", default=None, help="B values of the rate/plateau grid (default: the grid's)")
     p.add_argument("--gap-configs", default=None, help="K:B pairs of the gap sweep (default: the grid's)")
@@ -123,16 +127,22 @@ def register(sub):
 
 
 def split_args(args, default=None):
-    """(fraction, seed) of --heldout-fraction / --split-seed, checked; ``default`` fraction when not given
-    (None: no new split)."""
-    from xstage.sim.platform_fit import check_split_args
+    """(fraction, seed, rule) of --heldout-fraction / --split-seed / --split-rule, checked; ``default`` fraction
+    when not given (None: no new split, unless --split-rule is given: then at the default fraction)."""
+    from xstage.sim.platform_fit import DEFAULT_HELDOUT_FRACTION, check_split_args
+    from xstage.sim.split_sweeps import check_split_rule
     seed = require_int("--split-seed", args.split_seed, minimum=0)
+    rule = getattr(args, "split_rule", None)
+    if rule is not None:
+        check_split_rule(rule, "--split-rule")
     if args.heldout_fraction is None:
-        return None if default is None else (default, seed)
+        if default is None and rule is not None:
+            default = DEFAULT_HELDOUT_FRACTION
+        return None if default is None else (default, seed, rule or "pairs")
     fraction = number("--heldout-fraction", args.heldout_fraction, minimum=0)
     if fraction >= 1:
         raise InputError("--heldout-fraction", args.heldout_fraction, "must be < 1")
-    return check_split_args(fraction, seed)
+    return (*check_split_args(fraction, seed), rule or "pairs")
 
 
 def model_arg(args):
@@ -176,7 +186,7 @@ def build_config(args):
     number("--settle-us", args.settle_us, minimum=0)
     number("--timeout-ms", args.timeout_ms, minimum=0, allow_equal=False)
     parse_size(args.ring, "--ring")
-    fraction, seed = split_args(args, DEFAULT_HELDOUT_FRACTION)
+    fraction, seed, rule = split_args(args, DEFAULT_HELDOUT_FRACTION)
     model = model_arg(args) or DEFAULT_MODEL
     if args.backend != "torch":
         from xstage.hw.common.nvshmem import check_backend
@@ -190,7 +200,8 @@ def build_config(args):
               bursts=args.bursts, steady_bytes=parse_size(args.steady, "--steady"), max_bursts=args.max_bursts,
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
               keep_producers=args.keep_producers, copy_engine=not args.no_copy, aligned=args.aligned,
-              peer_pattern=args.peer_pattern, grid=args.grid, heldout_fraction=fraction, split_seed=seed, model=model)
+              peer_pattern=args.peer_pattern, grid=args.grid, heldout_fraction=fraction, split_seed=seed, split_rule=rule,
+              model=model)
     kw.update(grid)                     # the grid ...
     kw.update(chosen)                   # ... under the grid flags given ...
     if args.quick:                      # ... and --quick over both
