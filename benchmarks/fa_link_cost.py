@@ -336,6 +336,20 @@ def verdict(n_within: int, n: int, planned: int) -> str:
     return "supported" if share >= 0.8 else "refuted" if share < 0.6 else "partial"
 
 
+def check_out(out) -> None:
+    """``--out`` must not name an existing file: records are never overwritten."""
+    if out and Path(out).exists():
+        raise InputError("--out", out, "already exists (records are never overwritten)")
+
+
+def write_record(out, res: dict) -> None:
+    """``res`` with its provenance into ``out`` (.json) by temp + rename, when ``out`` is given."""
+    if out:
+        res["provenance"] = provenance()
+        atomic_write_text(Path(out), json.dumps(res, indent=1, default=str), overwrite=False)
+        print(f"wrote {out}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group(required=True)
@@ -348,8 +362,7 @@ def main(argv=None) -> int:
                     "time instead of the no-link time (beside; the pre-registered score is at the no-link time)")
     ap.add_argument("--out", help="write the record (.json); never over an existing file")
     args = ap.parse_args(argv)
-    if args.out and Path(args.out).exists():
-        raise InputError("--out", args.out, "already exists (records are never overwritten)")
+    check_out(args.out)
     if args.at_fa_only and not (args.posthoc or args.judge):
         raise InputError("--at-fa-only", True, "applies to --posthoc or --judge")
     if args.judge and not args.preregistered:
@@ -358,10 +371,7 @@ def main(argv=None) -> int:
         raise InputError("--judge", args.judge, "has no inpair-launch.parquet")
     res = posthoc(args) if args.posthoc else stagger_posthoc(args) if args.stagger else \
         preregister(args) if args.preregister else judge(args)
-    if args.out:
-        res["provenance"] = provenance()
-        atomic_write_text(Path(args.out), json.dumps(res, indent=1, default=str), overwrite=False)
-        print(f"wrote {args.out}")
+    write_record(args.out, res)
     return 0
 
 

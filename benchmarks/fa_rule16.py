@@ -30,9 +30,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fa_link_cost as F  # noqa: E402
 
-from xstage.errors import InputError, exit_with  # noqa: E402
-from xstage.provenance import provenance  # noqa: E402
-from xstage.records import atomic_write_text, load_records  # noqa: E402
+from xstage.errors import exit_with  # noqa: E402
+from xstage.records import load_records  # noqa: E402
 from xstage.sim.predict_link import SPREAD_OF_UNIFORM, link_cost, spread_drift, within  # noqa: E402
 
 RUNS = ("attention-runs/0dfa499-inpair", "attention-runs/de0efae-rule13", "attention-runs/a86e88c-rule14")
@@ -182,13 +181,9 @@ def main(argv=None) -> int:
     ap.add_argument("--posthoc", action="store_true", required=True, help="score the committed in-pair runs")
     ap.add_argument("--out", help="write the record (.json); never over an existing file")
     args = ap.parse_args(argv)
-    if args.out and Path(args.out).exists():
-        raise InputError("--out", args.out, "already exists (records are never overwritten)")
+    F.check_out(args.out)
     res = posthoc(args)
-    if args.out:
-        res["provenance"] = provenance()
-        atomic_write_text(Path(args.out), json.dumps(res, indent=1, default=str), overwrite=False)
-        print(f"wrote {args.out}")
+    F.write_record(args.out, res)
     return 0
 
 

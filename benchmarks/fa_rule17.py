@@ -32,8 +32,6 @@ import fa_link_cost as F  # noqa: E402
 import fa_rule16 as R16  # noqa: E402
 
 from xstage.errors import InputError, exit_with  # noqa: E402
-from xstage.provenance import provenance  # noqa: E402
-from xstage.records import atomic_write_text  # noqa: E402
 from xstage.sim.predict_link import fit_drift, link_cost, within  # noqa: E402
 
 RUNS = R16.RUNS
@@ -238,15 +236,11 @@ def main(argv=None) -> int:
     ap.add_argument("--preregistered", help="with --judge: the pre-registration record under data/")
     ap.add_argument("--out", help="write the record (.json); never over an existing file")
     args = ap.parse_args(argv)
-    if args.out and Path(args.out).exists():
-        raise InputError("--out", args.out, "already exists (records are never overwritten)")
+    F.check_out(args.out)
     if args.judge and not args.preregistered:
         raise InputError("--preregistered", None, "is needed with --judge")
     res = posthoc(args) if args.posthoc else preregister(args) if args.preregister else judge(args)
-    if args.out:
-        res["provenance"] = provenance()
-        atomic_write_text(Path(args.out), json.dumps(res, indent=1, default=str), overwrite=False)
-        print(f"wrote {args.out}")
+    F.write_record(args.out, res)
     return 0
 
 
