@@ -467,27 +467,26 @@ def _k_points(field: str, points, unit: str, *, allow_zero: bool = False) -> tup
     return tuple(out)
 
 
+def _linear_in_k(points, producers: int) -> float:
+    """The value of ``points`` ((K, value), ... sorted by K) at K producers: linear in K between the points, flat
+    outside them."""
+    if producers <= points[0][0]:
+        return points[0][1]
+    for (ka, va), (kb, vb) in zip(points, points[1:]):
+        if producers <= kb:
+            return va + (vb - va) * (producers - ka) / (kb - ka)
+    return points[-1][1]
+
+
 def start_skew_at(points, producers: int) -> float:
     """The measured start skew at K producers (us): linear in K between the points, flat outside them;
     K = 1 has none."""
-    if producers <= 1:
-        return 0.0
-    if producers <= points[0][0]:
-        return points[0][1]
-    for (ka, sa), (kb, sb) in zip(points, points[1:]):
-        if producers <= kb:
-            return sa + (sb - sa) * (producers - ka) / (kb - ka)
-    return points[-1][1]
+    return 0.0 if producers <= 1 else _linear_in_k(points, producers)
 
 
 def knee_ratio_at(points, producers: int) -> float:
     """The lockstep knee ratio r(K) (knee13): linear in K between the points, flat outside them."""
-    if producers <= points[0][0]:
-        return points[0][1]
-    for (ka, ra), (kb, rb) in zip(points, points[1:]):
-        if producers <= kb:
-            return ra + (rb - ra) * (producers - ka) / (kb - ka)
-    return points[-1][1]
+    return _linear_in_k(points, producers)
 
 
 def bundled_platforms() -> list[str]:
