@@ -68,6 +68,37 @@ def score_on(platform, points, split) -> dict:
     return {f"heldout_{k}": s.get(f"heldout_{k}") for k in KEYS}
 
 
+def split_of(points, rule: str, seed: int) -> pd.Series:
+    """``recorded`` (the device's split), else ``split_by_rule(points, rule, 0.3, seed)``; index reset."""
+    from xstage.sim.split_sweeps import split_by_rule
+    if rule == "recorded":
+        return recorded_split(points)[0]
+    return split_by_rule(points, rule, FRACTION, seed).reset_index(drop=True)
+
+
+def fit_model(frame, model: str, name: str, target: str = "host"):
+    """``fit_platform`` of ``model``'s capacity law on ``frame``: (platform, fit)."""
+    return fit_platform(frame, name=name, target=TARGETS[target], sm_count=132, capacity_law=capacity_law_of(model))
+
+
+def missed_pairs(check, split, limit: float = 0.15):
+    """The held-out lockstep periodic pairs of a model check with a point off by more than ``limit``:
+    (K, B, the pair's check rows, its T_iss relative errors), K then B ascending."""
+    s = np.asarray(split)
+    per = check[(s == "heldout") & (check["mode"] == "periodic").to_numpy()]
+    for (k, b), g in per.groupby(["producers", "bytes_per_producer"]):
+        e = g["rel_err_T_iss"].dropna().to_numpy(float)
+        if (np.abs(e) > limit).any():
+            yield int(k), int(b), g, e
+
+
+def write_new(path: Path, obj, who: str) -> None:
+    """``obj`` as JSON at ``path`` (``.tmp`` then rename); an existing file is refused, never overwritten."""
+    if Path(path).exists():
+        raise SystemExit(f"{who}: {path} exists; records are not overwritten (give a new path)")
+    _write(path, obj)
+
+
 def _fit(frame, target):
     fitted, _ = fit_platform(frame, name="knee10", target=TARGETS[target], sm_count=132,
                              capacity_law=capacity_law_of(MODEL))

@@ -31,25 +31,22 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_issue_law import FRACTION, recorded_split  # noqa: E402
 from calib_knee import _write  # noqa: E402
-from calib_knee10 import fit_halves, grid_points, score_on  # noqa: E402
+from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, score_on, split_of  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit, fit_two_stage  # noqa: E402
-from xstage.sim.platform_fit import CATCH_BANDS, _check_loss, capacity_law_of, fit_platform, split_pairs  # noqa: E402
+from xstage.sim.platform_fit import CATCH_BANDS, _check_loss  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state")
 SEEDS = (0, 1, 2, 3, 4)
 
 
 def _split(points, seed):
-    return recorded_split(points)[0] if seed == 0 else split_pairs(points, FRACTION, seed).reset_index(drop=True)
+    return split_of(points, "recorded" if seed == 0 else "pairs", seed)
 
 
 def _fit(frame, model):
-    fitted, _ = fit_platform(frame, name="knee12", target="pcie-host", sm_count=132,
-                             capacity_law=capacity_law_of(model))
-    return fitted
+    return fit_model(frame, model, "knee12")[0]
 
 
 def _figures(r) -> dict:
@@ -77,18 +74,14 @@ def misses(model="two-stage-state", log=print) -> list:
     for seed in SEEDS:
         split = _split(pts, seed)
         plat = _fit(fit_halves([("fresh10", pts, split)]), model)
-        check = calib_fit.model_check(pts, plat).assign(split=split.to_numpy())
-        held = check[(check["mode"] == "periodic") & (check["split"] == "heldout")]
         R = plat.drain_rate_Bpus
-        for (k, b), g in held.groupby(["producers", "bytes_per_producer"]):
-            e = g["rel_err_T_iss"].to_numpy(float)
-            if (np.abs(e) > 0.15).any():
-                ratio = (k * b - R * float(g["T_iss0(us)"].iloc[0])) / float(g["Q(bytes)"].iloc[0])
-                rows.append({"seed": seed, "model": model, "K": int(k), "B_KiB": b / 1024, "knee_ratio": float(ratio),
-                             "points": int(len(e)), "over_15pct": int((np.abs(e) > 0.15).sum()),
-                             "median_rel_err_T_iss": float(np.median(e)), "band": plat.lockstep_catch_band})
-                log(f"misses seed {seed} ({k}, {b // 1024} KiB) ratio {ratio:.2f}: median {np.median(e):+.0%}, "
-                    f"{(np.abs(e) > 0.15).sum()} of {len(e)} > 15 %", flush=True)
+        for k, b, g, e in missed_pairs(calib_fit.model_check(pts, plat), split):
+            ratio = (k * b - R * float(g["T_iss0(us)"].iloc[0])) / float(g["Q(bytes)"].iloc[0])
+            rows.append({"seed": seed, "model": model, "K": k, "B_KiB": b / 1024, "knee_ratio": float(ratio),
+                         "points": int(len(e)), "over_15pct": int((np.abs(e) > 0.15).sum()),
+                         "median_rel_err_T_iss": float(np.median(e)), "band": plat.lockstep_catch_band})
+            log(f"misses seed {seed} ({k}, {b // 1024} KiB) ratio {ratio:.2f}: median {np.median(e):+.0%}, "
+                f"{(np.abs(e) > 0.15).sum()} of {len(e)} > 15 %", flush=True)
     return rows
 
 

@@ -29,12 +29,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_issue_law import FRACTION, recorded_split  # noqa: E402
-from calib_knee import _write  # noqa: E402
-from calib_knee10 import fit_halves, grid_points  # noqa: E402
+from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, split_of, write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit  # noqa: E402
-from xstage.sim.platform_fit import KNEE_BELOW, capacity_law_of, fit_platform, knee_votes, split_pairs  # noqa: E402
+from xstage.sim.platform_fit import KNEE_BELOW, knee_votes  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state", "two-stage-kneek")
 NEW = "two-stage-kneek"
@@ -52,13 +50,11 @@ RUNS = tuple(("fresh10", s) for s in SEEDS) + tuple((g, 0) for g in OTHERS)   # 
 
 
 def _split(points, seed):
-    return recorded_split(points)[0] if seed == 0 else split_pairs(points, FRACTION, seed).reset_index(drop=True)
+    return split_of(points, "recorded" if seed == 0 else "pairs", seed)
 
 
 def _fit(frame, model=NEW):
-    fitted, fit = fit_platform(frame, name="knee13", target="pcie-host", sm_count=132,
-                               capacity_law=capacity_law_of(model))
-    return fitted, fit
+    return fit_model(frame, model, "knee13")
 
 
 def decide(rows) -> dict:
@@ -124,22 +120,18 @@ def misses(log=print) -> list:
         pts = grid_points("host", grid)
         split = _split(pts, seed)
         plat, _ = _fit(fit_halves([(grid, pts, split)]))
-        check = calib_fit.model_check(pts, plat).assign(split=split.to_numpy())
-        held = check[(check["mode"] == "periodic") & (check["split"] == "heldout")]
         R = plat.drain_rate_Bpus
-        for (k, b), g in held.groupby(["producers", "bytes_per_producer"]):
-            e = g["rel_err_T_iss"].to_numpy(float)
-            if (np.abs(e) > 0.15).any():
-                excess = k * b - R * float(g["T_iss0(us)"].iloc[0])
-                out.append({"grid": grid, "seed": seed, "K": int(k), "B_KiB": b / 1024,
-                            "gate_ratio": float(excess / plat.lockstep_knee_bytes(int(k))),
-                            "points": int(len(e)), "over_15pct": int((np.abs(e) > 0.15).sum()),
-                            "median_rel_err_T_iss": float(np.median(e)),
-                            "measured_T_iss_median(us)": float(g["T_iss(us)"].median()),
-                            "model_T_iss_median(us)": float(g["model_T_iss(us)"].median())})
-                r = out[-1]
-                log(f"misses {grid} seed {seed} ({k}, {b // 1024} KiB) gate ratio {r['gate_ratio']:.2f}: median "
-                    f"{r['median_rel_err_T_iss']:+.0%}, {r['over_15pct']} of {r['points']} > 15 %", flush=True)
+        for k, b, g, e in missed_pairs(calib_fit.model_check(pts, plat), split):
+            excess = k * b - R * float(g["T_iss0(us)"].iloc[0])
+            out.append({"grid": grid, "seed": seed, "K": k, "B_KiB": b / 1024,
+                        "gate_ratio": float(excess / plat.lockstep_knee_bytes(k)),
+                        "points": int(len(e)), "over_15pct": int((np.abs(e) > 0.15).sum()),
+                        "median_rel_err_T_iss": float(np.median(e)),
+                        "measured_T_iss_median(us)": float(g["T_iss(us)"].median()),
+                        "model_T_iss_median(us)": float(g["model_T_iss(us)"].median())})
+            r = out[-1]
+            log(f"misses {grid} seed {seed} ({k}, {b // 1024} KiB) gate ratio {r['gate_ratio']:.2f}: median "
+                f"{r['median_rel_err_T_iss']:+.0%}, {r['over_15pct']} of {r['points']} > 15 %", flush=True)
     return out
 
 
@@ -220,12 +212,6 @@ def census(log=print) -> list:
     return out
 
 
-def _new_file(path: Path) -> Path:
-    if path.exists():
-        raise SystemExit(f"calib_knee13: {path} exists; records are not overwritten (give a new path)")
-    return path
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("action", choices=("score", "reads", "misses", "variant", "insample",
@@ -233,7 +219,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the score, reads and misses JSONs")
     args = ap.parse_args(argv)
-    path = _new_file(args.json)
+    path = args.json
+    if path.exists():
+        raise SystemExit(f"calib_knee13: {path} exists; records are not overwritten (give a new path)")
     if args.action == "record":
         parts = {json.loads(p.read_text())["action"]: json.loads(p.read_text()) for p in args.parts}
         score_part = parts["score"]["result"]
@@ -243,11 +231,12 @@ def main(argv=None) -> int:
                   if a in parts},
                "parts_provenance": {a: p["provenance"] for a, p in parts.items()}}
         rec["decision"]["device_call"] = None
-        _write(path, rec)
+        write_new(path, rec, "calib_knee13")
         return 0
     result = {"score": score, "reads": reads, "misses": misses, "variant": variant, "insample": insample,
               "census": census}[args.action]()
-    _write(path, {"post_hoc": True, "action": args.action, "provenance": provenance(), "result": result})
+    write_new(path, {"post_hoc": True, "action": args.action, "provenance": provenance(), "result": result},
+              "calib_knee13")
     return 0
 
 

@@ -26,11 +26,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_issue_law import FRACTION, KEYS, recorded_split  # noqa: E402
-from calib_knee10 import fit_halves, grid_points  # noqa: E402
+from calib_issue_law import KEYS  # noqa: E402
+from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, split_of, write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_platform  # noqa: E402
-from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
+from xstage.sim.platform_fit import check_and_summarize  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state", "two-stage-kneek")
 SEEDS = (0, 1, 2, 3, 4)
@@ -43,30 +42,14 @@ RULE = ("per model M: (1) fresh10 own-fit held-out lockstep T_iss p90 <= 0.15 un
         "knee14-criterion.md, committed at 22ed984 before any score)")
 
 
-def split_of(points, rule: str, seed: int):
-    """``recorded`` (the device's split), else ``split_by_rule(points, rule, 0.3, seed)``; index reset."""
-    if rule == "recorded":
-        return recorded_split(points)[0]
-    return split_by_rule(points, rule, FRACTION, seed).reset_index(drop=True)
-
-
 def _fit(frame, model):
-    fitted, _ = fit_platform(frame, name="knee14", target="pcie-host", sm_count=132,
-                             capacity_law=capacity_law_of(model))
-    return fitted
+    return fit_model(frame, model, "knee14")[0]
 
 
 def held_misses(check, split) -> list:
     """The held-out lockstep periodic pairs with a point off by > 15 %: [K, B KiB, median error, over, points]."""
-    s = np.asarray(split)
-    per = check[(s == "heldout") & (check["mode"] == "periodic").to_numpy()]
-    out = []
-    for (k, b), g in per.groupby(["producers", "bytes_per_producer"]):
-        e = g["rel_err_T_iss"].dropna().to_numpy()
-        over = int((np.abs(e) > MISS).sum())
-        if over:
-            out.append([int(k), int(b) // 1024, round(float(np.median(e)), 4), over, int(e.size)])
-    return out
+    return [[k, b // 1024, round(float(np.median(e)), 4), int((np.abs(e) > MISS).sum()), int(e.size)]
+            for k, b, _, e in missed_pairs(check, split, MISS)]
 
 
 def judge(platform, points, split) -> dict:
@@ -156,14 +139,6 @@ def decide(rows) -> dict:
     return {"rule": RULE, "per_model": per_model, "qualified": chosen is not None, "model": chosen}
 
 
-def _write_new(path: Path, obj) -> None:
-    if path.exists():
-        raise SystemExit(f"calib_knee14: {path} exists; records are not overwritten (give a new path)")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("action", choices=("score", "insample", "issue", "record"))
@@ -182,15 +157,15 @@ def main(argv=None) -> int:
                "decision": decide(rows), "score_rows": rows, "insample": ins, "issue_law": law,
                "parts_provenance": [{"action": p["action"], "models": p.get("models"), **p["provenance"]}
                                     for p in parts]}
-        _write_new(args.json, rec)
+        write_new(args.json, rec, "calib_knee14")
         return 0
     models = tuple(m for m in args.models.split(",") if m)
     if args.action == "issue":
         result = issue()
     else:
         result = score(models) if args.action == "score" else insample(models)
-    _write_new(args.json, {"post_hoc": True, "action": args.action, "models": list(models),
-                           "provenance": provenance(), "result": result})
+    write_new(args.json, {"post_hoc": True, "action": args.action, "models": list(models),
+                          "provenance": provenance(), "result": result}, "calib_knee14")
     return 0
 
 

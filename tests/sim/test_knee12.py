@@ -14,6 +14,8 @@ from xstage.sim.platform import Platform
 from xstage.sim.platform_fit import (CATCH_BANDS, MODELS, _check_loss, capacity_law_of, check_and_summarize,
                                      fit_platform, lockstep_barrier_us)
 
+from .fresh10 import fresh10_points, own_fit_p90
+
 MiB = 2**20
 K, B = 84, 26 * 1024                 # below the knee of _plat (V - R T_iss0 ~ 0.83 Q(84))
 
@@ -139,7 +141,6 @@ def test_refit_with_the_state_model_and_a_bad_band_in_a_file_is_one_line_exit_2(
 
 def test_committed_record_decides_by_its_own_rows_and_its_seed_0_row_recomputes():
     import numpy as np
-    from xstage.records import load_records
     record = json.loads((data_dir() / "calibration-extra" / "knee12-posthoc.json").read_text())
     assert record["post_hoc"] is True and record["provenance"]["git_commit"]
     own = [r for r in record["logo_own"]["rows"] if r["grid"] == "fresh10" and r["model"] == "two-stage-state"]
@@ -150,11 +151,7 @@ def test_committed_record_decides_by_its_own_rows_and_its_seed_0_row_recomputes(
     qualified = met >= 4 and all(v <= 0.15 for v in others.values())
     assert record["decision"]["fresh10_own_seeds_met"] == met and record["decision"]["qualified"] is qualified
     # the recorded split's own row, refitted now
-    points, _ = load_records(data_dir() / "calibration-extra" / "h200-pcie-host-fresh10" / "points.parquet", "point")
-    points = points.reset_index(drop=True)
-    split = points["split"]
-    st, _ = fit_platform(points[split == "fit"], name="s", target="host", sm_count=132,
-                         capacity_law=capacity_law_of("two-stage-state"))
-    _, summary = check_and_summarize(points, st, split)
+    points = fresh10_points()
     row = next(r for r in own if r["split"] == "recorded")
-    assert np.isclose(summary["heldout_p90_rel_err_T_iss"], row["heldout_p90_rel_err_T_iss"], rtol=1e-9)
+    assert np.isclose(own_fit_p90(points, points["split"], "two-stage-state"), row["heldout_p90_rel_err_T_iss"],
+                      rtol=1e-9)

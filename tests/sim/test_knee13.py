@@ -15,6 +15,8 @@ from xstage.sim.platform import Platform, knee_ratio_at
 from xstage.sim.platform_fit import (KNEE_BELOW, MODELS, capacity_law_of, check_and_summarize, fit_platform,
                                      knee_ratio_reads, knee_votes, place_knee)
 
+from .fresh10 import fresh10_points, own_fit_p90
+
 MiB = 2**20
 K, B = 84, 26 * 1024
 
@@ -181,7 +183,6 @@ def test_a_bad_ratio_in_a_file_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_committed_record_decides_by_its_own_rows_and_a_seed_3_row_recomputes():
-    from xstage.records import load_records
     from xstage.sim.platform_fit import split_pairs
     record = json.loads((data_dir() / "calibration-extra" / "knee13-posthoc.json").read_text())
     assert record["post_hoc"] is True and record["provenance"]["git_commit"]
@@ -196,11 +197,7 @@ def test_committed_record_decides_by_its_own_rows_and_a_seed_3_row_recomputes():
     assert decision["fresh10_own_seeds_met"] == met == 1
     assert decision["qualified"] is (met >= 4 and held) is False and decision["device_call"] is None
     # fresh10 at split_pairs seed 3, the own fit half, refitted now
-    points, _ = load_records(data_dir() / "calibration-extra" / "h200-pcie-host-fresh10" / "points.parquet", "point")
-    points = points.reset_index(drop=True)
+    points = fresh10_points()
     split = split_pairs(points, 0.3, 3).reset_index(drop=True)
-    kk, _ = fit_platform(points[split.to_numpy() == "fit"], name="k", target="pcie-host", sm_count=132,
-                         capacity_law=capacity_law_of("two-stage-kneek"))
-    _, summary = check_and_summarize(points, kk, split)
-    assert np.isclose(summary["heldout_p90_rel_err_T_iss"], p90[("two-stage-kneek", "fresh10", "pairs seed 3")],
+    assert np.isclose(own_fit_p90(points, split, "two-stage-kneek"), p90[("two-stage-kneek", "fresh10", "pairs seed 3")],
                       rtol=1e-9)

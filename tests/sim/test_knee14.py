@@ -9,8 +9,10 @@ import pytest
 from xstage.errors import InputError
 from xstage.paths import data_dir
 from xstage.records import load_records
-from xstage.sim.platform_fit import capacity_law_of, check_and_summarize, fit_platform, split_pairs
+from xstage.sim.platform_fit import split_pairs
 from xstage.sim.split_sweeps import BRACKET_RULE, split_by_rule, split_pairs_bracket
+
+from .fresh10 import fresh10_points, own_fit_p90
 
 KiB = 1024
 EXTRA = data_dir() / "calibration-extra"
@@ -141,11 +143,7 @@ def test_committed_record_decides_by_its_own_rows_and_a_seed_1_row_recomputes():
     # the reference rows are knee13's (same code path): gated2 on fresh10 at split_pairs seed 1, 62.7 %
     assert round(p90[("two-stage-gated2", "fresh10", "pairs seed 1")], 3) == 0.627
     # fresh10 under bracket seed 1, gated2's own fit half, refitted now
-    points, _ = load_records(FRESH10 / "points.parquet", "point")
-    points = points.reset_index(drop=True)
+    points = fresh10_points()
     split = split_pairs_bracket(points, 0.3, 1).reset_index(drop=True)
-    plat, _ = fit_platform(points[split.to_numpy() == "fit"], name="k", target="pcie-host", sm_count=132,
-                           capacity_law=capacity_law_of("two-stage-gated2"))
-    _, summary = check_and_summarize(points, plat, split)
-    assert np.isclose(summary["heldout_p90_rel_err_T_iss"], p90[("two-stage-gated2", "fresh10", "bracket seed 1")],
-                      rtol=1e-9)
+    assert np.isclose(own_fit_p90(points, split, "two-stage-gated2"),
+                      p90[("two-stage-gated2", "fresh10", "bracket seed 1")], rtol=1e-9)
