@@ -367,7 +367,34 @@ def judge(args) -> dict:
             print(f"{row['point']} against {o['run'].split('/')[-1]}: " + "; ".join(
                 f"{q} {row[q]['committed']:.0f} vs " + "/".join(f"{x:.0f}" for x in row[q]['triples'] if x is not None)
                 for q in QUANTITIES))
+        res["committed_and_triples"] = {q: agreement([[old[tuple(p[k] for k in KEY)][q]] + [t[q] for t in p["triples"]]
+                                                     for p in pts if tuple(p[k] for k in KEY) in old])
+                                        for q in QUANTITIES}
+        for q, a in res["committed_and_triples"].items():
+            print(f"committed + fresh triples {q:<5}: {fmt(a)}")
+        # beside, judges nothing: the committed answers (rule 17 on L; 18a / 18b, leave one point out, on E) at
+        # these points against the fresh triples
+        ans = {tuple(p[k] for k in KEY): p for p in offset_answers(list(old.values()), rule17_answers(base))}
+        for row, p in zip(rows, [p for p in pts if tuple(p[k] for k in KEY) in old]):
+            a = ans[tuple(p[k] for k in KEY)]
+            row["beside"] = {f"{pred} vs {q}": [bool(within(a[pred], t[q])) for t in p["triples"] if t[q] is not None]
+                             for pred, q in (("rule17", "L"), ("E_18a", "E_ip"), ("E_18b", "E_std"))}
+            row["answers"] = {k: a[k] for k in ("rule17", "E_18a", "E_18b")}
+        res["beside_committed_answers"] = {k: f"{sum(sum(r['beside'][k]) for r in rows)}/"
+                                              f"{sum(len(r['beside'][k]) for r in rows)}" for k in rows[0]["beside"]} \
+            if rows else {}
+        print(f"beside: committed answers against the fresh triples: {json.dumps(res['beside_committed_answers'])}")
         res["against_committed"] = rows
+        res["against_committed_summary"] = {q: {
+            "committed_predicts_triple": int(sum(sum(r[q]["committed_predicts_triple"]) for r in rows)),
+            "triple_predicts_committed": int(sum(sum(r[q]["triple_predicts_committed"]) for r in rows)),
+            "n": int(sum(len(r[q]["committed_predicts_triple"]) for r in rows)),
+            "points_all_agree": int(sum(all(r[q]["committed_predicts_triple"] + r[q]["triple_predicts_committed"])
+                                        for r in rows)), "points": len(rows)} for q in QUANTITIES}
+        for q, v in res["against_committed_summary"].items():
+            print(f"against committed {q:<5}: committed -> triple {v['committed_predicts_triple']}/{v['n']}, triple -> "
+                  f"committed {v['triple_predicts_committed']}/{v['n']}; points all agree {v['points_all_agree']}/"
+                  f"{v['points']}")
     res["points"] = [{k: p[k] for k in ("run", "M", "heads", "head_dim", "block_n", "E_ip", "E_std", "L", "O",
                                         "T_ip", "T_std", "reps", "halves", "triples")} for p in pts]
     return res
