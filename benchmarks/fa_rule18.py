@@ -22,7 +22,7 @@ leave one point out. ``--judge``: a repeat run's instrument figures (disjoint tr
 pooled medians against each other) and, with ``--committed``, its points against the committed runs' values at the
 same points.
 
-What it found (session 12): single repeats agree at 0.62 / 0.62 / 0.68 / 0.73 of ordered pairs (E_ip / E_std / L /
+What it found (session 13): single repeats agree at 0.62 / 0.62 / 0.68 / 0.73 of ordered pairs (E_ip / E_std / L /
 O; 22 committed points); on the repeat run ed474bb-rule18 (four committed points, 7-8 repeats) disjoint triples agree
 at 4 / 6 / 6 / 8 of 8, and with the committed values at 0.71 / 0.83 / 0.83 / 1.00. The standard residual sits 135-210
 us above the in-pair one at head dim 128 block_n 64, reproducibly. No offset candidate qualifies (18a, 18b: 15 of 22;
