@@ -208,11 +208,11 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             f"s = {t0['start_skew_us']:.3f} us overlaps the aggregate ceiling instead of adding to it (b0 from the "
             f"additive law's fit; docs/calibration/issue-law.md).")
     if free_below:
+        ceiling = "none" if t0["injection_GBps"] is None else f"{t0['injection_GBps']:.0f} GB/s"
         notes["injection_GBps"] = (
-            f"two-stage-gated2-span (law15): the aggregate ceiling K B/I may not bind at any K of the issue fit's range "
-            f"at B <= {free_below / KiB:.0f} KiB, where a lockstep burst is its start skew plus one line of B at every K "
-            f"(finite-skew3's span law); fitted: " + ("none" if t0["injection_GBps"] is None else
-                                                     f"{t0['injection_GBps']:.0f} GB/s") + " (docs/calibration/law15.md).")
+            f"two-stage-gated2-span (law15): the aggregate ceiling K B/I may not bind at any K of the issue fit's "
+            f"range at B <= {free_below / KiB:.0f} KiB, where a lockstep burst is its start skew plus one line of B "
+            f"at every K (finite-skew3's span law); fitted: {ceiling} (docs/calibration/law15.md).")
     cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
     if capacity_law != "points":
         from dataclasses import replace
@@ -296,7 +296,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     if capacity_law == "relaxing-robust":
         platform, fit["free"] = _with_free_law(platform, points)
-    if capacity_law in ("relaxing-gated", "relaxing-robust") + GATED2_LAWS:    # free bursts without a capacity bound, if shown
+    if capacity_law in ("relaxing-gated", "relaxing-robust") + GATED2_LAWS:   # free bursts without a bound, if shown
         platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
         platform, fit["free_law"] = fit_free.fit_free_issue_law(points, platform)   # free bursts' own P, b0, I, R
     return platform, fit
