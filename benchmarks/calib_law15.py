@@ -7,6 +7,7 @@ fresh grid is measured, by the rule committed before them (data/calibration-extr
     python benchmarks/calib_law15.py score --target local --json OUT   # 2 models x 7 recorded splits; ~2 min
     python benchmarks/calib_law15.py insample --json OUT   # each law fitted on every fresh10 point; ~1 min
     python benchmarks/calib_law15.py issue --json OUT      # T_iss0 at the pairs that set knee14's misses; ~2 min
+    python benchmarks/calib_law15.py worst --json OUT      # the held-out points near p90 on fresh2 / fresh5; ~1 min
     python benchmarks/calib_law15.py record --parts score-host.json score-local.json insample.json issue.json --json OUT
 
 ``score``: for each model, own fit half (``fit_platform`` on the split's ``fit`` points), judged on the held-out
@@ -14,8 +15,9 @@ lockstep periodic points (``calib_knee14.judge``). host: fresh10 under ``bracket
 ``pairs`` seeds 1-4; the six other grids under their recorded split and ``bracket`` seed 0. local: the seven grids'
 recorded splits. ``insample``: each model fitted on every fresh10 host point, scored on the ``bracket`` halves.
 ``issue``: each model's fitted issue law (t_fixed, P, I, s, b0) and T_iss0 at (116, 16), (116, 26), (84, 16),
-(58, 26) KiB, fitted on every fresh10 host point and on each ``bracket`` fit half. ``record``: the parts and the
-decision by the committed rule. Every action writes its JSON atomically and refuses to overwrite a file.
+(58, 26) KiB, fitted on every fresh10 host point and on each ``bracket`` fit half. ``worst``: on the host grids where
+the rule failed (fresh2, fresh5, recorded split), each model's held-out lockstep periodic points ranked by |rel err|,
+the ranks around p90 (a diagnostic, deciding nothing). ``record``: the parts and the decision by the committed rule. Every action writes its JSON atomically and refuses to overwrite a file.
 """
 import argparse
 import json
@@ -108,6 +110,29 @@ def issue(models=MODELS, log=print) -> list:
     return rows
 
 
+def worst(grids=("fresh2", "fresh5"), top=10, log=print) -> list:
+    from xstage.sim.platform_fit import check_and_summarize
+    rows = []
+    for grid in grids:
+        pts = grid_points("host", grid)
+        split = split_of(pts, "recorded", 0)
+        for model in MODELS:
+            plat = fit(fit_halves([(grid, pts, split)]), model)
+            check, _ = check_and_summarize(pts, plat, split)
+            held = check[(check["split"] == "heldout").to_numpy() & (check["mode"] == "periodic").to_numpy()]
+            held = held.dropna(subset=["rel_err_T_iss"])
+            held = held.assign(abs_err=held["rel_err_T_iss"].abs()).sort_values("abs_err", ascending=False)
+            pts_out = [{"K": int(r["producers"]), "B_KiB": int(r["bytes_per_producer"]) // 1024, "phase": r["phase"],
+                        "gap_us": float(r["gap(us)"]), "T_iss_us": float(r["T_iss(us)"]),
+                        "rel_err": float(r["rel_err_T_iss"])} for _, r in held.head(top).iterrows()]
+            rows.append({"grid": grid, "model": model, "n_heldout": int(len(held)), "top": pts_out,
+                         "issue_law": issue_law(plat)})
+            log(f"worst {grid} {model} n {len(held)}: " + "; ".join(
+                f"({p['K']},{p['B_KiB']}) {p['phase']} g{p['gap_us']:.1f} {p['rel_err']:+.1%}" for p in pts_out),
+                flush=True)
+    return rows
+
+
 def _all_four(r) -> bool:
     return (r["heldout_median_rel_err_T_iss"] <= TARGET_MEDIAN and r["heldout_p90_rel_err_T_iss"] <= TARGET_P90
             and r["heldout_median_rel_err_period"] <= TARGET_MEDIAN and r["heldout_p90_rel_err_period"] <= TARGET_P90)
@@ -144,7 +169,7 @@ def decide(rows) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score", "insample", "issue", "record"))
+    ap.add_argument("action", choices=("score", "insample", "issue", "worst", "record"))
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--target", choices=tuple(TARGETS), default="host", help="score: host or local")
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the other actions' JSONs")
@@ -158,11 +183,13 @@ def main(argv=None) -> int:
                "decision": decide(rows), "score_rows": rows,
                "insample": [r for p in parts if p["action"] == "insample" for r in p["result"]],
                "issue_law": [r for p in parts if p["action"] == "issue" for r in p["result"]],
+               "worst": [r for p in parts if p["action"] == "worst" for r in p["result"]],
                "parts_provenance": [{"action": p["action"], "target": p.get("target"), **p["provenance"]}
                                     for p in parts]}
         _write_new(args.json, rec)
         return 0
-    result = {"score": lambda: score(args.target), "insample": insample, "issue": issue}[args.action]()
+    result = {"score": lambda: score(args.target), "insample": insample, "issue": issue,
+              "worst": worst}[args.action]()
     _write_new(args.json, {"post_hoc": True, "action": args.action, "target": args.target,
                            "provenance": provenance(), "result": result})
     return 0
