@@ -111,3 +111,20 @@ def test_fresh10_seed1_pins_the_small_burst_end(fresh10):
     assert new.issue_time0_us(116, 26 * KiB) == pytest.approx(got[(116, 26 * KiB)], rel=0.10)
     old = _fit_half(fresh10, 1, "two-stage-gated2")
     assert old.issue_time0_us(116, 16 * KiB) > 1.3 * got[(116, 16 * KiB)]
+
+
+def test_the_committed_record_and_its_decision():
+    """data/calibration-extra/law15-posthoc.json: fresh10 bracket met at 5 of 5 seeds; not qualified, because the
+    host guard fails on fresh2 and fresh5 (recorded splits) by 1.3 and 0.1 points over the limit."""
+    import json
+    rec = json.loads((data_dir() / "calibration-extra" / "law15-posthoc.json").read_text())
+    d = rec["decision"]
+    assert rec["post_hoc"] is True and d["qualified"] is False and d["model"] == "two-stage-gated2-span"
+    assert d["fresh10_bracket"]["seeds_met"] == 5 and max(d["fresh10_bracket"]["T_iss_p90_by_seed"]) < 0.06
+    failed = sorted(g for g, c in d["host_recorded"].items() if not all(x["held"] for x in c.values()))
+    assert failed == ["fresh2", "fresh5"] and d["local_held"] is True
+    law = {(r["model"], r["fit"]): r for r in rec["issue_law"]}
+    for seed in range(5):
+        r = law[("two-stage-gated2-span", f"bracket seed {seed}")]
+        assert r["injection_GBps"] is None and abs(r["T_iss0_us"]["116,16"] / 0.608 - 1) < 0.02
+    assert law[("two-stage-gated2", "bracket seed 1")]["T_iss0_us"]["116,16"] > 1.0
