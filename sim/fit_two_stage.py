@@ -72,11 +72,27 @@ def overlap_t0(K, B, t_fixed, inv_p, inv_i, skew=0.0, buffer=0.0):
     return t_fixed + np.maximum(np.maximum(B - buffer, 0.0) * inv_p + skew * (K - 1.0) / (K + 1.0), K * B * inv_i)
 
 
-def fit_issue_time0_overlap(K, B, T, buffer: float = 0.0, rounds: int = 6, fit_skew: bool = True) -> dict:
+def span_corners(K, B, buffer: float, free_below: float) -> tuple:
+    """The (K, B) where the ceiling's lead over the per-producer branch, K B/I - max(B - b0, 0)/P - s (K-1)/(K+1),
+    is largest over K in [min K, max K], B in [0, ``free_below``]: it is convex in K and piecewise linear in B
+    (kinked at b0), so its maximum lies at K in {min, max} and B in {min(b0, free_below), free_below}."""
+    ks = (float(np.min(K)), float(np.max(K)))
+    bs = sorted({min(float(buffer), float(free_below)), float(free_below)} - {0.0})
+    return np.array([k for k in ks for _ in bs]), np.array([b for _ in ks for b in bs])
+
+
+def fit_issue_time0_overlap(K, B, T, buffer: float = 0.0, rounds: int = 6, fit_skew: bool = True,
+                            ceiling_free_below: float = 0.0) -> dict:
     """Fit ``overlap_t0`` on relative error with b0 = ``buffer`` fixed: a grid over (1/P, 1/I, s) -- 1/I = 0 means
     no aggregate ceiling, s >= 0 -- with t_fixed >= 0 in closed form (weighted mean), zoomed ``rounds`` times.
     Returns the keys of ``fit.fit_issue_time0`` (skew fitted) plus ``skew_overlaps_ceiling`` True.
-    ``fit_skew=False`` (skew13): s fixed at 0, for T already net of a measured start skew."""
+    ``fit_skew=False`` (skew13): s fixed at 0, for T already net of a measured start skew.
+
+    ``ceiling_free_below`` (bytes; law15, ``two-stage-gated2-span``): only laws whose aggregate ceiling binds at no
+    (K, B) with K in the points' range and B <= that are candidates -- finite-skew3's span law: up to 24 KiB a
+    lockstep burst is its start skew plus one line of B at every K, on both targets. Without it, a fit half whose
+    large-K points all sit at 6 KiB fitted a ceiling to one point and extrapolated it in K B (fresh10: T_iss0(116,
+    16 KiB) 1.08 us, measured 0.61; docs/calibration/law15.md). 0 (the default): no constraint, as before."""
     K, B, T = (np.asarray(x, dtype=float) for x in (K, B, T))
     if len(T) < 3:
         raise ValueError("fit_issue_time0_overlap needs >= 3 points")
@@ -88,11 +104,19 @@ def fit_issue_time0_overlap(K, B, T, buffer: float = 0.0, rounds: int = 6, fit_s
     lo_i, hi_i = slope_max * 1e-5 / K.max(), slope_max / K.min()
     lo_s, hi_s = 0.0, float(np.max(T)) if fit_skew else 0.0
 
+    Kc, Bc = span_corners(K, B, buffer, ceiling_free_below) if ceiling_free_below > 0 else (None, None)
+
     def solve(ps, is_, ss):
         g = np.maximum(Bp * ps[:, None, None, None] + ss[None, None, :, None] * S, K * B * is_[None, :, None, None])
         t = np.maximum(np.sum(w * (T - g), axis=-1) / np.sum(w), 0.0)
         r = (t[..., None] + g - T) / T
-        return np.sum(r * r, axis=-1), t
+        score = np.sum(r * r, axis=-1)
+        if Kc is not None:                  # law15: the ceiling may not bind where the span law holds
+            own = (np.maximum(Bc - buffer, 0.0) * ps[:, None, None, None]
+                   + ss[None, None, :, None] * (Kc - 1.0) / (Kc + 1.0))
+            binds = np.any(Kc * Bc * is_[None, :, None, None] > own * (1.0 + 1e-12), axis=-1)
+            score = np.where(binds, np.inf, score)
+        return score, t
 
     best, zoom = None, 4.0
     for _ in range(rounds + 1):

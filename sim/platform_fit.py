@@ -35,10 +35,12 @@ def _capacity_of(caps: dict, K):
 
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
                  "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",
-                 "relaxing-gated-overlap-state", "relaxing-gated-overlap-kneek")
+                 "relaxing-gated-overlap-state", "relaxing-gated-overlap-kneek", "relaxing-gated-overlap-span")
 KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",   # knee11: lockstep_drain_gated
              "relaxing-gated-overlap-state",                                        # knee12: + the carried state
              "relaxing-gated-overlap-kneek")                                        # knee13: the gate placed per K
+# the gated2 family: the overlap issue law (cal7) under the gated capacity
+GATED2_LAWS = ("relaxing-gated-overlap", "relaxing-gated-overlap-exp", "relaxing-gated-overlap-span") + KNEE_LAWS
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
@@ -47,7 +49,8 @@ MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "rela
           "two-stage-knee": "relaxing-gated-overlap-knee",    # knee11: gated2, a lockstep burst below Q(K) at T_iss0
           "two-stage-knee2": "relaxing-gated-overlap-knee-points",   # knee11: knee, Q(K) per K, one relaxing floor
           "two-stage-state": "relaxing-gated-overlap-state",   # knee12: knee + a catch carried, path never empty
-          "two-stage-kneek": "relaxing-gated-overlap-kneek"}   # knee13: knee, the gate read per K from its sweeps
+          "two-stage-kneek": "relaxing-gated-overlap-kneek",   # knee13: knee, the gate read per K from its sweeps
+          "two-stage-gated2-span": "relaxing-gated-overlap-span"}   # law15: gated2, no ceiling where the span law holds
 DEFAULT_MODEL = "v1"
 
 
@@ -65,6 +68,7 @@ BUFFERS = tuple(1024 * k for k in range(0, 33))   # schema-2 laws: candidate sto
 TRIM = 1.15   # schema-2 laws: a plateau point measured > TRIM x the issue law is taken as backpressured
 DRAIN_SEEN = 1.5   # relaxing-gated: a pair's drain is seen when its zero-gap gap > DRAIN_SEEN x the barrier's
 CATCH_BANDS = tuple(round(0.02 * i, 2) for i in range(26))   # two-stage-state: candidate bands w, 0-0.5 of Q(K)
+SPAN_LAW_MAX_BYTES = 24 * 1024   # two-stage-gated2-span: no aggregate ceiling binds at B <= this (finite-skew3)
 KNEE_VOTE_MARGIN = 0.15   # two-stage-kneek: a lockstep point votes only where the caught form exceeds T_iss0 by > 15 %
 
 
@@ -126,12 +130,12 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
 
     robust = capacity_law != "points"
     issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
-    overlap = capacity_law in ("relaxing-gated-overlap", "relaxing-gated-overlap-exp") + KNEE_LAWS
+    overlap = capacity_law in GATED2_LAWS
+    free_below = SPAN_LAW_MAX_BYTES if capacity_law == "relaxing-gated-overlap-span" else 0   # law15
     knee = {"lockstep_drain_gated": True} if capacity_law in KNEE_LAWS else {}   # knee11
     per_k = capacity_law == "relaxing-gated-overlap-knee-points"      # knee11: Q(K) per K, the floor Q_shared
     exponential = capacity_law == "relaxing-gated-overlap-exp"      # gated3: the capacity relaxes exponentially
-    gated = capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                             "relaxing-gated-overlap-exp") + KNEE_LAWS   # robust: gated + ``fit_robust``'s two rules
+    gated = capacity_law in ("relaxing-gated", "relaxing-robust") + GATED2_LAWS   # robust: + ``fit_robust``'s rules
     seen = drain_seen_pairs(points) if gated else set()
     # relaxing-gated: only a pair whose drain is seen may be read as backpressured (trimmed, capacity-explained)
     may_wait = (np.array([(int(k), int(b)) in seen for k, b in zip(K, B)], dtype=bool) if gated
@@ -140,7 +144,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     def law_fit(use):
         t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
         if overlap:                                      # b0 from the additive law, then the overlap law
-            t0 = fit_two_stage.fit_issue_time0_overlap(K[use], B[use], T[use], t0.get("store_buffer_bytes") or 0.0)
+            t0 = fit_two_stage.fit_issue_time0_overlap(K[use], B[use], T[use], t0.get("store_buffer_bytes") or 0.0,
+                                                       ceiling_free_below=free_below)
         return t0
 
     def issue_fit(use):
@@ -202,6 +207,12 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             f"two-stage-gated2: T_iss0 = t_fixed + max(max(B - b0, 0)/P + s (K - 1)/(K + 1), K B/I) -- the start skew "
             f"s = {t0['start_skew_us']:.3f} us overlaps the aggregate ceiling instead of adding to it (b0 from the "
             f"additive law's fit; docs/calibration/issue-law.md).")
+    if free_below:
+        ceiling = "none" if t0["injection_GBps"] is None else f"{t0['injection_GBps']:.0f} GB/s"
+        notes["injection_GBps"] = (
+            f"two-stage-gated2-span (law15): the aggregate ceiling K B/I may not bind at any K of the issue fit's "
+            f"range at B <= {free_below / KiB:.0f} KiB, where a lockstep burst is its start skew plus one line of B "
+            f"at every K (finite-skew3's span law); fitted: {ceiling} (docs/calibration/law15.md).")
     cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
     if capacity_law != "points":
         from dataclasses import replace
@@ -215,8 +226,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                                             for k in sorted(fits)),
                    "capacity_floor_bytes": max(two["Q_shared_bytes"], 0.0)}
         relax = ""
-        if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                            "relaxing-gated-overlap-exp") + KNEE_LAWS:
+        if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust") + GATED2_LAWS:
             shape = {"capacity_relax_exponential": True} if exponential else {}
             stage = Platform(name=name, sm_count=int(sm_count), drain_rate_GBps=R / 1e3, t_fixed_us=t0["t_fixed_us"],
                              producer_issue_GBps=t0["producer_issue_GBps"], injection_GBps=t0["injection_GBps"],
@@ -286,8 +296,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                         description=f"Calibrated by `xstage calibrate --target {target}`.", notes=notes, **cap)
     if capacity_law == "relaxing-robust":
         platform, fit["free"] = _with_free_law(platform, points)
-    if capacity_law in ("relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
-                        "relaxing-gated-overlap-exp") + KNEE_LAWS:    # free bursts without a capacity bound, if shown
+    if capacity_law in ("relaxing-gated", "relaxing-robust") + GATED2_LAWS:   # free bursts without a bound, if shown
         platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
         platform, fit["free_law"] = fit_free.fit_free_issue_law(points, platform)   # free bursts' own P, b0, I, R
     return platform, fit

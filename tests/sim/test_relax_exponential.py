@@ -182,7 +182,8 @@ def test_every_committed_platform_file_reads_and_writes_back_unchanged():
 def test_models_are_only_extended_and_gated3_fits_the_exponential_law():
     assert capacity_law_of("two-stage-gated3") == "relaxing-gated-overlap-exp"
     assert {k: v for k, v in MODELS.items() if k not in ("two-stage-gated3", "two-stage-knee", "two-stage-knee2",
-                                                         "two-stage-state", "two-stage-kneek")} == {
+                                                         "two-stage-state", "two-stage-kneek",
+                                                         "two-stage-gated2-span")} == {
         "v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
         "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
         "two-stage-gated2": "relaxing-gated-overlap"}

@@ -107,7 +107,9 @@ def register(sub):
                    "toward Q_shared, rho its initial rate), two-stage-knee / two-stage-knee2 (knee11), "
                    "two-stage-state (two-stage-knee with a catch carried burst to burst below the knee where the "
                    "path never empties), two-stage-kneek (two-stage-knee with the gate placed per K where that K's "
-                   "fitted lockstep pairs switch from free to caught; knee13); --refit keeps "
+                   "fitted lockstep pairs switch from free to caught; knee13), two-stage-gated2-span (two-stage-gated2 "
+                   "with no aggregate ceiling binding at B <= 24 KiB, where the span law holds; law15); "
+                   "--refit keeps "
                    "the recorded model unless this is given")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
                    "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
