@@ -15,9 +15,10 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="si
 
 def _start_sweep(tmp_path):
     out = tmp_path / "moe.parquet"
-    # The catalog three times over (about 30 s of two workers' time, three times the whole catalog's): a loaded
-    # CI machine once finished the catalog alone before the signal arrived, and the run exited 0.
-    names = [c.name for c in moe_configs()] * 3
+    # The catalog ten times over (about 100 s of two workers' time unloaded): a loaded CI machine once finished the
+    # catalog alone before the signal arrived, and the run exited 0; a run that stops only after its queue cannot
+    # end inside the 30 s the signal tests give it, even on an idle machine.
+    names = [c.name for c in moe_configs()] * 10
     proc = subprocess.Popen([sys.executable, "-m", "xstage.cli", "sweep", "moe", "--jobs", "2", "--out", str(out),
                              "--configs", *names],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
@@ -43,7 +44,7 @@ def _gone(workers, within_s=10.0) -> bool:
 def test_signal_stops_workers_and_writes_nothing(tmp_path, sig, status):
     proc, out, workers = _start_sweep(tmp_path)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=15)  # at once: not after the queued configurations
+    _, err = proc.communicate(timeout=30)  # at once: not after the queued configurations (~100 s of work)
     assert proc.returncode == status
     assert err.strip().splitlines()[-1] in ("xstage: interrupted", "xstage: terminated")
     assert "Traceback" not in err
