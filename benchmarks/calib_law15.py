@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_knee10 import fit_halves, grid_points  # noqa: E402
-from calib_knee14 import ISSUE_PAIRS, _write_new, judge, split_of  # noqa: E402
+from calib_knee10 import fit_halves, grid_points, write_new  # noqa: E402
+from calib_knee14 import ISSUE_PAIRS, judge, split_of  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, fit_platform  # noqa: E402
 
@@ -186,12 +186,12 @@ def main(argv=None) -> int:
                "worst": [r for p in parts if p["action"] == "worst" for r in p["result"]],
                "parts_provenance": [{"action": p["action"], "target": p.get("target"), **p["provenance"]}
                                     for p in parts]}
-        _write_new(args.json, rec)
+        write_new(args.json, rec, "calib_law15")
         return 0
     result = {"score": lambda: score(args.target), "insample": insample, "issue": issue,
               "worst": worst}[args.action]()
-    _write_new(args.json, {"post_hoc": True, "action": args.action, "target": args.target,
-                           "provenance": provenance(), "result": result})
+    write_new(args.json, {"post_hoc": True, "action": args.action, "target": args.target,
+                          "provenance": provenance(), "result": result}, "calib_law15")
     return 0
 
 

@@ -13,31 +13,52 @@ Since session 8 the rule is the simulator's ``xstage sim bursts --mode lockstep 
 (``finite_runs.lockstep`` runs it); the record's figures are reproduced (``tests/sim/test_lockstep_mode.py``).
 """
 
-import sys, json
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-import finite_runs as fr
-if len(sys.argv) != 2 or __import__("os").path.exists(sys.argv[1]):
-    print("usage: finite_runs_lockstep.py OUT.json (OUT must not exist: records are never overwritten)", file=sys.stderr)
-    sys.exit(2)
-from xstage.sim.platform import load_platform
-from xstage.provenance import provenance
-out = {"what": "lockstep zero-gap rate runs of the wide grids simulated as run; lockstep_overlap: the next burst at "
-       "max(drained, issue end + barrier)", "provenance": provenance(with_gpu=False)}
-for label, path in fr.PLATFORMS.items():
-    grid = path.parent.parent / ("h200-pcie-host-wide" if label.startswith("host") else "h200-local-wide")
-    r = fr.lockstep(grid, load_platform(path)); out[label] = r
-    lo = r["lockstep_overlap"]
-    print(label, "as_run T %.3f/%.3f P %.3f/%.3f" % (r["as_run"]["T_iss"]["median_rel_err"], r["as_run"]["T_iss"]["p90_rel_err"], r["as_run"]["period"]["median_rel_err"], r["as_run"]["period"]["p90_rel_err"]),
-          " | ".join(f"{h}: T {v['T_iss']['median_rel_err']:.3f}/{v['T_iss']['p90_rel_err']:.3f} P {v['period']['median_rel_err']:.3f}/{v['period']['p90_rel_err']:.3f} (n={v['period']['n']}, P within10 {v['period']['within_10pct']:.2f})" for h, v in lo.items()), flush=True)
-for label, path in fr.PLATFORMS.items():          # the fresh grid's rate runs, the pre-registered platforms
-    fresh = path.parent.parent / ("h200-pcie-host-fresh" if label.startswith("host") else "h200-local-fresh")
-    r = fr.lockstep(fresh, load_platform(path)); out[f"{label} on fresh"] = r
-    lo = r["lockstep_overlap"]
-    print(label, "on fresh:", " | ".join(f"{h}: T {v['T_iss']['median_rel_err']:.3f}/{v['T_iss']['p90_rel_err']:.3f} "
-                                       f"(within10 {v['T_iss']['within_10pct']:.2f}) P {v['period']['median_rel_err']:.3f}/"
-                                       f"{v['period']['p90_rel_err']:.3f} (n={v['period']['n']}, within10 "
-                                       f"{v['period']['within_10pct']:.2f})" for h, v in lo.items()), flush=True)
-tmp = sys.argv[1] + ".tmp"                         # temp file + rename: never a half-written record
-with open(tmp, "w") as fh:
-    fh.write(json.dumps(out, indent=1, default=str))
-__import__("os").replace(tmp, sys.argv[1])
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import finite_runs as fr  # noqa: E402
+from xstage.provenance import provenance  # noqa: E402
+from xstage.sim.platform import load_platform  # noqa: E402
+
+
+def _figures(v) -> str:
+    return (f"T {v['T_iss']['median_rel_err']:.3f}/{v['T_iss']['p90_rel_err']:.3f} P {v['period']['median_rel_err']:.3f}/"
+            f"{v['period']['p90_rel_err']:.3f}")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or os.path.exists(argv[0]):
+        print("usage: finite_runs_lockstep.py OUT.json (OUT must not exist: records are never overwritten)",
+              file=sys.stderr)
+        return 2
+    out = {"what": "lockstep zero-gap rate runs of the wide grids simulated as run; lockstep_overlap: the next burst "
+           "at max(drained, issue end + barrier)", "provenance": provenance(with_gpu=False)}
+    for label, path in fr.PLATFORMS.items():
+        grid = path.parent.parent / ("h200-pcie-host-wide" if label.startswith("host") else "h200-local-wide")
+        r = fr.lockstep(grid, load_platform(path))
+        out[label] = r
+        print(label, "as_run", _figures(r["as_run"]), " | ".join(
+            f"{h}: {_figures(v)} (n={v['period']['n']}, P within10 {v['period']['within_10pct']:.2f})"
+            for h, v in r["lockstep_overlap"].items()), flush=True)
+    for label, path in fr.PLATFORMS.items():          # the fresh grid's rate runs, the pre-registered platforms
+        fresh = path.parent.parent / ("h200-pcie-host-fresh" if label.startswith("host") else "h200-local-fresh")
+        r = fr.lockstep(fresh, load_platform(path))
+        out[f"{label} on fresh"] = r
+        print(label, "on fresh:", " | ".join(
+            f"{h}: T {v['T_iss']['median_rel_err']:.3f}/{v['T_iss']['p90_rel_err']:.3f} (within10 "
+            f"{v['T_iss']['within_10pct']:.2f}) P {v['period']['median_rel_err']:.3f}/{v['period']['p90_rel_err']:.3f} "
+            f"(n={v['period']['n']}, within10 {v['period']['within_10pct']:.2f})"
+            for h, v in r["lockstep_overlap"].items()), flush=True)
+    tmp = argv[0] + ".tmp"                             # temp file + rename: never a half-written record
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(out, indent=1, default=str))
+    os.replace(tmp, argv[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
