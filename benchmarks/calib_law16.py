@@ -23,19 +23,40 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_knee10 import fit_halves, grid_points  # noqa: E402
-from calib_knee14 import _write_new, judge, split_of  # noqa: E402
-from calib_law15 import HOST_RUNS, LOCAL_RUNS, OTHERS, SEEDS, SLACK, TARGET_P90, TARGETS, _all_four, _label  # noqa: E402
+from calib_knee10 import fit_halves, grid_points, split_of, write_new  # noqa: E402
+from calib_knee14 import judge  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, fit_platform  # noqa: E402
 
 NEW, REF, DIAG = "two-stage-gated2-cc", "two-stage-gated2", "two-stage-gated2-span-cc"
 MODELS = (NEW, REF, DIAG)
+# law15's runs and targets (calib_law15.py itself no longer imports: calib_knee14 lost _write_new in 2c3be33)
+SEEDS = (0, 1, 2, 3, 4)
+OTHERS = ("wide", "fresh", "fresh2", "fresh3", "fresh5", "wide-3525cba")
+TARGETS = {"host": "pcie-host", "local": "local"}
+TARGET_P90, TARGET_MEDIAN, SLACK = 0.15, 0.05, 0.005
+HOST_RUNS = (tuple(("fresh10", "bracket", s) for s in SEEDS) + (("fresh10", "recorded", 0),)
+             + tuple(("fresh10", "pairs", s) for s in SEEDS[1:])
+             + tuple((g, "recorded", 0) for g in OTHERS) + tuple((g, "bracket", 0) for g in OTHERS))
+LOCAL_RUNS = tuple((g, "recorded", 0) for g in OTHERS + ("fresh10",))
 RULE = ("qualified iff (1) fresh10 host own fit under bracket (0.3) seeds 0-4: T_iss and period median <= 0.05 and "
         "p90 <= 0.15 at >= 4 of 5 seeds; (2) host wide, fresh, fresh2, fresh3, fresh5, wide-3525cba recorded split: "
         "the new model's T_iss p90 and period p90 each <= max(0.15, gated2's + 0.005) (a grid over 0.15 under gated2 "
         "need not come down); (3) local, the same six and fresh10, recorded split: T_iss p90 <= max(0.15, gated2's + "
         "0.005) (data/calibration-extra/law16-criterion.md, f24b9f9, committed before any held-out score)")
+
+
+def _label(rule, seed) -> str:
+    return "recorded" if rule == "recorded" else f"{rule} seed {seed}"
+
+
+def _all_four(r) -> bool:
+    return (r["heldout_median_rel_err_T_iss"] <= TARGET_MEDIAN and r["heldout_p90_rel_err_T_iss"] <= TARGET_P90
+            and r["heldout_median_rel_err_period"] <= TARGET_MEDIAN and r["heldout_p90_rel_err_period"] <= TARGET_P90)
+
+
+def _write_new(path, obj) -> None:
+    write_new(path, obj, "calib_law16")
 
 
 def fit(frame, model, target="host"):
