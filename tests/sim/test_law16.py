@@ -73,3 +73,26 @@ def test_fresh2_fit_is_untouched():
               "capacity_relax_GBps", "sm_outstanding_bytes"):
         assert getattr(new, f) == getattr(old, f), f
     assert np.allclose(np.array(new.capacity_points, float), np.array(old.capacity_points, float), rtol=0, atol=0)
+
+
+def test_the_committed_record_and_its_decision():
+    """data/calibration-extra/law16-posthoc.json: fresh10 bracket met at 5 of 5 seeds; not qualified, because the
+    host guard fails on fresh3 (recorded split: 42.5 % against gated2's 11.8 %, a 2.90 TB/s ceiling); fresh2 is
+    gated2's fit exactly; local holds."""
+    import json
+    rec = json.loads((EXTRA / "law16-posthoc.json").read_text())
+    d = rec["decision"]
+    assert rec["post_hoc"] is True and d["qualified"] is False and d["model"] == "two-stage-gated2-cc"
+    assert d["fresh10_bracket"]["seeds_met"] == 5 and max(d["fresh10_bracket"]["T_iss_p90_by_seed"]) < 0.06
+    failed = sorted(g for g, c in d["host_recorded"].items() if not all(x["held"] for x in c.values()))
+    assert failed == ["fresh3"] and d["local_held"] is True
+    assert d["host_recorded"]["fresh2"]["p90_rel_err_T_iss"]["new"] == d["host_recorded"]["fresh2"][
+        "p90_rel_err_T_iss"]["gated2"]
+    rows = {(r["target"], r["model"], r["grid"], r["split"]): r for r in rec["score_rows"]}
+    assert rows[("host", "two-stage-gated2-cc", "fresh3", "recorded")]["injection_GBps"] == pytest.approx(2901, rel=0.01)
+    assert rows[("host", "two-stage-gated2", "fresh3", "recorded")]["injection_GBps"] is None
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from calib_law16 import decide   # the decision is the committed rule applied to the committed rows
+    assert decide(rec["score_rows"]) == d
