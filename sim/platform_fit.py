@@ -35,12 +35,16 @@ def _capacity_of(caps: dict, K):
 
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
                  "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",
-                 "relaxing-gated-overlap-state", "relaxing-gated-overlap-kneek", "relaxing-gated-overlap-span")
+                 "relaxing-gated-overlap-state", "relaxing-gated-overlap-kneek", "relaxing-gated-overlap-span",
+                 "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc")
 KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",   # knee11: lockstep_drain_gated
              "relaxing-gated-overlap-state",                                        # knee12: + the carried state
              "relaxing-gated-overlap-kneek")                                        # knee13: the gate placed per K
 # the gated2 family: the overlap issue law (cal7) under the gated capacity
-GATED2_LAWS = ("relaxing-gated-overlap", "relaxing-gated-overlap-exp", "relaxing-gated-overlap-span") + KNEE_LAWS
+GATED2_LAWS = ("relaxing-gated-overlap", "relaxing-gated-overlap-exp", "relaxing-gated-overlap-span",
+               "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc") + KNEE_LAWS
+SPAN_LAWS = ("relaxing-gated-overlap-span", "relaxing-gated-overlap-span-cc")          # law15: no ceiling at B <= 24 KiB
+CONSISTENT_LAWS = ("relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc")      # law16: the capacity read
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
@@ -50,7 +54,9 @@ MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "rela
           "two-stage-knee2": "relaxing-gated-overlap-knee-points",   # knee11: knee, Q(K) per K, one relaxing floor
           "two-stage-state": "relaxing-gated-overlap-state",   # knee12: knee + a catch carried, path never empty
           "two-stage-kneek": "relaxing-gated-overlap-kneek",   # knee13: knee, the gate read per K from its sweeps
-          "two-stage-gated2-span": "relaxing-gated-overlap-span"}   # law15: gated2, no ceiling where the span law holds
+          "two-stage-gated2-span": "relaxing-gated-overlap-span",   # law15: gated2, no ceiling where the span law holds
+          "two-stage-gated2-cc": "relaxing-gated-overlap-cc",       # law16: gated2, a free point capacity-explained
+          "two-stage-gated2-span-cc": "relaxing-gated-overlap-span-cc"}   # only where Eq. 7 reads it better; + span
 DEFAULT_MODEL = "v1"
 
 
@@ -70,6 +76,17 @@ DRAIN_SEEN = 1.5   # relaxing-gated: a pair's drain is seen when its zero-gap ga
 CATCH_BANDS = tuple(round(0.02 * i, 2) for i in range(26))   # two-stage-state: candidate bands w, 0-0.5 of Q(K)
 SPAN_LAW_MAX_BYTES = 24 * 1024   # two-stage-gated2-span: no aggregate ceiling binds at B <= this (finite-skew3)
 KNEE_VOTE_MARGIN = 0.15   # two-stage-kneek: a lockstep point votes only where the caught form exceeds T_iss0 by > 15 %
+
+
+def capacity_reads_better(T, drained_us, t0_us) -> np.ndarray:
+    """law16 (``two-stage-gated2-cc``): where the capacity branch of Eq. 7, (V - Q(K))/R, is nearer the measured
+    T_iss than the issue law's T_iss0 (|log ratio|). A point that the issue law explains at least as well (a free
+    plateau point just above the knee line, e.g. fresh10 (116, 26 KiB): 0.82 us measured, T_iss0 0.80, (V - Q)/R
+    0.87) stays in the issue fit; gated2 reads it capacity-explained whenever (V - Q)/R > T/1.15."""
+    T, drained_us, t0_us = (np.asarray(x, dtype=float) for x in (T, drained_us, t0_us))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cap = np.where(drained_us > 0, np.abs(np.log(T / np.maximum(drained_us, 1e-12))), np.inf)
+    return cap < np.abs(np.log(T / t0_us))
 
 
 def drain_seen_pairs(points: pd.DataFrame) -> set:
@@ -131,7 +148,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     robust = capacity_law != "points"
     issue_pool = (free["phase"] == "plateau").to_numpy() if robust else np.ones(len(T), dtype=bool)
     overlap = capacity_law in GATED2_LAWS
-    free_below = SPAN_LAW_MAX_BYTES if capacity_law == "relaxing-gated-overlap-span" else 0   # law15
+    free_below = SPAN_LAW_MAX_BYTES if capacity_law in SPAN_LAWS else 0   # law15
+    consistent = capacity_law in CONSISTENT_LAWS                                # law16
     knee = {"lockstep_drain_gated": True} if capacity_law in KNEE_LAWS else {}   # knee11
     per_k = capacity_law == "relaxing-gated-overlap-knee-points"      # knee11: Q(K) per K, the floor Q_shared
     exponential = capacity_law == "relaxing-gated-overlap-exp"      # gated3: the capacity relaxes exponentially
@@ -140,6 +158,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     # relaxing-gated: only a pair whose drain is seen may be read as backpressured (trimmed, capacity-explained)
     may_wait = (np.array([(int(k), int(b)) in seen for k, b in zip(K, B)], dtype=bool) if gated
                 else np.ones(len(T), dtype=bool))
+
+    kept = {}                                            # law16 diagnostic: the last issue fit's points
 
     def law_fit(use):
         t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
@@ -159,6 +179,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                 break
             use = keep
             t0 = law_fit(use)
+        kept["issue"] = use
         return t0
 
     use = np.ones(len(T), dtype=bool)
@@ -184,7 +205,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             fits[int(k)] = calib_fit.fit_capacity(grp["volume(bytes)"], grp["T_iss(us)"],
                                                   t0_of(grp["producers"], grp["bytes_per_producer"]), R)
         caps = {k: f["Q_bytes"] for k, f in fits.items()}
-        explained = ((V - _capacity_of(caps, K)) / R > T / calib_fit.KNEE_MARGIN) & may_wait
+        drained = (V - _capacity_of(caps, K)) / R
+        explained = (drained > T / calib_fit.KNEE_MARGIN) & may_wait
+        if consistent:          # law16: ... and only where Eq. 7's drain branch is nearer the measurement than T_iss0
+            explained &= capacity_reads_better(T, drained, t0_of(K, B))
         use = ~explained
         if (use & issue_pool).sum() >= 3:
             t0 = issue_fit(use)
@@ -199,7 +223,10 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         for k, grp in iso.dropna(subset=["fence(us)"]).groupby("producers"):
             big = grp.loc[grp["volume(bytes)"].idxmax()]
             fence[int(k)] = float(big["volume(bytes)"] / big["fence(us)"] / 1e3)
-    fit = {"T_iss0": t0, "R": r, "Q": fits, "iterations": len(history) + 1, "fence_rate_GBps": fence}
+    fit = {"T_iss0": t0, "R": r, "Q": fits, "iterations": len(history) + 1, "fence_rate_GBps": fence,
+           "issue_points": free.assign(**{"in_issue_fit": kept["issue"], "capacity_explained": ~use, "may_wait": may_wait})[
+               ["producers", "bytes_per_producer", "phase", "T_iss(us)", "in_issue_fit", "capacity_explained",
+                "may_wait"]]}
     notes = dict(notes or {})
     notes.update(fit_notes(fit))
     if overlap:
@@ -213,6 +240,11 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             f"two-stage-gated2-span (law15): the aggregate ceiling K B/I may not bind at any K of the issue fit's "
             f"range at B <= {free_below / KiB:.0f} KiB, where a lockstep burst is its start skew plus one line of B "
             f"at every K (finite-skew3's span law); fitted: {ceiling} (docs/calibration/law15.md).")
+    if consistent:
+        notes["capacity_explained"] = (
+            f"two-stage-gated2-cc (law16): a free point leaves the issue fit as capacity-explained only where its pair's "
+            f"drain is seen, (V - Q(K))/R > T/1.15 and (V - Q(K))/R is nearer the measured T_iss than T_iss0 (|log "
+            f"ratio|); {t0['n_capacity_limited_excluded']} free points read so (docs/calibration/law16.md).")
     cap = {"capacity_points": tuple((k, c["Q_bytes"]) for k, c in sorted(fits.items()))}
     if capacity_law != "points":
         from dataclasses import replace

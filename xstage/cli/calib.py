@@ -108,7 +108,9 @@ def register(sub):
                    "two-stage-state (two-stage-knee with a catch carried burst to burst below the knee where the "
                    "path never empties), two-stage-kneek (two-stage-knee with the gate placed per K where that K's "
                    "fitted lockstep pairs switch from free to caught; knee13), two-stage-gated2-span (two-stage-gated2 "
-                   "with no aggregate ceiling binding at B <= 24 KiB, where the span law holds; law15); "
+                   "with no aggregate ceiling binding at B <= 24 KiB, where the span law holds; law15), two-stage-gated2-cc "
+                   "(two-stage-gated2 with a free point read as capacity-explained only where (V - Q)/R is nearer its "
+                   "measurement than T_iss0; law16), two-stage-gated2-span-cc (both; law16); "
                    "--refit keeps "
                    "the recorded model unless this is given")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
