@@ -1,5 +1,5 @@
 """The issue law with no aggregate ceiling where the span law holds (``--model two-stage-gated2-span``; issue 15,
-session 12, law15) against ``two-stage-gated2`` on the committed host and local grids. POST HOC: every grid here,
+session 13, law15) against ``two-stage-gated2`` on the committed host and local grids. POST HOC: every grid here,
 fresh10 included, was read before (docs/calibration/knee10.md ... knee14.md); these figures decide only whether a
 fresh grid is measured, by the rule committed before them (data/calibration-extra/law15-criterion.md).
 

@@ -1,4 +1,4 @@
-"""The consistent capacity read (``--model two-stage-gated2-cc``; issue 15, session 12, law16) against
+"""The consistent capacity read (``--model two-stage-gated2-cc``; issue 15, session 13, law16) against
 ``two-stage-gated2`` on the committed host and local grids. POST HOC: every grid here, fresh10 included, was read
 before (docs/calibration/knee10.md ... law15.md); these figures decide only whether a fresh grid is measured, by the
 rule committed before them (data/calibration-extra/law16-criterion.md, f24b9f9).

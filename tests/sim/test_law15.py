@@ -1,4 +1,4 @@
-"""law15 (issue 15, session 12): the lockstep issue law with no aggregate ceiling where the span law holds
+"""law15 (issue 15, session 13): the lockstep issue law with no aggregate ceiling where the span law holds
 (``fit_issue_time0_overlap(ceiling_free_below=)``, ``--model two-stage-gated2-span``)."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""law16 (issue 15, session 12): a consistent capacity read -- a free point leaves the issue fit as
+"""law16 (issue 15, session 13): a consistent capacity read -- a free point leaves the issue fit as
 capacity-explained only where Eq. 7's drain branch reads it better than T_iss0 (``capacity_reads_better``,
 ``--model two-stage-gated2-cc``, ``two-stage-gated2-span-cc``)."""
 import numpy as np
