@@ -3,6 +3,7 @@ the score of ``--grid fresh11`` (session 13), exactly as pre-registered in data/
 fresh11-preregistration.md (committed before the device call; docs/calibration/fresh11.md).
 
     python benchmarks/calib_fresh11.py score --json OUT      # 4 models x 10 splits x 2 targets = 80 refits; ~8 min
+    python benchmarks/calib_fresh11.py insample --json OUT   # POST HOC (after the score): seconds
 
 Each refit runs the product -- ``xstage calibrate --refit --records R --model M --split-rule RULE --split-seed s``,
 through ``hw.calib.calibrate.refit`` into a temporary folder -- and reads its summary's held-out lockstep periodic
@@ -12,6 +13,9 @@ rule, reported as a second claim. **Secondary** (judges nothing): ``two-stage-ga
 ``bracket`` and every model under ``pairs`` seeds 0-4. Each row also lists its held-out pairs with a point off by
 > 15 % (``calib_knee14.held_misses``; its figures are checked equal to the summary's). The JSON is written
 atomically and a file already there is never overwritten.
+
+``insample`` (post hoc, read after the score; decides nothing): each model fitted on **every** fresh11 host point
+(``calib_law16.fit``), judged on each ``bracket`` seed's held-out half -- the upper bound of any own fit.
 """
 import argparse
 import sys
@@ -21,10 +25,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_knee10 import write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
+from calib_law16 import fit  # noqa: E402
 from xstage.hw.calib.calibrate import refit  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim.platform import Platform  # noqa: E402
+from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
 
 EXTRA = Path(__file__).resolve().parents[1] / "data" / "calibration-extra"
 RECORDS = {"host": EXTRA / "h200-pcie-host-fresh11", "local": EXTRA / "h200-local-fresh11"}
@@ -84,13 +90,32 @@ def score(log=print) -> list:
     return rows
 
 
+def insample(log=print) -> list:
+    points, _ = load_records(RECORDS["host"] / "points.parquet", "point")
+    points = points.reset_index(drop=True)
+    rows = []
+    for model in MODELS:
+        plat, _ = fit(points.assign(split="fit"), model)
+        for seed in SEEDS:
+            j = judge(plat, points, split_by_rule(points, "bracket", FRACTION, seed))
+            rows.append({"target": "host", "model": model, "rule": "bracket", "seed": seed, "fitted_on": "every point",
+                         **{f"heldout_{k}": j[f"heldout_{k}"] for k in FIGS}, "misses": j["misses"]})
+            log(f"insample {model:24s} bracket {seed} T_iss {j['heldout_median_rel_err_T_iss']:.1%} / "
+                f"{j['heldout_p90_rel_err_T_iss']:.1%} misses {j['misses']}", flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score",))
+    ap.add_argument("action", choices=("score", "insample"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.json.exists():
         raise SystemExit(f"calib_fresh11: {args.json} exists; records are not overwritten (give a new path)")
+    if args.action == "insample":
+        write_new(args.json, {"post_hoc": True, "note": "fitted on every fresh11 host point, read after the score",
+                              "provenance": provenance(), "rows": insample()}, "calib_fresh11")
+        return 0
     rows = score()
     write_new(args.json, {"pre_registered": True, "provenance": provenance(), "decision": decide(rows),
                           "rows": rows, "records": {t: str(p.relative_to(EXTRA.parents[1])) for t, p in
