@@ -47,6 +47,14 @@ T_iss0)/Q(K) steps across 1 at every K (9 x 150 KiB 1.07, 34 x 44 KiB 0.94, 58 x
 them at seeds 0-4), and the isolated sweep at every K on {6, 16, 26, 44, 64, 88, 150} KiB. Every K is new to every
 earlier grid, so no (K, B) pair of it is in any (host sweep about 31 s, local 19 s by calib_fresh3_heldout's time
 model).
+``fresh11`` (session 13): a small lockstep grid for one short run, the first fresh test of ``--model
+two-stage-gated2-span-cc``'s own-fit refit under ``--split-rule bracket`` (docs/calibration/fresh11.md): K in {13, 38,
+62, 92, 122} x B in {6, 14, 22, 26, 30, 36, 40, 56, 170} KiB -- three B <= 24 KiB (the span law's band) and, under the
+session-7 gated host platform, the knee ratio (V - R T_iss0)/Q(K) across 1 at every K (13 x 170 KiB 1.73, 38 x 40 /
+56 KiB 0.92 / 1.30, 62 x 30 / 40 KiB 0.92 / 1.22, 92 x 26 / 36 KiB 0.95 / 1.32, 122 x 22 / 30 KiB 0.89 / 1.22) --
+eight gap sweeps, lockstep only, at those two pairs of each of the four larger K, and the isolated sweep at every K on
+{6, 14, 22, 30, 48, 96, 170} KiB. Every K is new to every earlier grid, so no (K, B) pair of it is in any (host sweep
+about 33 s, local 20 s by calib_fresh3_heldout's time model).
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -68,6 +76,7 @@ FRESH4_K = (14, 60, 128)
 FRESH5_K = (7, 30, 76, 124)
 FRESH7_K = (22, 46, 94, 130)
 FRESH10_K = (9, 34, 58, 84, 116)
+FRESH11_K = (13, 38, 62, 92, 122)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -110,6 +119,12 @@ GRIDS = {
                                                                  (58, 44), (34, 44), (34, 88))),
                     iso_producers=FRESH10_K, iso_sizes=tuple(k * KiB for k in (6, 16, 26, 44, 64, 88, 150)),
                     free_gaps=0),
+    # fresh11 (session 13): lockstep, the knee straddled at every K, a fresh test of span-cc's own fit (module doc)
+    "fresh11": dict(producers=FRESH11_K, sizes=tuple(k * KiB for k in (6, 14, 22, 26, 30, 36, 40, 56, 170)),
+                    gap_configs=tuple((k, b * KiB) for k, b in ((122, 22), (122, 30), (92, 26), (92, 36), (62, 30),
+                                                                 (62, 40), (38, 40), (38, 56))),
+                    iso_producers=FRESH11_K, iso_sizes=tuple(k * KiB for k in (6, 14, 22, 30, 48, 96, 170)),
+                    free_gaps=0),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -125,6 +140,7 @@ QUICK_GRIDS = {
     "fresh5": dict(gap_configs=((124, 18 * KiB), (76, 68 * KiB)), free_gaps=0),
     "fresh7": dict(gap_configs=((130, 320 * KiB), (130, 24 * KiB)), free_gaps=2),
     "fresh10": dict(gap_configs=((116, 26 * KiB), (58, 44 * KiB)), free_gaps=0),
+    "fresh11": dict(gap_configs=((122, 22 * KiB), (62, 40 * KiB)), free_gaps=0),
 }
 
 
