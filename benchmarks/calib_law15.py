@@ -47,9 +47,9 @@ HOST_RUNS = (tuple(("fresh10", "bracket", s) for s in SEEDS) + (("fresh10", "rec
 LOCAL_RUNS = tuple((g, "recorded", 0) for g in OTHERS + ("fresh10",))
 
 
-def fit(frame, model, target="host"):
+def fit(frame, model, target="host", name="law15"):
     """``fit_platform`` for ``model`` (a name of ``MODELS``) on a points frame."""
-    platform, _ = fit_platform(frame, name="law15", target=TARGETS[target], sm_count=132,
+    platform, _ = fit_platform(frame, name=name, target=TARGETS[target], sm_count=132,
                                capacity_law=capacity_law_of(model))
     return platform
 
@@ -58,14 +58,14 @@ def _label(rule, seed) -> str:
     return "recorded" if rule == "recorded" else f"{rule} seed {seed}"
 
 
-def score(target="host", models=MODELS, log=print) -> list:
+def score(target="host", models=MODELS, log=print, name="law15") -> list:
     runs = HOST_RUNS if target == "host" else LOCAL_RUNS
     pts = {g: grid_points(target, g) for g in sorted({g for g, _, _ in runs})}
     rows = []
     for model in models:
         for grid, rule, seed in runs:
             split = split_of(pts[grid], rule, seed)
-            plat = fit(fit_halves([(grid, pts[grid], split)]), model, target)
+            plat = fit(fit_halves([(grid, pts[grid], split)]), model, target, name)
             r = {"target": target, "model": model, "grid": grid, "split": _label(rule, seed),
                  "injection_GBps": plat.injection_GBps, **judge(plat, pts[grid], split)}
             rows.append(r)
@@ -138,14 +138,14 @@ def _all_four(r) -> bool:
             and r["heldout_median_rel_err_period"] <= TARGET_MEDIAN and r["heldout_p90_rel_err_period"] <= TARGET_P90)
 
 
-def decide(rows) -> dict:
-    """The committed rule (``RULE``) on ``score``'s host and local rows."""
+def decide(rows, new_model=NEW, rule=RULE) -> dict:
+    """The committed rule (``RULE``; law16 passes its own, the same guard) on ``score``'s host and local rows."""
     by = {(r["target"], r["model"], r["grid"], r["split"]): r for r in rows}
-    fresh10 = [by[("host", NEW, "fresh10", f"bracket seed {s}")] for s in SEEDS]
+    fresh10 = [by[("host", new_model, "fresh10", f"bracket seed {s}")] for s in SEEDS]
     met = [_all_four(r) for r in fresh10]
     host, local = {}, {}
     for g in OTHERS:
-        new, ref = by[("host", NEW, g, "recorded")], by[("host", REF, g, "recorded")]
+        new, ref = by[("host", new_model, g, "recorded")], by[("host", REF, g, "recorded")]
         checks = {}
         for key in ("p90_rel_err_T_iss", "p90_rel_err_period"):
             limit = max(TARGET_P90, ref[f"heldout_{key}"] + SLACK)
@@ -153,14 +153,14 @@ def decide(rows) -> dict:
                            "held": bool(new[f"heldout_{key}"] <= limit)}
         host[g] = checks
     for g in OTHERS + ("fresh10",):
-        new, ref = by[("local", NEW, g, "recorded")], by[("local", REF, g, "recorded")]
+        new, ref = by[("local", new_model, g, "recorded")], by[("local", REF, g, "recorded")]
         limit = max(TARGET_P90, ref["heldout_p90_rel_err_T_iss"] + SLACK)
         local[g] = {"new": new["heldout_p90_rel_err_T_iss"], "gated2": ref["heldout_p90_rel_err_T_iss"],
                     "limit": limit, "held": bool(new["heldout_p90_rel_err_T_iss"] <= limit)}
     ok1 = sum(met) >= 4
     ok2 = all(c["held"] for checks in host.values() for c in checks.values())
     ok3 = all(c["held"] for c in local.values())
-    return {"rule": RULE, "model": NEW,
+    return {"rule": rule, "model": new_model,
             "fresh10_bracket": {"T_iss_p90_by_seed": [r["heldout_p90_rel_err_T_iss"] for r in fresh10],
                                 "all_four_by_seed": met, "seeds_met": int(sum(met)), "held": ok1},
             "host_recorded": host, "host_held": ok2, "local_recorded": local, "local_held": ok3,

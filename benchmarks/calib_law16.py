@@ -24,35 +24,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_knee10 import fit_halves, grid_points, split_of, write_new  # noqa: E402
-from calib_knee14 import judge  # noqa: E402
+import calib_law15  # noqa: E402
+from calib_law15 import OTHERS, SEEDS, TARGETS, _label  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, fit_platform  # noqa: E402
 
 NEW, REF, DIAG = "two-stage-gated2-cc", "two-stage-gated2", "two-stage-gated2-span-cc"
 MODELS = (NEW, REF, DIAG)
-# law15's runs and targets (calib_law15.py itself no longer imports: calib_knee14 lost _write_new in 2c3be33)
-SEEDS = (0, 1, 2, 3, 4)
-OTHERS = ("wide", "fresh", "fresh2", "fresh3", "fresh5", "wide-3525cba")
-TARGETS = {"host": "pcie-host", "local": "local"}
-TARGET_P90, TARGET_MEDIAN, SLACK = 0.15, 0.05, 0.005
-HOST_RUNS = (tuple(("fresh10", "bracket", s) for s in SEEDS) + (("fresh10", "recorded", 0),)
-             + tuple(("fresh10", "pairs", s) for s in SEEDS[1:])
-             + tuple((g, "recorded", 0) for g in OTHERS) + tuple((g, "bracket", 0) for g in OTHERS))
-LOCAL_RUNS = tuple((g, "recorded", 0) for g in OTHERS + ("fresh10",))
 RULE = ("qualified iff (1) fresh10 host own fit under bracket (0.3) seeds 0-4: T_iss and period median <= 0.05 and "
         "p90 <= 0.15 at >= 4 of 5 seeds; (2) host wide, fresh, fresh2, fresh3, fresh5, wide-3525cba recorded split: "
         "the new model's T_iss p90 and period p90 each <= max(0.15, gated2's + 0.005) (a grid over 0.15 under gated2 "
         "need not come down); (3) local, the same six and fresh10, recorded split: T_iss p90 <= max(0.15, gated2's + "
         "0.005) (data/calibration-extra/law16-criterion.md, f24b9f9, committed before any held-out score)")
-
-
-def _label(rule, seed) -> str:
-    return "recorded" if rule == "recorded" else f"{rule} seed {seed}"
-
-
-def _all_four(r) -> bool:
-    return (r["heldout_median_rel_err_T_iss"] <= TARGET_MEDIAN and r["heldout_p90_rel_err_T_iss"] <= TARGET_P90
-            and r["heldout_median_rel_err_period"] <= TARGET_MEDIAN and r["heldout_p90_rel_err_period"] <= TARGET_P90)
 
 
 def _write_new(path, obj) -> None:
@@ -66,20 +49,13 @@ def fit(frame, model, target="host"):
 
 
 def score(target="host", models=MODELS, log=print) -> list:
-    runs = HOST_RUNS if target == "host" else LOCAL_RUNS
-    pts = {g: grid_points(target, g) for g in sorted({g for g, _, _ in runs})}
-    rows = []
-    for model in models:
-        for grid, rule, seed in runs:
-            split = split_of(pts[grid], rule, seed)
-            plat, _ = fit(fit_halves([(grid, pts[grid], split)]), model, target)
-            r = {"target": target, "model": model, "grid": grid, "split": _label(rule, seed),
-                 "injection_GBps": plat.injection_GBps, **judge(plat, pts[grid], split)}
-            rows.append(r)
-            log(f"{target} {model:24s} {grid:12s} {r['split']:15s} T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
-                f"{r['heldout_p90_rel_err_T_iss']:.1%} period {r['heldout_median_rel_err_period']:.1%} / "
-                f"{r['heldout_p90_rel_err_period']:.1%} (n {r['heldout_n_points']}) misses {r['misses']}", flush=True)
-    return rows
+    """law15's runs (``calib_law15.score``) for this study's models."""
+    return calib_law15.score(target, models, log, name="law16")
+
+
+def decide(rows) -> dict:
+    """The committed rule (``RULE``, law15's guard for ``NEW``) on ``score``'s host and local rows."""
+    return calib_law15.decide(rows, NEW, RULE)
 
 
 def left_out(fit_dict) -> list:
@@ -113,35 +89,6 @@ def trace(models=MODELS, log=print) -> list:
             log(f"trace {grid:12s} {r['split']:15s} {model:24s} I {plat.injection_GBps} rho {r['rho_GBps']:.2f} "
                 f"left out (< 3 us): {small}", flush=True)
     return rows
-
-
-def decide(rows) -> dict:
-    """The committed rule (``RULE``) on ``score``'s host and local rows."""
-    by = {(r["target"], r["model"], r["grid"], r["split"]): r for r in rows}
-    fresh10 = [by[("host", NEW, "fresh10", f"bracket seed {s}")] for s in SEEDS]
-    met = [_all_four(r) for r in fresh10]
-    host, local = {}, {}
-    for g in OTHERS:
-        new, ref = by[("host", NEW, g, "recorded")], by[("host", REF, g, "recorded")]
-        checks = {}
-        for key in ("p90_rel_err_T_iss", "p90_rel_err_period"):
-            limit = max(TARGET_P90, ref[f"heldout_{key}"] + SLACK)
-            checks[key] = {"new": new[f"heldout_{key}"], "gated2": ref[f"heldout_{key}"], "limit": limit,
-                           "held": bool(new[f"heldout_{key}"] <= limit)}
-        host[g] = checks
-    for g in OTHERS + ("fresh10",):
-        new, ref = by[("local", NEW, g, "recorded")], by[("local", REF, g, "recorded")]
-        limit = max(TARGET_P90, ref["heldout_p90_rel_err_T_iss"] + SLACK)
-        local[g] = {"new": new["heldout_p90_rel_err_T_iss"], "gated2": ref["heldout_p90_rel_err_T_iss"],
-                    "limit": limit, "held": bool(new["heldout_p90_rel_err_T_iss"] <= limit)}
-    ok1 = sum(met) >= 4
-    ok2 = all(c["held"] for checks in host.values() for c in checks.values())
-    ok3 = all(c["held"] for c in local.values())
-    return {"rule": RULE, "model": NEW,
-            "fresh10_bracket": {"T_iss_p90_by_seed": [r["heldout_p90_rel_err_T_iss"] for r in fresh10],
-                                "all_four_by_seed": met, "seeds_met": int(sum(met)), "held": ok1},
-            "host_recorded": host, "host_held": ok2, "local_recorded": local, "local_held": ok3,
-            "qualified": bool(ok1 and ok2 and ok3)}
 
 
 def main(argv=None) -> int:

@@ -1,20 +1,4 @@
 #!/usr/bin/env bash
 # fresh11 (session 13): one device call, pre-registered in data/calibration-extra/fresh11-preregistration.md:
-# xstage calibrate --grid fresh11 on host and local (v1 on the device keeps the call short; every model is refitted
-# on the CPU). Run from the staged copy's root (.device/stage.sh's prelude) with $OUT set; writes $OUT/res.tgz.
-set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-: "${OUT:?set OUT to the output folder}"
-W=$OUT/work
-mkdir -p "$W"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv > "$W/gpu-start.txt" 2>&1
-cat "$W/gpu-start.txt"
-for t in host local; do
-  n=$([ $t = host ] && echo h200-pcie-host-fresh11 || echo h200-local-fresh11)
-  timeout 150 python3 -m xstage.cli calibrate --target $t --grid fresh11 --model v1 --no-copy --name $n \
-    --out "$W/$n" > "$W/calibrate-$t.log" 2>&1
-  echo "calibrate $t rc $?"; tail -3 "$W/calibrate-$t.log"
-done
-nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv > "$W/gpu-end.txt" 2>&1
-tar czf "$OUT/res.tgz" -C "$W" .
-ls -la "$OUT"
+# xstage calibrate --grid fresh11 on host and local, as knee10.sh does for fresh10. Writes $OUT/res.tgz.
+GRID=fresh11 exec bash "$(dirname "$0")/knee10.sh"
