@@ -72,6 +72,16 @@ def test_sweep_dask_local_cluster(b200):
     assert np.allclose(frame["speedup"], local["speedup"])
 
 
+def test_sweep_worker_pool_keeps_the_configurations_order(b200):
+    configs = SMALL + ["Qwen3.5/w8a8/skewed/M", "DiT-MoE/w8a8/skewed/S"]   # a repeat too: rows by position
+    progress = []
+    frame = sweep("moe", b200, jobs=2, configs=configs, progress=lambda done, n: progress.append((done, n)))
+    local = sweep("moe", b200, jobs=1, configs=configs)
+    assert frame["config"].tolist() == configs
+    assert np.allclose(frame["speedup"], local["speedup"])
+    assert progress == [(i, len(configs)) for i in range(1, len(configs) + 1)]
+
+
 def test_cli_advise_json(capsys):
     rc = main(["advise", "--config", "DiT-MoE/w8a8/skewed/S", "--leads", "1,7", "--slots", "2", "--json"])
     assert rc == 0
