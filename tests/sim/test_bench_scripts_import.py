@@ -2,6 +2,7 @@
 ...) that drops a name a script still imports fails here, not when someone next reproduces a page. Importing runs
 nothing: each script's work sits behind ``main()``."""
 
+import ast
 import importlib.util
 
 import pytest
@@ -12,10 +13,17 @@ SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py"))
 NEEDS = {"attention_overhead": "triton"}   # scripts that import a GPU stack at the top
 
 
+def _defines_main(name: str) -> bool:
+    tree = ast.parse((BENCHMARKS / f"{name}.py").read_text())
+    return any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
+
+
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_script_imports_and_does_no_work(name, capsys):
     if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
-        pytest.skip(f"{name} needs {NEEDS[name]} (not installed here)")
+        # without its GPU stack the script cannot import; it still has to parse and keep its work behind main()
+        assert _defines_main(name), f"{name} has no main()"
+        return
     module = load_script(name)
     assert capsys.readouterr().out == "", f"{name} wrote output on import"
     assert callable(getattr(module, "main", None)), f"{name} has no main()"
