@@ -8,6 +8,12 @@
   covers ``kill -9`` of the parent); elsewhere a watchdog thread exits when the parent is gone;
 - leaving the ``with`` block by an exception (an input error in a worker, KeyboardInterrupt, SIGTERM turned
   into an exception by the CLI) cancels the queued items and terminates the running workers at once.
+
+``DeferredSignals`` holds SIGINT and SIGTERM back while the parent talks to the pool, and raises them only at
+points it chooses (``check``, ``result``). A Ctrl-C raised anywhere can land inside the executor's own locks
+(``Future``'s condition, the call queue's lock inside ``submit``) and leave one held; the pool's manager thread
+then blocks on it and the interpreter hangs at exit (about 1 in 300 interrupts sent as the workers start, after
+``as_completed`` was no longer used; about 1 in 30 with it).
 """
 
 import os
@@ -16,6 +22,9 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+_POLL_S = 0.05
 
 _PR_SET_PDEATHSIG = 1
 
@@ -61,4 +70,69 @@ class WorkerPool(ProcessPoolExecutor):
         if exc_type is None:
             return super().__exit__(exc_type, exc, tb)
         self.terminate()
+        return False
+
+
+class DeferredSignal(BaseException):
+    """A held-back signal whose own action is the default one (e.g. SIGTERM outside the CLI): delivered on exit."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class DeferredSignals:
+    """Hold SIGINT and SIGTERM back inside ``with``; raise them only at ``check`` and ``result``.
+
+    A held signal is raised by the handler it displaced (``KeyboardInterrupt`` for SIGINT, the CLI's
+    ``Terminated`` for SIGTERM). Where that handler is the default action, ``DeferredSignal`` unwinds the block
+    and the signal is sent again, undeferred, on exit. Signals arriving while the block unwinds by an
+    exception (the pool terminating its workers) are dropped; one arriving after the last ``check`` of a block
+    that ends normally is raised on exit. Outside the main thread signals cannot be handled, and this does nothing.
+    """
+
+    def __init__(self):
+        self.pending: list[int] = []
+        self._previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in _DEFERRED:
+                previous = signal.getsignal(sig)
+                if previous is not signal.SIG_IGN and previous is not None:
+                    self._previous[sig] = signal.signal(sig, self._hold)
+        return self
+
+    def _hold(self, signum, frame):
+        self.pending.append(signum)
+
+    def check(self) -> None:
+        """Raise the first held signal, as its displaced handler would have."""
+        if not self.pending:
+            return
+        sig = self.pending.pop(0)
+        handler = self._previous.get(sig)
+        if callable(handler):
+            handler(sig, None)  # raises (KeyboardInterrupt, Terminated); a handler that returns is done
+        else:
+            raise DeferredSignal(sig)
+
+    def result(self, future):
+        """``future.result()``, checking for held signals every few tens of milliseconds."""
+        while True:
+            self.check()
+            try:
+                return future.result(timeout=_POLL_S)
+            except TimeoutError:
+                continue
+
+    def __exit__(self, exc_type, exc, tb):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+        if isinstance(exc, DeferredSignal):
+            signal.raise_signal(exc.signum)  # the default action, now that nothing holds it back
+            return False
+        if exc_type is None and self.pending:
+            signal.raise_signal(self.pending.pop(0))
         return False

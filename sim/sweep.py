@@ -15,7 +15,7 @@ import pandas as pd
 from xstage.errors import InputError, require_int, require_positive
 from xstage.sim import model
 from xstage.sim.platform import Platform
-from xstage.sim.pool import WorkerPool
+from xstage.sim.pool import DeferredSignals, WorkerPool
 from xstage.sim.replay import ReplayConfig, replay
 from xstage.sim.schedule_fa import burst_waves, fa_qloop
 from xstage.sim.schedules import WAVE_IMBALANCE, default_waves
@@ -193,13 +193,15 @@ def sweep(kind: str, platform: Platform, *, jobs: int = 1, scheduler: str | None
             done += 1
             tick()
     else:
-        with WorkerPool(jobs) as pool:
-            # results in submission order, one future's lock at a time: ``as_completed`` takes every future's lock
-            # at once, and a Ctrl-C landing while it did so left some held, so the pool's own thread hung at exit
-            # (about 1 in 30 interrupts sent as the workers start; now about 1 in 300, where the Ctrl-C lands inside
-            # ``submit``'s own queue lock: raising it only between submits and results would end that too)
-            for i, fut in enumerate([pool.submit(fn, item) for item in items]):
-                rows[i] = fut.result()
+        # SIGINT / SIGTERM are raised only between submits and while waiting for a result, never inside the
+        # executor's own locks (see ``sim/pool.py``); results come in submission order
+        with DeferredSignals() as signals, WorkerPool(jobs) as pool:
+            futures = []
+            for item in items:
+                signals.check()
+                futures.append(pool.submit(fn, item))
+            for i, fut in enumerate(futures):
+                rows[i] = signals.result(fut)
                 done += 1
                 tick()
     return pd.DataFrame(rows)
