@@ -160,8 +160,13 @@ def instrument_point(pairs: pd.DataFrame, variant: str) -> dict:
     b = float(g[g["block"] == "B"]["diff(us)"].median())
     lo, hi = bootstrap_ci(d)
     dr = pairs[(pairs["protocol"] == "direct") & (pairs["variant"] == variant)]
+    inner = []                  # beside: each block's first half of pairs against its second half
+    for blk in ("A", "B"):
+        x = g[g["block"] == blk].sort_values("pair")["diff(us)"].to_numpy(float)
+        inner.append(agrees(float(np.median(x[: len(x) // 2])), float(np.median(x[len(x) // 2:]))))
     return {"median_us": float(np.median(d)), "mean_us": float(np.mean(d)), "ci95_us": [lo, hi], "A_us": a, "B_us": b,
-            "halves_agree": agrees(a, b), "pairs": int(len(d)), "pair_sd_us": float(np.std(d, ddof=1)),
+            "halves_agree": agrees(a, b), "inner_halves_agree": inner, "pairs": int(len(d)),
+            "pair_sd_us": float(np.std(d, ddof=1)),
             "pair_mad_sd_us": float(1.4826 * np.median(np.abs(d - np.median(d)))),
             "fa_us": float(g["fa(us)"].median()), "other_us": float(g["other(us)"].median()),
             "direct_us": float(dr["diff(us)"].median()) if len(dr) else None,
@@ -226,6 +231,8 @@ def judge_points(pairs: pd.DataFrame, launch: pd.DataFrame, waves: pd.DataFrame,
                               for r in RULES}
         p["within_E_ip"] = {r: bool(within(p[r], p["E_ip"])) for r in RULES}
         p["rule17_within_L"] = bool(within(p["rule17"], p["L_us"]))
+        p["L_ip"] = p["E_ip"] - p["O_ip"]
+        p["rule17_within_L_ip"] = bool(within(p["rule17"], p["L_ip"]))
         p["E_ip_agrees_E"] = agrees(p["E_ip"], e)
         out.append(p)
     return out
@@ -252,6 +259,9 @@ def score(pts: list) -> dict:
                                            f"{sum(1 for p in fresh if build(p) == b)}"
                                         for b in sorted({build(p) for p in fresh})}}
     res["rule17_vs_L"] = {"within": int(sum(p["rule17_within_L"] for p in fresh)), "n": len(fresh)}
+    res["rule17_vs_L_ip"] = {"within": int(sum(p["rule17_within_L_ip"] for p in fresh)), "n": len(fresh)}
+    res["inner_halves_agree_E"] = {"agree": int(sum(sum(p["E"]["inner_halves_agree"]) for p in pts)),
+                                   "n": 2 * len(pts)}
     res["E_ip_agrees_E"] = {"agree": int(sum(p["E_ip_agrees_E"] for p in pts)), "n": len(pts)}
     return res
 
@@ -266,10 +276,12 @@ def judge(args) -> dict:
     for p in pts:
         p["committed"] = old.get(key(p), [])
         e = p["E"]
-        print(f"{p['M']:>6}:{p['heads']} {build(p):<10} {'fresh' if p['fresh'] else 'comm.'} T {e['fa_us'] / 1e3:5.2f} ms "
-              f"N {p['pairs_per_block']:>3}  E {e['median_us']:5.0f} [{e['ci95_us'][0]:.0f}, {e['ci95_us'][1]:.0f}] "
-              f"A/B {e['A_us']:.0f}/{e['B_us']:.0f}{' ok' if e['halves_agree'] else ' NO'} (sd {e['pair_mad_sd_us']:.0f})"
-              f"  O {p['O']['median_us']:4.0f} L {p['L_us']:4.0f}  E_ip {p['E_ip']:4.0f} O_ip {p['O_ip']:4.0f}  "
+        print(f"{p['M']:>6}:{p['heads']} {build(p):<10} {'fresh' if p['fresh'] else 'comm.'} T "
+              f"{e['fa_us'] / 1e3:5.2f} ms N {p['pairs_per_block']:>3}  E {e['median_us']:5.0f} "
+              f"[{e['ci95_us'][0]:.0f}, {e['ci95_us'][1]:.0f}] A/B {e['A_us']:.0f}/{e['B_us']:.0f}"
+              f"{' ok' if e['halves_agree'] else ' NO'} (sd {e['pair_mad_sd_us']:.0f})"
+              f"  O {p['O']['median_us']:4.0f} L {p['L_us']:4.0f}  E_ip {p['E_ip']:4.0f} O_ip {p['O_ip']:4.0f} L_ip "
+              f"{p['L_ip']:4.0f}  "
               f"direct {e['direct_us']:4.0f}  " + " ".join(f"{r} {p[r]:4.0f}{'*' if p['within'][r] else ' '}"
                                                           for r in RULES)
               + "".join(f"  [{c['run'].split('/')[-1]}: E_ip {c['E_ip']:.0f} E_std {c['E_std']:.0f}]"
@@ -283,6 +295,9 @@ def judge(args) -> dict:
         print(f"{r}: {v['within']}/{v['n']} fresh points within ({'MET' if v['met'] else 'not met'}); median |error| "
               f"{v['median_abs_error_us']:.0f} us; both halves {v['within_both_halves']}; vs E_ip {v['within_E_ip']}; "
               f"by build {json.dumps(v['by_build'])}")
+    print(f"beside: each block's first half of pairs against its second: E {sc['inner_halves_agree_E']['agree']}/"
+          f"{sc['inner_halves_agree_E']['n']}; rule 17 vs the in-pair L_ip {sc['rule17_vs_L_ip']['within']}/"
+          f"{sc['rule17_vs_L_ip']['n']}")
     print(f"rule 17 vs L: {sc['rule17_vs_L']['within']}/{sc['rule17_vs_L']['n']}; E_ip agrees with E at "
           f"{sc['E_ip_agrees_E']['agree']}/{sc['E_ip_agrees_E']['n']}")
     return {"what": "rule 19: the self-scoring instrument's fused - FA-only (CUDA graphs, plain builds, two blocks of "
