@@ -112,7 +112,8 @@ def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5,
     return times, modes
 
 
-def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=capture, marks: list | None = None) -> dict:
+def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=capture, marks: list | None = None,
+                       raw: list | None = None) -> dict:
     """{name: [us]}: per pair, the device time of ``others[name]`` minus that of ``base``, the two
     launched back to back (which one goes first alternates). Slow clock drift (DVFS, temperature)
     moves both launches of a pair alike, so it cancels in the difference — the paper's matched-path
@@ -121,7 +122,10 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
     ``marks``, when a list, gets one ``{"variant", "host_start_s", "host_end_s", "pairs"}`` per variant: the host's
     wall clock (``time.time()``) before its pairs are queued and after they finished, so that a clock trace taken
     beside (``nvidia-smi -lms``) gives the SM clock and throttle state while that variant's pairs ran. The timing
-    itself is unchanged."""
+    itself is unchanged.
+
+    ``raw``, when a list, gets one ``{"variant", "pair", "base_first", "base_us", "other_us"}`` per pair: the two
+    launches' own device times, from which the differences above follow (``other_us - base_us``)."""
     import torch
 
     replays = {name: capture_fn(fn)[0] for name, fn in {"__base__": base, **others}.items()}
@@ -148,4 +152,7 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
         for i, ev in enumerate(events):
             t_first, t_second = ev[0].elapsed_time(ev[1]) * 1e3, ev[1].elapsed_time(ev[2]) * 1e3
             diffs[name].append(t_second - t_first if i % 2 == 0 else t_first - t_second)
+            if raw is not None:
+                b, o = (t_first, t_second) if i % 2 == 0 else (t_second, t_first)
+                raw.append({"variant": name, "pair": i, "base_first": i % 2 == 0, "base_us": b, "other_us": o})
     return diffs

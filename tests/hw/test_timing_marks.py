@@ -1,5 +1,6 @@
-"""``timing.paired_differences``'s ``marks`` (host wall-clock start and end of each variant's paired timing) on a fake
-torch: the timing and its differences are unchanged, and each variant gets one mark around its own pairs."""
+"""``timing.paired_differences``'s ``marks`` (host wall-clock start and end of each variant's paired timing) and
+``raw`` (each pair's two launch times) on a fake torch: the timing and its differences are unchanged, each variant
+gets one mark around its own pairs, and ``raw`` gives back the times the differences are made of."""
 
 import sys
 import types
@@ -65,3 +66,12 @@ def test_marks_on_the_cpu_dry_run(monkeypatch):
     out = timing.paired_differences(lambda: None, {"a": lambda: None}, pairs=3, marks=marks)
     assert out == {"a": [0.0]}
     assert [(m["variant"], m["pairs"]) for m in marks] == [("a", 0)]
+
+
+def test_raw_gets_each_pairs_two_launch_times_in_either_order(fake_torch):
+    raw = []
+    out = timing.paired_differences(launch(1.0), {"a": launch(1.5)}, pairs=4, capture_fn=no_capture, raw=raw)
+    assert [(r["variant"], r["pair"], r["base_first"]) for r in raw] == [("a", i, i % 2 == 0) for i in range(4)]
+    assert [r["base_us"] for r in raw] == pytest.approx([1000.0] * 4)
+    assert [r["other_us"] for r in raw] == pytest.approx([1500.0] * 4)
+    assert out["a"] == pytest.approx([r["other_us"] - r["base_us"] for r in raw])
