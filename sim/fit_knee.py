@@ -9,8 +9,11 @@ points (``fit_two_stage.check_loss``), alternating with rho.
   w of ``CATCH_BANDS`` below the knee where a catch is carried from burst to burst.
 - ``knee_votes``, ``place_knee``, ``knee_ratio_reads`` (``two-stage-kneek``, knee13): each lockstep pair votes
   caught or free; each K's knee ratio r(K) is placed where its votes switch, linear in K between two-sided reads.
+- ``lockstep_issue_times_us``, ``fit_lockstep_capacity`` (``two-stage-lockq``, knee17): no gate; the two-stage
+  line Q(K) = Q_shared + K q_sm and rho read together from the lockstep pairs by the model check, so each K's
+  knee is placed by the line through its neighbours' pairs as well as its own.
 
-Pure numpy/pandas; docs/calibration/knee11.md, knee12.md, knee13.md give the figures.
+Pure numpy/pandas; docs/calibration/knee11.md, knee12.md, knee13.md, knee17.md give the figures.
 """
 
 from dataclasses import replace
@@ -72,7 +75,8 @@ def lockstep_barrier_us(points: pd.DataFrame) -> float:
 
 def fit_catch_band(points, platform, barrier_us: float) -> dict:
     """``two-stage-state`` (knee12): the band w of ``CATCH_BANDS`` minimising the model check's squared relative
-    T_iss errors on the lockstep periodic points (``fit_two_stage.check_loss`` at the platform's rho); ties go to the narrowest."""
+    T_iss errors on the lockstep periodic points (``fit_two_stage.check_loss`` at the platform's rho); ties go to the
+    narrowest."""
     rho = platform.capacity_relax_GBps * 1e3
     best = None
     for w in CATCH_BANDS:
@@ -158,3 +162,64 @@ def knee_ratio_reads(points: pd.DataFrame, platform) -> dict:
         elif r["read"] == "none":
             r["ratio"] = base
     return {"ratio_points": tuple((r["K"], float(r["ratio"])) for r in per_k), "per_K": per_k, "votes": votes}
+
+
+def lockstep_issue_times_us(K, V, T0, G, R: float, q_shared: float, q_sm: float, rho: float) -> np.ndarray:
+    """The model check's T_iss of lockstep periodic bursts under a two-stage relaxing capacity, vectorised
+    (``fit._lockstep_relaxing`` without a knee gate): max(T_iss0, V/R - G, the relaxing isolated issue time) with
+    Q(K) = Q_shared + K q_sm relaxing at rho to the floor Q_shared
+    (``model_two_stage.relaxing_isolated_issue_time_us``).
+    Arrays K, V (bytes), T0, G (us, the measured gap, >= 0); R, rho in bytes/us."""
+    K, V, T0, G = (np.asarray(x, dtype=float) for x in (K, V, T0, G))
+    Q = q_shared + K * q_sm
+    floor = np.minimum(q_shared, Q)
+    a = V / T0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t1 = Q / (a - R)
+        left = V - a * t1
+        ts = (Q - floor) / rho
+        slow = R - rho
+        iso = np.where(left <= slow * ts, t1 + left / slow, t1 + ts + (left - slow * ts) / R)
+    iso = np.where(V - R * T0 <= Q, T0, iso)
+    return np.maximum(np.maximum(T0, V / R - G), iso)
+
+
+def fit_lockstep_capacity(points: pd.DataFrame, platform, grid: int = 24, rounds: int = 4) -> dict:
+    """``two-stage-lockq`` (knee17): Q_shared, q_sm and rho chosen together by the model check on the lockstep
+    periodic points (squared relative T_iss errors, ``lockstep_issue_times_us``; each (K, B) pair weighs one, its
+    points 1/n each, so a 14-point gap sweep does not outvote the plateau pairs beside it) with R and T_iss0 fixed,
+    instead of Q(K) by Eq. 7 on the free points and rho alone. Eq. 7 with a fixed capacity reads a
+    capacity that relaxes as a smaller fixed one, which puts the lockstep knee too low (fresh11: plateau bursts
+    at 1.06-1.10 Q(K) measured free) and leaves rho nearly 0. A grid over Q_shared in [0, 2] Q(K_max) and q_sm in
+    [0, 2 Q(K_max) / K_max] (Q(K_max) the platform's, K_max the largest lockstep K) and rho on fit_relax_rate's
+    log grid [R/200, 0.95 R], then ``rounds`` finer grids around the best. Returns ``Q_shared_bytes``,
+    ``q_sm_bytes``, ``rho_Bpus``, ``loss`` and ``n_points``."""
+    lock = points[points["mode"] == "periodic"].dropna(subset=["T_iss(us)"])
+    lock = lock[lock["T_iss(us)"] > 0]
+    K = lock["producers"].to_numpy(float)
+    B = lock["bytes_per_producer"].to_numpy(float)
+    T0 = np.array([platform.issue_time0_us(int(k), b) for k, b in zip(K, B)])
+    G = np.maximum(lock["gap_measured(us)"].to_numpy(float), 0.0)
+    T, V, R = lock["T_iss(us)"].to_numpy(float), K * B, platform.drain_rate_Bpus
+    weight = 1.0 / lock.groupby(["producers", "bytes_per_producer"])["T_iss(us)"].transform("size").to_numpy(float)
+    k_max = float(K.max())
+    q_max = platform.capacity_bytes(int(k_max))
+
+    def loss(qs, qsm, rho):
+        return float(np.sum(weight * ((lockstep_issue_times_us(K, V, T0, G, R, qs, qsm, rho) - T) / T) ** 2))
+    axes = [np.linspace(0.0, 2.0 * q_max, grid), np.linspace(0.0, 2.0 * q_max / k_max, grid),
+            np.linspace(np.log(R / 200.0), np.log(0.95 * R), grid)]
+    best = None
+    for _ in range(rounds + 1):
+        for qs in axes[0]:
+            for qsm in axes[1]:
+                for x in axes[2]:
+                    value = loss(qs, qsm, float(np.exp(x)))
+                    if best is None or value < best[0] - 1e-12:
+                        best = (value, float(qs), float(qsm), float(x))
+        steps = [a[1] - a[0] for a in axes]
+        axes = [np.linspace(max(best[1] - steps[0], 0.0), best[1] + steps[0], 9),
+                np.linspace(max(best[2] - steps[1], 0.0), best[2] + steps[1], 9),
+                np.linspace(best[3] - steps[2], min(best[3] + steps[2], np.log(0.95 * R)), 9)]
+    return {"Q_shared_bytes": best[1], "q_sm_bytes": best[2], "rho_Bpus": float(np.exp(best[3])), "loss": best[0],
+            "n_points": int(len(T))}

@@ -36,15 +36,17 @@ def _capacity_of(caps: dict, K):
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
                  "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",
                  "relaxing-gated-overlap-state", "relaxing-gated-overlap-kneek", "relaxing-gated-overlap-span",
-                 "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc")
+                 "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc", "relaxing-gated-overlap-span-cc-lockq")
 KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",   # knee11: lockstep_drain_gated
              "relaxing-gated-overlap-state",                                        # knee12: + the carried state
              "relaxing-gated-overlap-kneek")                                        # knee13: the gate placed per K
 # the gated2 family: the overlap issue law (cal7) under the gated capacity
 GATED2_LAWS = ("relaxing-gated-overlap", "relaxing-gated-overlap-exp", "relaxing-gated-overlap-span",
-               "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc") + KNEE_LAWS
-SPAN_LAWS = ("relaxing-gated-overlap-span", "relaxing-gated-overlap-span-cc")          # law15: no ceiling at B <= 24 KiB
-CONSISTENT_LAWS = ("relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc")      # law16: the capacity read
+               "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc",
+               "relaxing-gated-overlap-span-cc-lockq") + KNEE_LAWS
+LOCKQ_LAW = "relaxing-gated-overlap-span-cc-lockq"   # knee17: Q(K) and rho read from the lockstep pairs
+SPAN_LAWS = ("relaxing-gated-overlap-span", "relaxing-gated-overlap-span-cc", LOCKQ_LAW)   # law15: no ceiling <= 24 KiB
+CONSISTENT_LAWS = ("relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc", LOCKQ_LAW)   # law16: the read
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
@@ -56,7 +58,8 @@ MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "rela
           "two-stage-kneek": "relaxing-gated-overlap-kneek",   # knee13: knee, the gate read per K from its sweeps
           "two-stage-gated2-span": "relaxing-gated-overlap-span",   # law15: gated2, no ceiling where the span law holds
           "two-stage-gated2-cc": "relaxing-gated-overlap-cc",       # law16: gated2, a free point capacity-explained
-          "two-stage-gated2-span-cc": "relaxing-gated-overlap-span-cc"}   # only where Eq. 7 reads it better; + span
+          "two-stage-gated2-span-cc": "relaxing-gated-overlap-span-cc",   # only where Eq. 7 reads it better; + span
+          "two-stage-lockq": LOCKQ_LAW}   # knee17: span-cc, Q_shared, q_sm and rho by the lockstep check
 DEFAULT_MODEL = "v1"
 
 
@@ -265,6 +268,11 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                              **({"capacity_relax_GBps": R / 2e3, **shape} if exponential or per_k else {}), **cap)
             loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else fit_two_stage.check_loss
             rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
+            if capacity_law == LOCKQ_LAW:     # knee17: the line and rho together, by the lockstep check
+                fit["lockstep_capacity"] = lq = fit_knee.fit_lockstep_capacity(points, stage)
+                cap = {"capacity_points": ((1, max(lq["Q_shared_bytes"], 1.0)),),
+                       "sm_outstanding_bytes": lq["q_sm_bytes"]}
+                rho = {"rho_Bpus": lq["rho_Bpus"], "loss": lq["loss"]}
             if per_k:          # knee11: Q(K) per K and rho by the same check, alternately (Eq. 7 misreads Q(K))
                 for _ in range(2):
                     cap["capacity_points"] = fit_knee.fit_knee_capacity(points, replace(stage, capacity_relax_GBps=
@@ -292,6 +300,13 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             relax = (f", relaxing {'exponentially (initial rate)' if exponential else 'at'} rho = "
                      f"{rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
                      f"check on the fitted lockstep points, sum of squared rel. errors {rho['loss']:.2f})")
+        if capacity_law == LOCKQ_LAW:
+            notes["lockstep_capacity"] = (
+                f"knee17 (two-stage-lockq): Q_shared = {lq['Q_shared_bytes'] / MiB:.3f} MiB, q_sm = "
+                f"{lq['q_sm_bytes'] / KiB:.1f} KiB and rho = {lq['rho_Bpus'] / 1e3:.2f} GB/s chosen together by the "
+                f"model check on {lq['n_points']} fitted lockstep periodic points (squared relative T_iss errors, each "
+                f"(K, B) pair weighing one; R and T_iss0 fixed), in place of the Eq. 7 fit below, which reads the "
+                f"relaxing capacity as a smaller fixed one (docs/calibration/knee17.md).")
         if per_k:
             relax += (f"; knee11 (two-stage-knee2): Q(K) is the per-K fit below, the relaxing floor "
                       f"Q_f = Q_shared = {cap['capacity_floor_bytes'] / MiB:.3f} MiB")
