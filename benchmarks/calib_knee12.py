@@ -35,7 +35,8 @@ from calib_knee import _write  # noqa: E402
 from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, score_on, split_of  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit, fit_two_stage  # noqa: E402
-from xstage.sim.platform_fit import CATCH_BANDS, _check_loss  # noqa: E402
+from xstage.sim.fit_knee import CATCH_BANDS  # noqa: E402
+from xstage.sim.fit_two_stage import check_loss  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state")
 SEEDS = (0, 1, 2, 3, 4)
@@ -89,20 +90,20 @@ def _line_refit(points, plat, hold_floor: bool):
     rho, R = plat.capacity_relax_GBps * 1e3, plat.drain_rate_Bpus
     qsh0, qsm0 = plat.capacity_points[0][1], plat.sm_outstanding_bytes
     cur = replace(plat, capacity_floor_bytes=qsh0) if hold_floor else plat
-    best = (_check_loss(points, cur, rho), 1.0, 1.0)
+    best = (check_loss(points, cur, rho), 1.0, 1.0)
     for _ in range(2):
         for a in np.linspace(0.6, 1.4, 9):
             for b in np.linspace(0.7, 1.3, 13):
                 trial = replace(cur, capacity_points=((1, qsh0 * a),), sm_outstanding_bytes=qsm0 * b)
-                value = _check_loss(points, trial, rho)
+                value = check_loss(points, trial, rho)
                 if value < best[0]:
                     best = (value, float(a), float(b))
         cur = replace(cur, capacity_points=((1, qsh0 * best[1]),), sm_outstanding_bytes=qsm0 * best[2])
-        cur = replace(cur, lockstep_catch_band=min(CATCH_BANDS, key=lambda w: _check_loss(
+        cur = replace(cur, lockstep_catch_band=min(CATCH_BANDS, key=lambda w: check_loss(
             points, replace(cur, lockstep_catch_band=w), rho)))
-        rho = fit_two_stage.fit_relax_rate(lambda r: _check_loss(points, cur, r), R)["rho_Bpus"]
+        rho = fit_two_stage.fit_relax_rate(lambda r: check_loss(points, cur, r), R)["rho_Bpus"]
         cur = replace(cur, capacity_relax_GBps=rho / 1e3)
-        best = (_check_loss(points, cur, rho), best[1], best[2])
+        best = (check_loss(points, cur, rho), best[1], best[2])
     return cur, best
 
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, split_of, write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit  # noqa: E402
-from xstage.sim.platform_fit import KNEE_BELOW, knee_votes  # noqa: E402
+from xstage.sim.fit_knee import KNEE_BELOW, knee_votes  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state", "two-stage-kneek")
 NEW = "two-stage-kneek"
@@ -153,7 +153,7 @@ def variant(log=print) -> list:
     from dataclasses import replace
     from calib_knee10 import score_on
     from xstage.sim import fit_two_stage
-    from xstage.sim.platform_fit import _check_loss
+    from xstage.sim.fit_two_stage import check_loss
     out = []
     for grid, seed in RUNS:
         pts = grid_points("host", grid)
@@ -161,7 +161,7 @@ def variant(log=print) -> list:
         half = fit_halves([(grid, pts, split)])
         plat, fit = _fit(half)
         cur = replace(plat, lockstep_knee_ratio_points=line_clipped(fit["knee_reads"]["per_K"]))
-        rho = fit_two_stage.fit_relax_rate(lambda r: _check_loss(half, cur, r), plat.drain_rate_Bpus)["rho_Bpus"]
+        rho = fit_two_stage.fit_relax_rate(lambda r: check_loss(half, cur, r), plat.drain_rate_Bpus)["rho_Bpus"]
         cur = replace(cur, capacity_relax_GBps=rho / 1e3)
         r = {"variant": "L: the line clipped into each K's votes", "grid": grid, "split": f"seed {seed}",
              **score_on(cur, pts, split), "ratio_points": [list(p) for p in cur.lockstep_knee_ratio_points],

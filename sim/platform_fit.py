@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int
-from xstage.sim import fit as calib_fit, fit_free, fit_robust, fit_two_stage
+from xstage.sim import fit as calib_fit, fit_free, fit_knee, fit_robust, fit_two_stage
 from xstage.units import KiB, MiB
 
 
@@ -36,15 +36,17 @@ def _capacity_of(caps: dict, K):
 CAPACITY_LAWS = ("points", "shared+per_sm", "relaxing", "relaxing-gated", "relaxing-robust", "relaxing-gated-overlap",
                  "relaxing-gated-overlap-exp", "relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",
                  "relaxing-gated-overlap-state", "relaxing-gated-overlap-kneek", "relaxing-gated-overlap-span",
-                 "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc")
+                 "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc", "relaxing-gated-overlap-span-cc-lockq")
 KNEE_LAWS = ("relaxing-gated-overlap-knee", "relaxing-gated-overlap-knee-points",   # knee11: lockstep_drain_gated
              "relaxing-gated-overlap-state",                                        # knee12: + the carried state
              "relaxing-gated-overlap-kneek")                                        # knee13: the gate placed per K
 # the gated2 family: the overlap issue law (cal7) under the gated capacity
 GATED2_LAWS = ("relaxing-gated-overlap", "relaxing-gated-overlap-exp", "relaxing-gated-overlap-span",
-               "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc") + KNEE_LAWS
-SPAN_LAWS = ("relaxing-gated-overlap-span", "relaxing-gated-overlap-span-cc")          # law15: no ceiling at B <= 24 KiB
-CONSISTENT_LAWS = ("relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc")      # law16: the capacity read
+               "relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc",
+               "relaxing-gated-overlap-span-cc-lockq") + KNEE_LAWS
+LOCKQ_LAW = "relaxing-gated-overlap-span-cc-lockq"   # knee17: Q(K) and rho read from the lockstep pairs
+SPAN_LAWS = ("relaxing-gated-overlap-span", "relaxing-gated-overlap-span-cc", LOCKQ_LAW)   # law15: no ceiling <= 24 KiB
+CONSISTENT_LAWS = ("relaxing-gated-overlap-cc", "relaxing-gated-overlap-span-cc", LOCKQ_LAW)   # law16: the read
 # the models ``xstage calibrate --model`` fits: name -> capacity law (v1 = schema 1, the default)
 MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
           "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
@@ -56,7 +58,8 @@ MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "rela
           "two-stage-kneek": "relaxing-gated-overlap-kneek",   # knee13: knee, the gate read per K from its sweeps
           "two-stage-gated2-span": "relaxing-gated-overlap-span",   # law15: gated2, no ceiling where the span law holds
           "two-stage-gated2-cc": "relaxing-gated-overlap-cc",       # law16: gated2, a free point capacity-explained
-          "two-stage-gated2-span-cc": "relaxing-gated-overlap-span-cc"}   # only where Eq. 7 reads it better; + span
+          "two-stage-gated2-span-cc": "relaxing-gated-overlap-span-cc",   # only where Eq. 7 reads it better; + span
+          "two-stage-lockq": LOCKQ_LAW}   # knee17: span-cc, Q_shared, q_sm and rho by the lockstep check
 DEFAULT_MODEL = "v1"
 
 
@@ -73,9 +76,7 @@ def capacity_law_of(model) -> str:
 BUFFERS = tuple(1024 * k for k in range(0, 33))   # schema-2 laws: candidate store buffers b0 (0-32 KiB)
 TRIM = 1.15   # schema-2 laws: a plateau point measured > TRIM x the issue law is taken as backpressured
 DRAIN_SEEN = 1.5   # relaxing-gated: a pair's drain is seen when its zero-gap gap > DRAIN_SEEN x the barrier's
-CATCH_BANDS = tuple(round(0.02 * i, 2) for i in range(26))   # two-stage-state: candidate bands w, 0-0.5 of Q(K)
 SPAN_LAW_MAX_BYTES = 24 * 1024   # two-stage-gated2-span: no aggregate ceiling binds at B <= this (finite-skew3)
-KNEE_VOTE_MARGIN = 0.15   # two-stage-kneek: a lockstep point votes only where the caught form exceeds T_iss0 by > 15 %
 
 
 def capacity_reads_better(T, drained_us, t0_us) -> np.ndarray:
@@ -112,7 +113,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     Q_shared + K q_sm is fitted to the same points of every K at once (``fit_two_stage.fit_two_stage_capacity``),
     which also gives Q at producer counts that were never calibrated. ``relaxing`` (schema 2): the same
     law plus a capacity that relaxes from Q(K) to Q_shared at rho while the X-Stage holds the producers
-    back, rho chosen by the model check on the fitted lockstep points (``_check_loss``, ``fit_two_stage.fit_relax_rate``).
+    back, rho chosen by the model check on the fitted lockstep points (``fit_two_stage.check_loss``, ``fit_relax_rate``).
 
     Large-gap plateau bursts start from a drained path just like isolated ones, so both obey Eq. 7:
     T = max(T_iss0, (V - Q)/R). T_iss0 is fitted to the points the capacity branch cannot explain
@@ -265,25 +266,30 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                              start_skew_us=t0["start_skew_us"], store_buffer_bytes=t0["store_buffer_bytes"],
                              skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), **knee,
                              **({"capacity_relax_GBps": R / 2e3, **shape} if exponential or per_k else {}), **cap)
-            loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else _check_loss
+            loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else fit_two_stage.check_loss
             rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
+            if capacity_law == LOCKQ_LAW:     # knee17: the line and rho together, by the lockstep check
+                fit["lockstep_capacity"] = lq = fit_knee.fit_lockstep_capacity(points, stage)
+                cap = {"capacity_points": ((1, max(lq["Q_shared_bytes"], 1.0)),),
+                       "sm_outstanding_bytes": lq["q_sm_bytes"]}
+                rho = {"rho_Bpus": lq["rho_Bpus"], "loss": lq["loss"]}
             if per_k:          # knee11: Q(K) per K and rho by the same check, alternately (Eq. 7 misreads Q(K))
                 for _ in range(2):
-                    cap["capacity_points"] = _fit_knee_capacity(points, replace(stage, capacity_relax_GBps=
+                    cap["capacity_points"] = fit_knee.fit_knee_capacity(points, replace(stage, capacity_relax_GBps=
                                                                                 rho["rho_Bpus"] / 1e3))
                     stage = replace(stage, capacity_points=cap["capacity_points"])
                     rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
             if capacity_law == "relaxing-gated-overlap-state":    # knee12: the band w and rho, alternately
-                barrier = lockstep_barrier_us(points)
+                barrier = fit_knee.lockstep_barrier_us(points)
                 for _ in range(2):
-                    band = _fit_catch_band(points, replace(stage, capacity_relax_GBps=rho["rho_Bpus"] / 1e3), barrier)
+                    band = fit_knee.fit_catch_band(points, replace(stage, capacity_relax_GBps=rho["rho_Bpus"] / 1e3), barrier)
                     knee.update(lockstep_catch_band=band["band"], lockstep_barrier_us=barrier)
                     stage = replace(stage, **knee)
                     rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
                 fit["catch_band"] = band
             if capacity_law == "relaxing-gated-overlap-kneek":    # knee13: r(K) from each K's votes, and rho
                 for _ in range(2):
-                    reads = knee_ratio_reads(points, replace(stage, capacity_relax_GBps=rho["rho_Bpus"] / 1e3))
+                    reads = fit_knee.knee_ratio_reads(points, replace(stage, capacity_relax_GBps=rho["rho_Bpus"] / 1e3))
                     knee.update(lockstep_knee_ratio_points=reads["ratio_points"])
                     stage = replace(stage, **knee)
                     rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
@@ -294,6 +300,13 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
             relax = (f", relaxing {'exponentially (initial rate)' if exponential else 'at'} rho = "
                      f"{rho['rho_Bpus'] / 1e3:.2f} GB/s while held back (rho chosen by the model "
                      f"check on the fitted lockstep points, sum of squared rel. errors {rho['loss']:.2f})")
+        if capacity_law == LOCKQ_LAW:
+            notes["lockstep_capacity"] = (
+                f"knee17 (two-stage-lockq): Q_shared = {lq['Q_shared_bytes'] / MiB:.3f} MiB, q_sm = "
+                f"{lq['q_sm_bytes'] / KiB:.1f} KiB and rho = {lq['rho_Bpus'] / 1e3:.2f} GB/s chosen together by the "
+                f"model check on {lq['n_points']} fitted lockstep periodic points (squared relative T_iss errors, each "
+                f"(K, B) pair weighing one; R and T_iss0 fixed), in place of the Eq. 7 fit below, which reads the "
+                f"relaxing capacity as a smaller fixed one (docs/calibration/knee17.md).")
         if per_k:
             relax += (f"; knee11 (two-stage-knee2): Q(K) is the per-K fit below, the relaxing floor "
                       f"Q_f = Q_shared = {cap['capacity_floor_bytes'] / MiB:.3f} MiB")
@@ -344,157 +357,6 @@ def _with_free_law(platform, points):
             f"free-running points with V/R <= T / 1.15 (no start skew; median |rel residual| "
             f"{free['median_abs_rel_residual']:.1%}); rho chosen by the sum of |rel. errors| (two-stage-robust).")
     return replace(platform, free_t_fixed_us=free["t_free_us"], notes={**platform.notes, "free_t_fixed_us": note}), free
-
-
-def _fit_knee_capacity(points, platform, points_per_round: int = 25, rounds: int = 3) -> tuple:
-    """``two-stage-knee2`` (knee11): Q(K) at each K of ``platform.capacity_points``, chosen one K at a time to
-    minimise the model check's squared log T_iss ratios (model / measured: a burst caught
-    where it ran free and the reverse weigh alike) on that K's lockstep periodic points under the
-    platform's own law (relaxing to ``capacity_floor_bytes``, ``lockstep_drain_gated``): a log grid over
-    [Q_f, 1.2 max V], zoomed ``rounds`` times. Eq. 7 on isolated and plateau points reads a capacity that
-    relaxes as a smaller fixed one; the knee's own place -- the largest burst that still runs free -- is what
-    this reads. A K without lockstep points keeps its Q. Returns the new ``capacity_points``."""
-    from dataclasses import replace
-    lockstep = points[points["mode"] == "periodic"]
-    caps = dict(platform.capacity_points)
-    for k in sorted(caps):
-        rows = lockstep[lockstep["producers"] == k]
-        if rows.empty:
-            continue
-        vmax = float(k * rows["bytes_per_producer"].max())
-        lo, hi = np.log(max(platform.capacity_floor_bytes or 0.0, 1.0)), np.log(1.2 * vmax)
-        if hi <= lo:
-            continue
-
-        def loss(q):
-            plat = replace(platform, capacity_points=tuple(sorted({**caps, k: q}.items())))
-            err = np.log1p(calib_fit.model_check(rows, plat)["rel_err_T_iss"].to_numpy(float))
-            worst = np.nanmax(np.abs(err)) if np.isfinite(err).any() else 1.0
-            return float(np.sum(np.where(np.isfinite(err), err, worst) ** 2))
-        best = None
-        for _ in range(rounds + 1):
-            grid = np.linspace(lo, hi, points_per_round)
-            for x in grid:
-                value = loss(float(np.exp(x)))
-                if best is None or value < best[0]:
-                    best = (value, float(x))
-            step = grid[1] - grid[0]
-            lo, hi = best[1] - step, best[1] + step
-        caps[k] = float(np.exp(best[1]))
-    return tuple(sorted(caps.items()))
-
-
-def lockstep_barrier_us(points: pd.DataFrame) -> float:
-    """``two-stage-state`` (knee12): the lockstep barrier's own time after a producer's spin gap -- the median of
-    measured minus requested gap over the plateau points (their gap outlasts the drain, so nothing but the barrier
-    and its fence sits between them); 0 without plateau points."""
-    plateau = points[(points["phase"] == "plateau") & (points["mode"] == "periodic")]
-    extra = (plateau["gap_measured(us)"] - plateau["gap(us)"]).dropna().to_numpy(float)
-    return float(max(np.median(extra), 0.0)) if extra.size else 0.0
-
-
-def _fit_catch_band(points, platform, barrier_us: float) -> dict:
-    """``two-stage-state`` (knee12): the band w of ``CATCH_BANDS`` minimising the model check's squared relative
-    T_iss errors on the lockstep periodic points (``_check_loss`` at the platform's rho); ties go to the narrowest."""
-    from dataclasses import replace
-    rho = platform.capacity_relax_GBps * 1e3
-    best = None
-    for w in CATCH_BANDS:
-        plat = replace(platform, lockstep_drain_gated=True, lockstep_catch_band=w, lockstep_barrier_us=barrier_us)
-        value = _check_loss(points, plat, rho)
-        if best is None or value < best["loss"] - 1e-12:
-            best = {"band": w, "loss": value}
-    return best
-
-
-def knee_votes(points: pd.DataFrame, platform) -> list:
-    """``two-stage-kneek`` (knee13): one vote per lockstep periodic (K, B) pair -- caught or free -- by which form
-    fits its points better (sum of squared log ratios measured / form): T_iss0, or gated2's caught form
-    max(T_iss0, V/R - G, relaxing Eq. 7) at the point's measured gap. Only points where the caught form exceeds
-    T_iss0 by more than ``KNEE_VOTE_MARGIN`` count (elsewhere the two agree); a pair without one casts no vote
-    (``caught`` None). Each vote carries the pair's excess V - R T_iss0 (bytes) under ``platform``."""
-    lockstep = points[(points["mode"] == "periodic")].dropna(subset=["T_iss(us)"])
-    R = platform.drain_rate_Bpus
-    votes = []
-    for (k, b), g in lockstep.groupby(["producers", "bytes_per_producer"]):
-        k, b = int(k), float(b)
-        t0, V, Q = platform.issue_time0_us(k, b), k * b, platform.capacity_bytes(k)
-        iso = calib_fit._two_stage_isolated(platform, k, t0, V, R, Q)
-        caught = np.array([max(calib_fit.model.issue_time_us(max(float(G), 0.0), t0, V, R), iso)
-                           for G in g["gap_measured(us)"]])
-        T = g["T_iss(us)"].to_numpy(float)
-        use = (caught > (1.0 + KNEE_VOTE_MARGIN) * t0) & (T > 0)
-        vote = None
-        if use.any():
-            vote = bool(np.sum(np.log(T[use] / caught[use]) ** 2) < np.sum(np.log(T[use] / t0) ** 2))
-        votes.append({"K": k, "B": int(b), "excess_bytes": float(V - R * t0), "caught": vote,
-                      "n_points": int(use.sum())})
-    return votes
-
-
-def place_knee(votes: list, capacity_bytes: float) -> dict:
-    """``two-stage-kneek`` (knee13): where one K's votes put its knee, as a ratio to Q(K). The votes, sorted by
-    excess e, are cut where the fewest cross (a free vote above the cut or a caught one at or below it); among
-    equal cuts, the one whose interval [e_below, e_above) lies nearest Q(K) (in log). Two-sided (votes on both
-    sides): the knee at sqrt(e_below e_above). All free: at least the largest e (``read`` ``above``); all caught:
-    below the smallest (``below``); no votes: ``none``."""
-    v = sorted((d["excess_bytes"], d["caught"]) for d in votes if d["caught"] is not None)
-    n, q = len(v), float(capacity_bytes)
-    if not n:
-        return {"read": "none", "n_votes": 0}
-    best = None
-    for i in range(n + 1):
-        crossed = sum(c for _, c in v[:i]) + sum(not c for _, c in v[i:])
-        lo, hi = (v[i - 1][0] if i else 0.0), (v[i][0] if i < n else np.inf)
-        dist = np.log(lo / q) if q < lo else (np.log(q / hi) if q >= hi else 0.0)
-        if best is None or (crossed, dist) < best[:2]:
-            best = (crossed, dist, i, lo, hi)
-    crossed, _, i, lo, hi = best
-    out = {"n_votes": n, "crossed": int(crossed), "e_below_bytes": lo, "e_above_bytes": None if i == n else hi}
-    if 0 < i < n:
-        return {**out, "read": "two-sided", "ratio": float(np.sqrt(lo * hi) / q)}
-    if i == n:
-        return {**out, "read": "above", "ratio_min": lo / q}
-    return {**out, "read": "below", "ratio_max": hi / q}
-
-
-KNEE_BELOW = 1.0 - 1e-9   # a one-sided "below" read puts the knee just under the smallest caught excess
-
-
-def knee_ratio_reads(points: pd.DataFrame, platform) -> dict:
-    """``two-stage-kneek`` (knee13): r(K) at every K with lockstep points. Two-sided reads (``place_knee``) give r;
-    between them r is linear in K, flat beyond the end ones, 1 (the line, knee11's gate) where no K is two-sided;
-    a one-sided read clips that interpolated r into its bound, and a K without votes takes it as it is.
-    Returns ``ratio_points`` (for the platform) and ``per_K`` (each K's read)."""
-    from xstage.sim.platform import knee_ratio_at
-    votes = knee_votes(points, platform)
-    per_k = []
-    for k in sorted({d["K"] for d in votes}):
-        per_k.append({"K": k, "Q_bytes": platform.capacity_bytes(k),
-                      **place_knee([d for d in votes if d["K"] == k], platform.capacity_bytes(k))})
-    fixed = tuple((r["K"], r["ratio"]) for r in per_k if r["read"] == "two-sided")
-    for r in per_k:
-        base = knee_ratio_at(fixed, r["K"]) if fixed else 1.0
-        if r["read"] == "above":
-            r["ratio"] = max(base, r["ratio_min"])
-        elif r["read"] == "below":
-            r["ratio"] = min(base, KNEE_BELOW * r["ratio_max"])
-        elif r["read"] == "none":
-            r["ratio"] = base
-    return {"ratio_points": tuple((r["K"], float(r["ratio"])) for r in per_k), "per_K": per_k, "votes": votes}
-
-
-def _check_loss(points, platform, rho_Bpus: float) -> float:
-    """Sum of squared relative T_iss errors of the model check on the lockstep periodic points (the protocol the
-    schema-2 issue law is fitted on; isolated bursts, after a system fence and a settle, show a lower knee at
-    the same (K, B): docs/calibration.md) with the relaxing capacity at rho; points without a closed form
-    count as the worst point."""
-    from dataclasses import replace
-    lockstep = points[points["mode"] == "periodic"]   # the only rows read (row by row, so the same figures, faster)
-    check = calib_fit.model_check(lockstep, replace(platform, capacity_relax_GBps=rho_Bpus / 1e3))
-    err = check["rel_err_T_iss"].to_numpy(float)
-    worst = np.nanmax(np.abs(err)) if np.isfinite(err).any() else 1.0
-    return float(np.sum(np.where(np.isfinite(err), err, worst) ** 2))
 
 
 def fit_notes(fit: dict) -> dict:

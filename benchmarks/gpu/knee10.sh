@@ -2,7 +2,7 @@
 # knee10 (session 10): one device call, pre-registered in data/calibration-extra/knee10-preregistration.md:
 # xstage calibrate --grid fresh10 on host and local (v1 on the device keeps the call short; every model is refitted
 # on the CPU). Run from the staged copy's root (.device/stage.sh's prelude) with $OUT set; writes $OUT/res.tgz.
-# GRID=fresh11 measures that grid instead (session 13, benchmarks/gpu/fresh11.sh).
+# GRID=fresh11 / fresh12 measures that grid instead (sessions 13 / 14, benchmarks/gpu/fresh11.sh, fresh12.sh).
 set -u
 GRID=${GRID:-fresh10}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1

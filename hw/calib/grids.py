@@ -55,6 +55,14 @@ session-7 gated host platform, the knee ratio (V - R T_iss0)/Q(K) across 1 at ev
 eight gap sweeps, lockstep only, at those two pairs of each of the four larger K, and the isolated sweep at every K on
 {6, 14, 22, 30, 48, 96, 170} KiB. Every K is new to every earlier grid, so no (K, B) pair of it is in any (host sweep
 about 33 s, local 20 s by calib_fresh3_heldout's time model).
+``fresh12`` (session 14, knee17): a small lockstep grid for one short run, the first fresh test of ``--model
+two-stage-lockq``'s own-fit refit under ``--split-rule bracket`` (docs/calibration/knee17.md), built as fresh11: K in
+{17, 42, 68, 100, 126} x B in {6, 14, 20, 24, 28, 32, 38, 44, 52, 160} KiB -- four B <= 24 KiB and, under the session-7
+gated host platform, the knee ratio (V - R T_iss0)/Q(K) across 1 at every K (17 x 160 KiB 2.05, 42 x 38 / 52 KiB
+0.93 / 1.28, 68 x 28 / 38 KiB 0.90 / 1.22, 100 x 24 / 32 KiB 0.91 / 1.21, 126 x 20 / 32 KiB 0.82 / 1.32) with one or
+two B between those two at each of the four larger K (ratio 0.99-1.15: where fresh11's held-out pairs missed) --
+eight gap sweeps, lockstep only, at those two pairs of each of the four larger K, and the isolated sweep at every K
+on {6, 14, 20, 28, 48, 96, 160} KiB. Every K is new to every earlier grid, so no (K, B) pair of it is in any.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -77,6 +85,7 @@ FRESH5_K = (7, 30, 76, 124)
 FRESH7_K = (22, 46, 94, 130)
 FRESH10_K = (9, 34, 58, 84, 116)
 FRESH11_K = (13, 38, 62, 92, 122)
+FRESH12_K = (17, 42, 68, 100, 126)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -125,6 +134,12 @@ GRIDS = {
                                                                  (62, 40), (38, 40), (38, 56))),
                     iso_producers=FRESH11_K, iso_sizes=tuple(k * KiB for k in (6, 14, 22, 30, 48, 96, 170)),
                     free_gaps=0),
+    # fresh12 (session 14, knee17): lockstep, as fresh11 on five new K, a fresh test of two-stage-lockq (module doc)
+    "fresh12": dict(producers=FRESH12_K, sizes=tuple(k * KiB for k in (6, 14, 20, 24, 28, 32, 38, 44, 52, 160)),
+                    gap_configs=tuple((k, b * KiB) for k, b in ((126, 20), (126, 32), (100, 24), (100, 32), (68, 28),
+                                                                 (68, 38), (42, 38), (42, 52))),
+                    iso_producers=FRESH12_K, iso_sizes=tuple(k * KiB for k in (6, 14, 20, 28, 48, 96, 160)),
+                    free_gaps=0),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -141,6 +156,7 @@ QUICK_GRIDS = {
     "fresh7": dict(gap_configs=((130, 320 * KiB), (130, 24 * KiB)), free_gaps=2),
     "fresh10": dict(gap_configs=((116, 26 * KiB), (58, 44 * KiB)), free_gaps=0),
     "fresh11": dict(gap_configs=((122, 22 * KiB), (62, 40 * KiB)), free_gaps=0),
+    "fresh12": dict(gap_configs=((126, 20 * KiB), (68, 38 * KiB)), free_gaps=0),
 }
 
 

@@ -64,7 +64,7 @@ def test_models_are_only_extended():
     assert {k: v for k, v in MODELS.items() if k not in ("two-stage-gated2", "two-stage-gated3", "two-stage-knee",
                                                          "two-stage-knee2", "two-stage-state", "two-stage-kneek",
                                                          "two-stage-gated2-span", "two-stage-gated2-cc",
-                                                         "two-stage-gated2-span-cc")} == {
+                                                         "two-stage-gated2-span-cc", "two-stage-lockq")} == {
         "v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
         "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust"}
     with pytest.raises(InputError, match="model"):

@@ -88,7 +88,7 @@ def test_models_are_only_extended_and_bad_model_is_one_line_exit_2(capsys):
     assert capacity_law_of("two-stage-knee2") == "relaxing-gated-overlap-knee-points"
     assert {k: v for k, v in MODELS.items() if k not in ("two-stage-knee", "two-stage-knee2", "two-stage-state",
                                                        "two-stage-kneek", "two-stage-gated2-span", "two-stage-gated2-cc",
-                                                         "two-stage-gated2-span-cc")} == {
+                                                         "two-stage-gated2-span-cc", "two-stage-lockq")} == {
         "v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
         "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
         "two-stage-gated2": "relaxing-gated-overlap", "two-stage-gated3": "relaxing-gated-overlap-exp"}

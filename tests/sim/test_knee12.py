@@ -11,8 +11,9 @@ from xstage.errors import InputError
 from xstage.paths import data_dir
 from xstage.sim import fit as calib_fit
 from xstage.sim.platform import Platform
-from xstage.sim.platform_fit import (CATCH_BANDS, MODELS, _check_loss, capacity_law_of, check_and_summarize,
-                                     fit_platform, lockstep_barrier_us)
+from xstage.sim.fit_knee import CATCH_BANDS, lockstep_barrier_us
+from xstage.sim.fit_two_stage import check_loss
+from xstage.sim.platform_fit import MODELS, capacity_law_of, check_and_summarize, fit_platform
 
 from .fresh10 import fresh10_points, own_fit_p90
 
@@ -120,9 +121,9 @@ def test_state_fit_is_the_knee_fit_plus_the_band_that_the_check_prefers():
               "sm_outstanding_bytes"):                            # the issue law, R and Q(K) are the knee fit's
         assert getattr(st, f) == getattr(kn, f)
     rho = st.capacity_relax_GBps * 1e3
-    chosen = _check_loss(points, st, rho)
+    chosen = check_loss(points, st, rho)
     for w in CATCH_BANDS:                                         # no band fits the lockstep points better at rho
-        assert chosen <= _check_loss(points, replace(st, lockstep_catch_band=w), rho) + 1e-9
+        assert chosen <= check_loss(points, replace(st, lockstep_catch_band=w), rho) + 1e-9
     _, summary = check_and_summarize(points, st)
     assert summary["lockstep_catch_band"] == st.lockstep_catch_band and "lockstep_barrier_us" in summary
     assert "lockstep_catch_band" in st.notes

@@ -12,8 +12,8 @@ from xstage.errors import InputError
 from xstage.paths import data_dir
 from xstage.sim import fit as calib_fit
 from xstage.sim.platform import Platform, knee_ratio_at
-from xstage.sim.platform_fit import (KNEE_BELOW, MODELS, capacity_law_of, check_and_summarize, fit_platform,
-                                     knee_ratio_reads, knee_votes, place_knee)
+from xstage.sim.fit_knee import KNEE_BELOW, knee_ratio_reads, knee_votes, place_knee
+from xstage.sim.platform_fit import MODELS, capacity_law_of, check_and_summarize, fit_platform
 
 from .fresh10 import fresh10_points, own_fit_p90
 
@@ -129,7 +129,7 @@ def test_place_knee_exact_cases():
 
 
 def test_reads_interpolate_two_sided_ks_and_clip_one_sided_ones(monkeypatch):
-    from xstage.sim import platform_fit
+    from xstage.sim import fit_knee
     p = _plat(lockstep_knee_ratio_points=None)
     q = {k: p.capacity_bytes(k) for k in (9, 34, 84, 116, 132)}
     votes = ([{"K": 34, "B": 1, "excess_bytes": 0.5 * q[34], "caught": False, "n_points": 1},
@@ -139,14 +139,14 @@ def test_reads_interpolate_two_sided_ks_and_clip_one_sided_ones(monkeypatch):
               {"K": 9, "B": 1, "excess_bytes": 1.4 * q[9], "caught": False, "n_points": 1},       # r(9) >= 1.4
               {"K": 116, "B": 1, "excess_bytes": 0.3 * q[116], "caught": True, "n_points": 1},    # r(116) < 0.3
               {"K": 132, "B": 1, "excess_bytes": 0.3 * q[132], "caught": None, "n_points": 0}])   # no vote
-    monkeypatch.setattr(platform_fit, "knee_votes", lambda points, platform: votes)
+    monkeypatch.setattr(fit_knee, "knee_votes", lambda points, platform: votes)
     reads = knee_ratio_reads(pd.DataFrame(), p)
     r = dict(reads["ratio_points"])
     assert r[34] == pytest.approx(1.0) and r[84] == pytest.approx(0.5)
     assert r[9] == pytest.approx(1.4)                    # interpolated 1.0 (flat below 34), clipped up to 1.4
     assert r[116] == pytest.approx(0.3 * KNEE_BELOW)     # interpolated 0.5 (flat above 84), clipped under 0.3
     assert r[132] == pytest.approx(0.5)                  # no vote: the interpolated ratio
-    monkeypatch.setattr(platform_fit, "knee_votes", lambda points, platform: votes[4:])   # no two-sided K
+    monkeypatch.setattr(fit_knee, "knee_votes", lambda points, platform: votes[4:])   # no two-sided K
     r = dict(knee_ratio_reads(pd.DataFrame(), p)["ratio_points"])
     assert r == {9: pytest.approx(1.4), 116: pytest.approx(0.3 * KNEE_BELOW), 132: 1.0}   # the line where unread
 

@@ -184,7 +184,7 @@ def test_models_are_only_extended_and_gated3_fits_the_exponential_law():
     assert {k: v for k, v in MODELS.items() if k not in ("two-stage-gated3", "two-stage-knee", "two-stage-knee2",
                                                          "two-stage-state", "two-stage-kneek",
                                                          "two-stage-gated2-span", "two-stage-gated2-cc",
-                                                         "two-stage-gated2-span-cc")} == {
+                                                         "two-stage-gated2-span-cc", "two-stage-lockq")} == {
         "v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "relaxing",
         "two-stage-gated": "relaxing-gated", "two-stage-robust": "relaxing-robust",
         "two-stage-gated2": "relaxing-gated-overlap"}
@@ -199,6 +199,6 @@ def test_models_are_only_extended_and_gated3_fits_the_exponential_law():
     # everything before rho is gated2's; rho is chosen by the same model check, under the exponential law
     assert (g3.t_fixed_us, g3.drain_rate_GBps, g3.sm_outstanding_bytes) == (g2.t_fixed_us, g2.drain_rate_GBps,
                                                                               g2.sm_outstanding_bytes)
-    from xstage.sim.platform_fit import _check_loss
+    from xstage.sim.fit_two_stage import check_loss
     rho = fit["relax"]["rho_Bpus"]
-    assert _check_loss(points, g3, rho) <= min(_check_loss(points, g3, f * rho) for f in (0.8, 1.25)) + 1e-12
+    assert check_loss(points, g3, rho) <= min(check_loss(points, g3, f * rho) for f in (0.8, 1.25)) + 1e-12

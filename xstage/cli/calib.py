@@ -110,7 +110,9 @@ def register(sub):
                    "fitted lockstep pairs switch from free to caught; knee13), two-stage-gated2-span (two-stage-gated2 "
                    "with no aggregate ceiling binding at B <= 24 KiB, where the span law holds; law15), two-stage-gated2-cc "
                    "(two-stage-gated2 with a free point read as capacity-explained only where (V - Q)/R is nearer its "
-                   "measurement than T_iss0; law16), two-stage-gated2-span-cc (both; law16); "
+                   "measurement than T_iss0; law16), two-stage-gated2-span-cc (both; law16), two-stage-lockq "
+                   "(two-stage-gated2-span-cc with Q_shared, q_sm and rho read together from the lockstep pairs by the "
+                   "model check; knee17); "
                    "--refit keeps "
                    "the recorded model unless this is given")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "

@@ -1,0 +1,74 @@
+"""The first fresh test of ``--model two-stage-lockq``'s own-fit host refit under ``--split-rule bracket``: the score
+of ``--grid fresh12`` (session 14, knee17), exactly as pre-registered in data/calibration-extra/
+fresh12-preregistration.md (committed before the device call; docs/calibration/knee17.md).
+
+    python benchmarks/calib_fresh12.py score --json OUT      # 2 models x 10 splits x 2 targets = 40 refits; ~5 min
+
+Each refit runs the product -- ``xstage calibrate --refit --records R --model M --split-rule RULE --split-seed s``,
+through ``hw.calib.calibrate.refit`` into a temporary folder (``calib_fresh11.one``) -- and reads its summary's
+held-out lockstep periodic T_iss and period |rel err| median / p90. **Primary** (decides): ``two-stage-lockq``,
+``bracket`` (0.3), seeds 0-4, host: met iff all four checks (medians <= 0.05, p90s <= 0.15) hold at >= 4 of 5 seeds;
+local the same rule, a second claim. **Secondary** (judges nothing): ``two-stage-gated2-span-cc`` under ``bracket``
+and both models under ``pairs`` seeds 0-4. The JSON is written atomically and a file already there is never
+overwritten.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calib_fresh11 import EXTRA, FRACTION, RULES, SEEDS, SEEDS_NEEDED, one  # noqa: E402
+from calib_knee10 import write_new  # noqa: E402
+from xstage.provenance import provenance  # noqa: E402
+
+RECORDS = {"host": EXTRA / "h200-pcie-host-fresh12", "local": EXTRA / "h200-local-fresh12"}
+PRIMARY = "two-stage-lockq"
+MODELS = (PRIMARY, "two-stage-gated2-span-cc")
+RULE = ("met iff `xstage calibrate --refit --records <fresh12> --model two-stage-lockq --split-rule bracket "
+        "--split-seed s`, s = 0..4, has held-out lockstep T_iss and period |rel err| median <= 0.05 and p90 <= 0.15 "
+        "(all four) at >= 4 of 5 seeds; host decides, local is reported under the same rule "
+        "(data/calibration-extra/fresh12-preregistration.md)")
+
+
+def decide(rows) -> dict:
+    out = {"rule": RULE}
+    for target in RECORDS:
+        prim = sorted((r for r in rows if r["target"] == target and r["model"] == PRIMARY and r["rule"] == "bracket"),
+                      key=lambda r: r["seed"])
+        met = [r["all_four"] for r in prim]
+        out[target] = {"all_four_by_seed": met, "seeds_met": int(sum(met)), "met": bool(sum(met) >= SEEDS_NEEDED),
+                       "T_iss_p90_by_seed": [r["heldout_p90_rel_err_T_iss"] for r in prim]}
+    return out
+
+
+def score(log=print) -> list:
+    rows = []
+    for target, records in RECORDS.items():
+        for model in MODELS:
+            for rule in RULES:
+                for seed in SEEDS:
+                    r = one(target, model, rule, seed, records)
+                    rows.append(r)
+                    log(f"{target:5s} {model:24s} {rule:7s} {seed} T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
+                        f"{r['heldout_p90_rel_err_T_iss']:.1%} period {r['heldout_median_rel_err_period']:.1%} / "
+                        f"{r['heldout_p90_rel_err_period']:.1%} (n {r['heldout_n_points']}) "
+                        f"{'met' if r['all_four'] else 'not met'} misses {r['misses']}", flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("action", choices=("score",))
+    ap.add_argument("--json", type=Path, required=True)
+    args = ap.parse_args(argv)
+    if args.json.exists():
+        raise SystemExit(f"calib_fresh12: {args.json} exists; records are not overwritten (give a new path)")
+    rows = score()
+    write_new(args.json, {"pre_registered": True, "provenance": provenance(), "decision": decide(rows),
+                          "rows": rows, "records": {t: str(p.relative_to(EXTRA.parents[1])) for t, p in
+                                                    RECORDS.items()}}, "calib_fresh12")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
