@@ -224,6 +224,29 @@ def rule19_points(base: Path) -> dict:
                        if isinstance(rec.get("provenance"), dict) else None} for p in rec["points"]}
 
 
+def rule19_block_shift(base: Path, run: str = "attention-runs/a6c27c3-rule19") -> dict:
+    """Rule 19's two graph blocks per point, for the fused build and for the same build into device memory
+    (``split_hbm``, no host stores), each against FA-only: z = |E_B - E_A| / sqrt(SE_A^2 + SE_B^2) per point, SE as
+    ``block_table``'s. Without a block effect z^2 averages about 1."""
+    pairs, _ = load_records(base / run / "rule19-pairs.parquet")
+    g = pairs[pairs["protocol"] == "graph"]
+    out = {}
+    for v, gv in g.groupby("variant"):
+        pts = {}
+        for k, gk in gv.groupby(KEYS, sort=False):
+            med, se = {}, {}
+            for blk, gb in gk.groupby("block"):
+                d = gb["diff(us)"].to_numpy(float)
+                med[blk] = float(np.median(d))
+                se[blk] = SE_MEDIAN * MAD * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(len(d))
+            pts[label(dict(zip(KEYS, k)))] = {"A_us": med["A"], "B_us": med["B"],
+                                              "z": abs(med["B"] - med["A"]) / float(np.hypot(se["A"], se["B"]))}
+        z = np.array([x["z"] for x in pts.values()])
+        out[v] = {"points": pts, "mean_z2": float(np.mean(z ** 2)), "median_z": float(np.median(z)),
+                  "beyond_2": int((z > 2).sum()), "n": len(z)}
+    return out
+
+
 def load_run(folder: Path) -> tuple:
     pairs, _ = load_records(folder / "rule20-pairs.parquet")
     blocks, _ = load_records(folder / "rule20-blocks.parquet")
@@ -250,7 +273,8 @@ def judge(run: Path) -> dict:
             "rounds": int(meta["rounds_done"]),
             "checks": {"rows": len(checks), "ok": sum(bool(c["ok"]) for c in checks)},
             "numa": meta.get("numa"), "arm_point": ap, "correlates": cor, "verdicts": verdicts(ap, cor),
-            "posthoc": {"pooled_arms": pooled, "gpu_uuid": meta["provenance"].get("gpu", {}).get("gpu_uuid")},
+            "posthoc": {"pooled_arms": pooled, "gpu_uuid": meta["provenance"].get("gpu", {}).get("gpu_uuid"),
+                        "rule19_block_shift": rule19_block_shift(data_dir())},
             "blocks": bt.drop(columns=["host_start_s", "host_end_s"]).round(3).to_dict(orient="records"),
             "provenance": meta["provenance"]}
 
@@ -287,6 +311,10 @@ def print_report(rec: dict) -> None:
               f"({y.get('A_us', float('nan')):.0f} / {y.get('B_us', float('nan')):.0f}), fa / fused "
               f"{y.get('fa_us', float('nan')):.0f} / {y.get('fused_us', float('nan')):.0f}: "
               f"{'agrees' if x['agrees_rule19'] else 'does not agree'}")
+    for v, x in rec["posthoc"]["rule19_block_shift"].items():
+        zs = ", ".join(f"{k} {y['z']:.1f}" for k, y in x["points"].items())
+        print(f"  rule 19's blocks A / B, {v} - FA-only: mean z^2 {x['mean_z2']:.2f}, median z {x['median_z']:.2f}, "
+              f"{x['beyond_2']} of {x['n']} points beyond 2 SE ({zs})")
 
 
 def main(argv=None) -> int:

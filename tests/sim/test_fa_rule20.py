@@ -147,3 +147,11 @@ def test_the_committed_run_scores_as_recorded(S):
     keep = {x["point"]: x for x in rec["arm_point"] if x["arm"] == "keep"}
     assert keep["57344:4 d128 bn128"]["F"] == pytest.approx(3.88, abs=0.01)
     assert [round(x["E_us"]) for x in rec["posthoc"]["pooled_arms"]] == [4, 164, 68]
+
+
+def test_rule19_blocks_shift_with_host_stores_only(S):
+    # rule 19's committed records: the same build into device memory keeps its blocks together, the fused one not
+    out = S.rule19_block_shift(data_dir())
+    assert out["split_hbm"]["beyond_2"] == 0 and out["split_hbm"]["mean_z2"] == pytest.approx(0.79, abs=0.01)
+    assert out["fused_wb_split"]["beyond_2"] == 5 and out["fused_wb_split"]["mean_z2"] == pytest.approx(13.72, abs=0.01)
+    assert out["fused_wb_split"]["points"]["57344:4 d128 bn128"]["z"] == pytest.approx(12.0, abs=0.05)
