@@ -224,6 +224,36 @@ def rule19_points(base: Path) -> dict:
                        if isinstance(rec.get("provenance"), dict) else None} for p in rec["points"]}
 
 
+def drift_corrected(g: pd.DataFrame) -> tuple:
+    """(median, SE) over one block's fused launches of fused - FA-only interpolated at the fused launch's place in
+    the launch sequence (fa fused | fused fa | ...): linear clock drift between neighbouring launches cancels."""
+    kinds, times = [], []
+    for bf, fa, fu in g.sort_values("pair")[["base_first", "fa(us)", "other(us)"]].itertuples(index=False):
+        kinds += ["fa", "fused"] if bf else ["fused", "fa"]
+        times += [fa, fu] if bf else [fu, fa]
+    pos = np.arange(len(kinds))
+    is_fa = np.array(kinds) == "fa"
+    t = np.asarray(times, float)
+    inner = ~is_fa & (pos > pos[is_fa].min()) & (pos < pos[is_fa].max())
+    d = t[inner] - np.interp(pos[inner], pos[is_fa], t[is_fa])
+    return float(np.median(d)), SE_MEDIAN * MAD * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(len(d))
+
+
+def drift_corrected_F(pairs: pd.DataFrame) -> list:
+    """Per point and arm: F of the block medians as measured and of the drift-corrected ones (``drift_corrected``)."""
+    rows = []
+    for k, g in pairs.groupby(KEYS + ["arm", "round"], sort=False):
+        d = g["diff(us)"].to_numpy(float)
+        e, se = drift_corrected(g)
+        rows.append({"point": label(dict(zip(KEYS, k))), "arm": k[4], "E": float(np.median(d)), "E_int": e,
+                     "SE": SE_MEDIAN * MAD * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(len(d)),
+                     "SE_int": se})
+    f = pd.DataFrame(rows)
+    return [{"point": pt, "arm": arm, "F": f_ratio(x["E"], x["SE"]), "F_int": f_ratio(x["E_int"], x["SE_int"]),
+             "E_us": float(x["E"].median()), "E_int_us": float(x["E_int"].median())}
+            for (pt, arm), x in f.groupby(["point", "arm"], sort=False)]
+
+
 def rule19_block_shift(base: Path, run: str = "attention-runs/a6c27c3-rule19") -> dict:
     """Rule 19's two graph blocks per point, for the fused build and for the same build into device memory
     (``split_hbm``, no host stores), each against FA-only: z = |E_B - E_A| / sqrt(SE_A^2 + SE_B^2) per point, SE as
@@ -234,16 +264,19 @@ def rule19_block_shift(base: Path, run: str = "attention-runs/a6c27c3-rule19") -
     for v, gv in g.groupby("variant"):
         pts = {}
         for k, gk in gv.groupby(KEYS, sort=False):
-            med, se = {}, {}
+            med, se, mi, si = {}, {}, {}, {}
             for blk, gb in gk.groupby("block"):
                 d = gb["diff(us)"].to_numpy(float)
                 med[blk] = float(np.median(d))
                 se[blk] = SE_MEDIAN * MAD * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(len(d))
+                mi[blk], si[blk] = drift_corrected(gb)
             pts[label(dict(zip(KEYS, k)))] = {"A_us": med["A"], "B_us": med["B"],
-                                              "z": abs(med["B"] - med["A"]) / float(np.hypot(se["A"], se["B"]))}
+                                              "z": abs(med["B"] - med["A"]) / float(np.hypot(se["A"], se["B"])),
+                                              "z_int": abs(mi["B"] - mi["A"]) / float(np.hypot(si["A"], si["B"]))}
         z = np.array([x["z"] for x in pts.values()])
+        zi = np.array([x["z_int"] for x in pts.values()])
         out[v] = {"points": pts, "mean_z2": float(np.mean(z ** 2)), "median_z": float(np.median(z)),
-                  "beyond_2": int((z > 2).sum()), "n": len(z)}
+                  "beyond_2": int((z > 2).sum()), "n": len(z), "mean_z2_int": float(np.mean(zi ** 2))}
     return out
 
 
@@ -274,7 +307,8 @@ def judge(run: Path) -> dict:
             "checks": {"rows": len(checks), "ok": sum(bool(c["ok"]) for c in checks)},
             "numa": meta.get("numa"), "arm_point": ap, "correlates": cor, "verdicts": verdicts(ap, cor),
             "posthoc": {"pooled_arms": pooled, "gpu_uuid": meta["provenance"].get("gpu", {}).get("gpu_uuid"),
-                        "rule19_block_shift": rule19_block_shift(data_dir())},
+                        "rule19_block_shift": rule19_block_shift(data_dir()),
+                        "drift_corrected": drift_corrected_F(pairs)},
             "blocks": bt.drop(columns=["host_start_s", "host_end_s"]).round(3).to_dict(orient="records"),
             "provenance": meta["provenance"]}
 
@@ -314,7 +348,10 @@ def print_report(rec: dict) -> None:
     for v, x in rec["posthoc"]["rule19_block_shift"].items():
         zs = ", ".join(f"{k} {y['z']:.1f}" for k, y in x["points"].items())
         print(f"  rule 19's blocks A / B, {v} - FA-only: mean z^2 {x['mean_z2']:.2f}, median z {x['median_z']:.2f}, "
-              f"{x['beyond_2']} of {x['n']} points beyond 2 SE ({zs})")
+              f"{x['beyond_2']} of {x['n']} points beyond 2 SE; drift-corrected mean z^2 {x['mean_z2_int']:.2f} ({zs})")
+    dc = "; ".join(f"{x['point'].split()[0]} {x['arm']} {x['F']:.2f} -> {x['F_int']:.2f}"
+                   for x in rec["posthoc"]["drift_corrected"])
+    print(f"  F, drift-corrected (FA-only interpolated at the fused launch's place): {dc}")
 
 
 def main(argv=None) -> int:

@@ -155,3 +155,16 @@ def test_rule19_blocks_shift_with_host_stores_only(S):
     assert out["split_hbm"]["beyond_2"] == 0 and out["split_hbm"]["mean_z2"] == pytest.approx(0.79, abs=0.01)
     assert out["fused_wb_split"]["beyond_2"] == 5 and out["fused_wb_split"]["mean_z2"] == pytest.approx(13.72, abs=0.01)
     assert out["fused_wb_split"]["points"]["57344:4 d128 bn128"]["z"] == pytest.approx(12.0, abs=0.05)
+
+
+def test_drift_corrected_cancels_a_linear_clock_drift(S):
+    # launches drift by 10 us per place; the fused kernel is 5 us slower: raw differences alternate 15 / -5,
+    # the drift-corrected ones are all 5
+    rows = []
+    for i in range(8):
+        bf = i % 2 == 0
+        p_fa, p_fu = (2 * i, 2 * i + 1) if bf else (2 * i + 1, 2 * i)
+        rows.append((bf, 100.0 + 10 * p_fa, 105.0 + 10 * p_fu))
+    g = _pairs({("keep", 0): rows})
+    assert sorted(set(g["diff(us)"])) == [-5.0, 15.0]
+    assert S.drift_corrected(g) == (pytest.approx(5.0), pytest.approx(0.0))
