@@ -254,6 +254,20 @@ def drift_corrected_F(pairs: pd.DataFrame) -> list:
             for (pt, arm), x in f.groupby(["point", "arm"], sort=False)]
 
 
+def transients(pairs: pd.DataFrame) -> list:
+    """Per point, medians over its blocks of the FA-only launches' clock trace: the first three pairs' mean and the
+    largest launch, each against the block's median (us), and the pair of the largest."""
+    rows = []
+    for k, g in pairs.groupby(KEYS + ["arm", "round"], sort=False):
+        fa = g.sort_values("pair")["fa(us)"].to_numpy(float)
+        rows.append({"point": label(dict(zip(KEYS, k))), "first3_us": float(fa[:3].mean() - np.median(fa)),
+                     "max_us": float(fa.max() - np.median(fa)), "max_pair": int(np.argmax(fa))})
+    f = pd.DataFrame(rows)
+    return [{"point": pt, "first3_us": float(x["first3_us"].median()), "max_us": float(x["max_us"].median()),
+             "max_us_top": float(x["max_us"].max()), "max_pair": float(x["max_pair"].median())}
+            for pt, x in f.groupby("point", sort=False)]
+
+
 def rule19_block_shift(base: Path, run: str = "attention-runs/a6c27c3-rule19") -> dict:
     """Rule 19's two graph blocks per point, for the fused build and for the same build into device memory
     (``split_hbm``, no host stores), each against FA-only: z = |E_B - E_A| / sqrt(SE_A^2 + SE_B^2) per point, SE as
@@ -308,7 +322,7 @@ def judge(run: Path) -> dict:
             "numa": meta.get("numa"), "arm_point": ap, "correlates": cor, "verdicts": verdicts(ap, cor),
             "posthoc": {"pooled_arms": pooled, "gpu_uuid": meta["provenance"].get("gpu", {}).get("gpu_uuid"),
                         "rule19_block_shift": rule19_block_shift(data_dir()),
-                        "drift_corrected": drift_corrected_F(pairs)},
+                        "drift_corrected": drift_corrected_F(pairs), "transients": transients(pairs)},
             "blocks": bt.drop(columns=["host_start_s", "host_end_s"]).round(3).to_dict(orient="records"),
             "provenance": meta["provenance"]}
 
@@ -352,6 +366,10 @@ def print_report(rec: dict) -> None:
     dc = "; ".join(f"{x['point'].split()[0]} {x['arm']} {x['F']:.2f} -> {x['F_int']:.2f}"
                    for x in rec["posthoc"]["drift_corrected"])
     print(f"  F, drift-corrected (FA-only interpolated at the fused launch's place): {dc}")
+    for x in rec["posthoc"]["transients"]:
+        print(f"  {x['point']:20s} FA-only against its block median (medians over blocks): first 3 pairs "
+              f"{x['first3_us']:+.0f} us, largest {x['max_us']:+.0f} (top {x['max_us_top']:+.0f}) at pair "
+              f"{x['max_pair']:.0f}")
 
 
 def main(argv=None) -> int:

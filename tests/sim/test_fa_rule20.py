@@ -168,3 +168,10 @@ def test_drift_corrected_cancels_a_linear_clock_drift(S):
     g = _pairs({("keep", 0): rows})
     assert sorted(set(g["diff(us)"])) == [-5.0, 15.0]
     assert S.drift_corrected(g) == (pytest.approx(5.0), pytest.approx(0.0))
+
+
+def test_transients_read_the_fa_only_launches(S):
+    rows = [(i % 2 == 0, fa, 1000.0) for i, fa in enumerate([900.0, 910.0, 920.0, 1000.0, 1000.0, 1500.0, 1000.0,
+                                                             1000.0])]
+    (x,) = S.transients(_pairs({("keep", 0): rows}))
+    assert (x["first3_us"], x["max_us"], x["max_pair"]) == (-90.0, 500.0, 5.0)
