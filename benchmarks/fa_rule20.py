@@ -88,13 +88,13 @@ def block_table(pairs: pd.DataFrame, blocks: pd.DataFrame, smi: pd.DataFrame | N
                      "SE_blk": SE_MEDIAN * s / np.sqrt(len(d)), "SE_gap": 2 * SE_MEDIAN * s / np.sqrt(len(d)),
                      "fa_us": float(g["fa(us)"].median()), "fused_us": float(g["other(us)"].median())})
     bt = pd.DataFrame(rows)
-    cols = KEYS + ["arm", "round", "slot", "host_start_s", "host_end_s", "probe_us_median", "share_in_2M_runs",
+    cols = KEYS + ["arm", "round", "slot", "host_start(s)", "host_end(s)", "probe_median(us)", "share_in_2M_runs",
                    "page_runs"]
     bt = bt.merge(blocks[cols], on=KEYS + ["arm", "round"], how="left")
     if smi is not None:
         for c in ("sm(MHz)", "power(W)", "temp(C)"):
             bt[c] = [float(smi[(smi["t"] >= a) & (smi["t"] <= b)][c].median())
-                     for a, b in zip(bt["host_start_s"], bt["host_end_s"])]
+                     for a, b in zip(bt["host_start(s)"], bt["host_end(s)"])]
     bt["point"] = bt.apply(label, axis=1)
     grp = bt.groupby(["point", "arm"])
     bt["resid"] = (bt["E_blk"] - grp["E_blk"].transform("median")) / np.sqrt(grp["SE_blk"].transform(
@@ -156,7 +156,7 @@ def round_share(bt: pd.DataFrame, shuffles: int = SHUFFLES, seed: int = 20) -> d
 def correlates(bt: pd.DataFrame) -> dict:
     """Spearman correlations of the residuals with the probe and the trace; in ``fresh``, of E_blk with the page runs
     per point; the round's share."""
-    probe_res = bt["probe_us_median"] - bt.groupby("point")["probe_us_median"].transform("median")
+    probe_res = bt["probe_median(us)"] - bt.groupby("point")["probe_median(us)"].transform("median")
     out = {"probe": spearman(bt["resid"], probe_res)}
     for c in ("sm(MHz)", "power(W)", "temp(C)"):
         if c in bt:
@@ -202,7 +202,7 @@ def pooled_points(bt: pd.DataFrame) -> list:
     """Per point, the three arms' blocks pooled (they do not differ: no H1, no H2): E, the spread of block medians,
     both splits (alternate blocks in time order; first half against second), the blocks a group needs."""
     out = []
-    for pt, g in bt.sort_values("host_start_s").groupby("point", sort=False):
+    for pt, g in bt.sort_values("host_start(s)").groupby("point", sort=False):
         g = g.reset_index(drop=True)
         alt = g.assign(round=np.arange(len(g)))             # time order as the "round": even / odd alternate
         sd = float(g["E_blk"].std(ddof=1))
@@ -323,7 +323,7 @@ def judge(run: Path) -> dict:
             "posthoc": {"pooled_arms": pooled, "gpu_uuid": meta["provenance"].get("gpu", {}).get("gpu_uuid"),
                         "rule19_block_shift": rule19_block_shift(data_dir()),
                         "drift_corrected": drift_corrected_F(pairs), "transients": transients(pairs)},
-            "blocks": bt.drop(columns=["host_start_s", "host_end_s"]).round(3).to_dict(orient="records"),
+            "blocks": bt.drop(columns=["host_start(s)", "host_end(s)"]).round(3).to_dict(orient="records"),
             "provenance": meta["provenance"]}
 
 

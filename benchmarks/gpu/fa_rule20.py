@@ -1,5 +1,6 @@
-"""What moves the fused launch's time between blocks (issue 15 item 5, rule 20; ``docs/calibration/attention-rule20.md``;
-pre-registration ``data/attention-extra/rule20-preregistration.md``, plan ``fa-rule20-plan.json`` beside it).
+"""What moves the fused launch's time between blocks (issue 15 item 5, rule 20;
+``docs/calibration/attention-rule20.md``; pre-registration ``data/attention-extra/rule20-preregistration.md``, plan
+``fa-rule20-plan.json`` beside it).
 
 Rule 19's instrument (plain builds, CUDA graphs, FA-only and ``fused_wb_split`` in alternating pairs) agrees with
 itself inside a block but not between two blocks seconds apart, and the moving launch is the fused one. Here every
@@ -41,6 +42,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ARMS = ("keep", "recapture", "fresh")
+# the block record's columns were spelt host_start_s, probe_us, ... in the call 71a2b52-rule20; renamed after it to the
+# records' name(unit) rule (values unchanged; data/attention-runs/71a2b52-rule20/README.md)
 PROBE_REPS = 4
 PAGE = 4096
 PAIR_COLUMNS = ["M", "heads", "head_dim", "block_n", "arm", "round", "slot", "variant", "pair", "base_first", "base_us",
@@ -161,9 +164,10 @@ class Point:
         probe_us = probe(b, dests)
         host = [x for x in dests.buffers if not x.is_cuda]
         pages = [page_runs(x.data_ptr(), x.numel() * x.element_size()) for x in host]
-        row = {"host_start_s": marks[0]["host_start_s"], "host_end_s": marks[0]["host_end_s"],
-               "probe_start_s": t_probe, "probe_us": probe_us, "probe_us_median": float(np.median(probe_us)) if probe_us else None,
-               "buffer_ptr": hex(host[0].data_ptr()) if host else None, "alloc_s": alloc_s,
+        row = {"host_start(s)": marks[0]["host_start_s"], "host_end(s)": marks[0]["host_end_s"],
+               "probe_start(s)": t_probe, "probe(us)": probe_us,
+               "probe_median(us)": float(np.median(probe_us)) if probe_us else None,
+               "buffer_ptr": hex(host[0].data_ptr()) if host else None, "alloc(s)": alloc_s,
                "pages": int(sum(p["pages"] for p in pages)),
                "page_runs": sum(p["runs"] or 0 for p in pages) if pages and pages[0]["runs"] is not None else None,
                "share_in_2M_runs": float(np.mean([p["share_in_2M_runs"] for p in pages]))
@@ -220,12 +224,13 @@ def main(argv=None) -> int:
     pair_rows, block_rows = [], []
 
     def save():
-        tbl = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS).assign(**{"fa(us)": lambda f: f["base_us"], "other(us)": lambda f: f["other_us"],
-                                                "diff(us)": lambda f: f["other_us"] - f["base_us"]})
+        tbl = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS)
+        tbl = tbl.assign(**{"fa(us)": tbl["base_us"], "other(us)": tbl["other_us"],
+                            "diff(us)": tbl["other_us"] - tbl["base_us"]})
         save_records(outdir / "rule20-pairs.parquet", "summary", tbl.drop(columns=["base_us", "other_us"]),
                      {"config": meta["args"], "provenance": prov}, table="frame", overwrite=True)
         blk = pd.DataFrame(block_rows)
-        blk["probe_us"] = blk["probe_us"].map(json.dumps)
+        blk["probe(us)"] = blk["probe(us)"].map(json.dumps)
         save_records(outdir / "rule20-blocks.parquet", "summary", blk, {"config": meta["args"], "provenance": prov},
                      table="frame", overwrite=True)
         atomic_write_text(outdir / "rule20-meta.json", json.dumps(meta, indent=1, default=str), overwrite=True)

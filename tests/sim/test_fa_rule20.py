@@ -75,7 +75,7 @@ def test_block_table_medians_per_order_and_gap(S):
     p = _pairs({("keep", 0): [(True, 100.0, 110.0), (False, 100.0, 130.0), (True, 100.0, 112.0),
                               (False, 100.0, 128.0)]})
     b = pd.DataFrame([{"M": 1024, "heads": 2, "head_dim": 64, "block_n": 64, "arm": "keep", "round": 0, "slot": 0,
-                       "host_start_s": 0.0, "host_end_s": 1.0, "probe_us_median": 5.0, "share_in_2M_runs": 0.5,
+                       "host_start(s)": 0.0, "host_end(s)": 1.0, "probe_median(us)": 5.0, "share_in_2M_runs": 0.5,
                        "page_runs": 3}])
     row = S.block_table(p, b).iloc[0]
     assert row["E_blk"] == 20.0                          # median of 10, 30, 12, 28
