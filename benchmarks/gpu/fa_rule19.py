@@ -43,14 +43,25 @@ def compile_stats(A, cfg, fused: bool) -> dict:
     return {"n_regs": s.get("n_regs"), "n_spills": s.get("n_spills")}
 
 
-def measure_point(cfg, n_pairs: int, n_o: int, seed: int) -> tuple:
-    """(pair rows, checks, compile stats, in-pair launch rows, in-pair wave rows) of one point (module doc)."""
+def point_config(p: dict):
+    """The split tile-end kernel's configuration at a plan point {"M", "heads", "head_dim", "block_n"} (W = 8, TMA,
+    write-through stores, staggered, split tail), validated by ``AttentionConfig``."""
+    from xstage.hw.attention.config import AttentionConfig
+
+    base = AttentionConfig(16384, 3, 128, 8, block_n=128, num_stages=3, tma=True, store_cache=".wt",
+                           stagger=True, split_tail=True)
+    return replace(base, seq_len=int(p["M"]), heads=int(p["heads"]), head_dim=int(p["head_dim"]),
+                   block_n=int(p["block_n"]))
+
+
+def builds(cfg, seed: int) -> dict:
+    """The point's fresh inputs, float32 reference, destinations and the five launchers of step 1 (module doc):
+    {"q", "k", "v", "ref", "dests", "hbm", "out", "log", "sc", "fns"}. Rule 20 (``fa_rule20.py``) imports it."""
     import torch
 
-    from fa_split_inpair import inpair
     from xstage.hw.attention import kernel as A
     from xstage.hw.attention.variants import kernel_variants, random_qkv, reference
-    from xstage.hw.common.timing import device, paired_differences, sync
+    from xstage.hw.common.timing import device
 
     q, k, v = random_qkv(cfg, seed)
     ref = reference(q, k, v)
@@ -66,20 +77,42 @@ def measure_point(cfg, n_pairs: int, n_o: int, seed: int) -> tuple:
            "fa_instrumented": lambda: A.launch_fa(q, k, v, cfg, out=out, tile_log=log, tile_clocks=True),
            "split_hbm_instrumented": lambda: A.launch_fa(q, k, v, sc, dest_table=hbm.table, tile_log=log,
                                                          tile_clocks=True)}
+    return {"q": q, "k": k, "v": v, "ref": ref, "dests": dests, "hbm": hbm, "out": out, "log": log, "sc": sc,
+            "fns": fns}
+
+
+def check_build(cfg, b: dict, name: str, fn=None, dests=None) -> dict:
+    """One checked launch of ``b["fns"][name]`` (or ``fn`` into ``dests``): the destination poisoned (NaN) before,
+    compared with the float32 reference after, every element written (every tile logged where instrumented)."""
+    from xstage.hw.attention import kernel as A
+    from xstage.hw.common.timing import sync
+
+    fn = fn or b["fns"][name]
+    d = dests or (b["hbm"] if name.startswith("split_hbm") else b["dests"])
+    d.poison()
+    b["out"].fill_(float("nan"))
+    b["log"].zero_()
+    fn()
+    sync()
+    res = A.compare(b["out"], b["ref"]) if name.startswith("fa") else d.check(b["ref"])
+    if name.endswith("instrumented"):
+        res["tiles_logged"] = int((b["log"][:, 3] > 0).sum())
+        res["ok"] = bool(res["ok"] and res["tiles_logged"] == cfg.layout.num_tiles)
+    return {"config": (cfg if name.startswith("fa") else b["sc"]).label(), "variant": name, **res}
+
+
+def measure_point(cfg, n_pairs: int, n_o: int, seed: int) -> tuple:
+    """(pair rows, checks, compile stats, in-pair launch rows, in-pair wave rows) of one point (module doc)."""
+    from fa_split_inpair import inpair
+    from xstage.hw.attention import kernel as A
+    from xstage.hw.common.timing import paired_differences
+
+    b = builds(cfg, seed)
+    fns = b["fns"]
     checks, stats = [], {}
-    for name, fn in fns.items():
-        d = hbm if name.startswith("split_hbm") else dests
-        d.poison()
-        out.fill_(float("nan"))
-        log.zero_()
-        fn()
-        sync()
-        res = A.compare(out, ref) if name.startswith("fa") else d.check(ref)
-        if name.endswith("instrumented"):
-            res["tiles_logged"] = int((log[:, 3] > 0).sum())
-            res["ok"] = bool(res["ok"] and res["tiles_logged"] == cfg.layout.num_tiles)
-        checks.append({"config": (cfg if name.startswith("fa") else sc).label(), "variant": name, **res})
-        stats[name] = compile_stats(A, cfg if name.startswith("fa") else sc, not name.startswith("fa"))
+    for name in fns:
+        checks.append(check_build(cfg, b, name))
+        stats[name] = compile_stats(A, cfg if name.startswith("fa") else b["sc"], not name.startswith("fa"))
     rows = []
     for block in ("A", "B"):
         for name, n in (("fused_wb_split", n_pairs), ("split_hbm", n_o)):
@@ -105,16 +138,13 @@ def main(argv=None) -> int:
     import torch
 
     from fa_split_inpair import save_inpair
-    from xstage.hw.attention.config import AttentionConfig
     from xstage.hw.common.timing import gpu_clocks
     from xstage.provenance import provenance
     from xstage.records import atomic_write_text, save_records
 
-    base = AttentionConfig(16384, 3, 128, 8, block_n=128, num_stages=3, tma=True, store_cache=".wt",
-                           stagger=True, split_tail=True)
+    base = point_config({"M": 16384, "heads": 3, "head_dim": 128, "block_n": 128})
     pts = plan["points"]
-    cfgs = [replace(base, seq_len=p["M"], heads=p["heads"], head_dim=p["head_dim"], block_n=p["block_n"])
-            for p in pts]                                       # validated before anything runs
+    cfgs = [point_config(p) for p in pts]                        # validated before anything runs
     props = torch.cuda.get_device_properties(0)
     dev = {"name": props.name, "L2_cache_size": int(getattr(props, "L2_cache_size", -1)),
            "sm_count": int(props.multi_processor_count)}

@@ -26,7 +26,10 @@ EXPECTED = {"bursts.parquet": ("burst", None), "points.parquet": ("point", None)
             "picked-moe-kernel.parquet": ("kernel", None), "picked-moe-tile-small.parquet": ("tile", None),
             # the in-pair run's launches, per-wave summaries and raw tiles (benchmarks/gpu/fa_split_inpair.py)
             "inpair-launch.parquet": ("summary", "frame"), "inpair-wave.parquet": ("summary", "frame"),
-            "inpair-tile.parquet": ("summary", "frame")}
+            "inpair-tile.parquet": ("summary", "frame"),
+            # rule 19's and rule 20's timed pairs and blocks (benchmarks/gpu/fa_rule19.py, fa_rule20.py)
+            "rule19-pairs.parquet": ("summary", "frame"), "rule20-pairs.parquet": ("summary", "frame"),
+            "rule20-blocks.parquet": ("summary", "frame")}
 
 
 def committed_records():

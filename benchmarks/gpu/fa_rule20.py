@@ -1,0 +1,269 @@
+"""What moves the fused launch's time between blocks (issue 15 item 5, rule 20;
+``docs/calibration/attention-rule20.md``; pre-registration ``data/attention-extra/rule20-preregistration.md``, plan
+``fa-rule20-plan.json`` beside it).
+
+Rule 19's instrument (plain builds, CUDA graphs, FA-only and ``fused_wb_split`` in alternating pairs) agrees with
+itself inside a block but not between two blocks seconds apart, and the moving launch is the fused one. Here every
+point of the plan runs many short blocks, interleaved in rounds across the points and three arms, so that the
+block-to-block spread of each arm can be set against the others and against what was recorded beside each block:
+
+    keep       the graphs captured once per point, the same host-mapped destination buffer in every block
+    recapture  fresh graphs captured in every block (rule 19's shape), the same buffer as ``keep``
+    fresh      the graphs captured once per point, a newly allocated destination buffer in every block (its pointers
+               written into the captured graph's pointer table; every earlier buffer is kept alive, so the pinned
+               allocator hands out new pages)
+
+Per round r, per point, per arm (order rotated by r and the point's index): poison the block's destinations, one
+untimed fused launch, for ``fresh`` the check of the new buffer (float32 reference, every element written, no stray
+element), one untimed FA-only and fused launch, then ``timing.paired_differences`` (the plan's pairs, order
+alternating, ``raw=`` every launch's event time, ``marks=`` the block's host start and end for the nvidia-smi
+trace), then the link probe: the same bytes copied by the copy engine into the same destinations
+(``refs.ce_transfer``, ``PROBE_REPS`` timed copies), and the block buffer's page placement (``page_runs``: physical
+frame runs from /proc/self/pagemap, root only). The point's setup checks FA-only and the fused build into the
+``keep`` buffer, as rule 19 does (``fa_rule19.builds`` / ``check_build``), and the ``keep`` buffer is checked again
+after the last round. Rounds start while ``--budget-s`` is left.
+
+Records under ``--out``: ``rule20-pairs.parquet`` (one row per pair: point, arm, round, pair, base_first, ``fa(us)``,
+``other(us)``, ``diff(us)``), ``rule20-blocks.parquet`` (one row per block: host start / end, probe times, buffer
+address and page runs, check), ``rule20-meta.json`` (plan, checks, compile stats, NUMA nodes, provenance).
+
+    python benchmarks/gpu/fa_rule20.py --plan data/attention-extra/fa-rule20-plan.json --out $OUT --budget-s 120
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+ARMS = ("keep", "recapture", "fresh")
+# the block record's columns were spelt host_start_s, probe_us, ... in the call 71a2b52-rule20; renamed after it to the
+# records' name(unit) rule (values unchanged; data/attention-runs/71a2b52-rule20/README.md)
+PROBE_REPS = 4
+PAGE = 4096
+PAIR_COLUMNS = ["M", "heads", "head_dim", "block_n", "arm", "round", "slot", "variant", "pair", "base_first", "base_us",
+                "other_us"]
+
+
+def pfn_runs(pfns) -> dict:
+    """Physical placement of a buffer from its pages' frame numbers in virtual order (0 = not readable): the number
+    of runs of physically consecutive frames, the longest run (pages) and the share of pages in runs of >= 512 pages
+    (2 MiB)."""
+    f = np.asarray(pfns, dtype=np.int64)
+    if f.size == 0 or not f.any():
+        return {"pages": int(f.size), "readable": 0, "runs": None, "longest_run": None, "share_in_2M_runs": None}
+    breaks = np.flatnonzero((np.diff(f) != 1) | (f[1:] == 0) | (f[:-1] == 0)) + 1
+    lengths = np.diff(np.concatenate([[0], breaks, [f.size]]))
+    return {"pages": int(f.size), "readable": int((f != 0).sum()), "runs": int(lengths.size),
+            "longest_run": int(lengths.max()), "share_in_2M_runs": float(lengths[lengths >= 512].sum() / f.size)}
+
+
+def page_runs(ptr: int, nbytes: int, pagemap: str = "/proc/self/pagemap") -> dict:
+    """``pfn_runs`` of the pages of [ptr, ptr + nbytes) (frame numbers read only as root; else all unreadable)."""
+    first, last = ptr // PAGE, (ptr + nbytes - 1) // PAGE
+    try:
+        with open(pagemap, "rb") as fh:
+            fh.seek(first * 8)
+            raw = np.frombuffer(fh.read((last - first + 1) * 8), dtype=np.uint64)
+    except OSError:
+        raw = np.zeros(last - first + 1, dtype=np.uint64)
+    present = (raw >> np.uint64(63)) & np.uint64(1)
+    pfn = (raw & np.uint64((1 << 55) - 1)) * present
+    return pfn_runs(pfn.astype(np.int64))
+
+
+def numa_nodes() -> dict:
+    """The machine's NUMA nodes and the GPUs' PCI NUMA nodes, as sysfs lists them."""
+    nodes = sorted(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
+    gpus = {}
+    for dev in Path("/sys/bus/pci/devices").glob("*"):
+        try:
+            if (dev / "vendor").read_text().strip() == "0x10de" and (dev / "class").read_text().startswith("0x03"):
+                gpus[dev.name] = (dev / "numa_node").read_text().strip()
+        except OSError:
+            continue
+    return {"nodes": nodes, "gpu_numa_node": gpus}
+
+
+def probe(b: dict, dests) -> list:
+    """``PROBE_REPS`` copy-engine transfers of the FA output's bytes into ``dests`` (the fused kernel's bytes and
+    pattern over the copy engine), each timed with events (us)."""
+    import torch
+
+    from xstage.hw.attention.refs import ce_transfer
+    from xstage.hw.common.timing import device
+
+    if device() == "cpu":                       # dry run under the interpreter: nothing to time
+        return []
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(PROBE_REPS)]
+    for s, e in ev:
+        s.record()
+        ce_transfer(b["out"], dests)
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e3 for s, e in ev]
+
+
+class Point:
+    """One point's builds, checks and per-arm graphs (module doc)."""
+
+    def __init__(self, cfg, seed: int):
+        from fa_rule19 import builds, check_build, compile_stats
+        from xstage.hw.attention import kernel as A
+        from xstage.hw.common.timing import capture
+
+        self.cfg, self.seed = cfg, seed
+        self.b = b = builds(cfg, seed)
+        self.checks = [check_build(cfg, b, name) for name in ("fa", "fused_wb_split")]
+        self.stats = {name: compile_stats(A, cfg if name == "fa" else b["sc"], name != "fa")
+                      for name in ("fa", "fused_wb_split")}
+        q, k, v, sc = b["q"], b["k"], b["v"], b["sc"]
+        self.fresh_table = b["dests"].table.clone()
+        self.fused_fresh = lambda: A.launch_fa(q, k, v, sc, dest_table=self.fresh_table)
+        self.graphs = {"keep": (capture(b["fns"]["fa"])[0], capture(b["fns"]["fused_wb_split"])[0]),
+                       "fresh": (capture(b["fns"]["fa"])[0], capture(self.fused_fresh)[0])}
+        self.fresh_buffers = []
+
+    def block(self, arm: str, n_pairs: int) -> tuple:
+        """(pair rows, block row) of one block of ``arm`` (module doc)."""
+        from fa_rule19 import check_build
+        from xstage.hw.attention import kernel as A
+        from xstage.hw.common.timing import device, paired_differences, sync
+
+        b, fns = self.b, self.b["fns"]
+        check = None
+        if arm == "fresh":
+            t = time.time()
+            dests = A.Destinations.emulated(self.cfg.layout, device())
+            self.fresh_buffers.append(dests)                 # kept alive: the next one gets new pages
+            self.fresh_table.copy_(dests.table)
+            alloc_s = time.time() - t
+            check = check_build(self.cfg, b, "fused_wb_split", fn=self.fused_fresh, dests=dests)
+            fused = self.fused_fresh
+        else:
+            dests, alloc_s = b["dests"], None
+            dests.poison()
+            fns["fused_wb_split"]()
+            fused = fns["fused_wb_split"]
+        fns["fa"]()
+        fused()
+        sync()
+        raw, marks = [], []
+        if arm == "recapture":
+            paired_differences(fns["fa"], {"fused_wb_split": fused}, pairs=n_pairs, raw=raw, marks=marks)
+        else:
+            base, other = self.graphs[arm]
+            paired_differences(base, {"fused_wb_split": other}, pairs=n_pairs, raw=raw, marks=marks,
+                               capture_fn=lambda fn: (fn, "graph"))
+        t_probe = time.time()
+        probe_us = probe(b, dests)
+        host = [x for x in dests.buffers if not x.is_cuda]
+        pages = [page_runs(x.data_ptr(), x.numel() * x.element_size()) for x in host]
+        row = {"host_start(s)": marks[0]["host_start_s"], "host_end(s)": marks[0]["host_end_s"],
+               "probe_start(s)": t_probe, "probe(us)": probe_us,
+               "probe_median(us)": float(np.median(probe_us)) if probe_us else None,
+               "buffer_ptr": hex(host[0].data_ptr()) if host else None, "alloc(s)": alloc_s,
+               "pages": int(sum(p["pages"] for p in pages)),
+               "page_runs": sum(p["runs"] or 0 for p in pages) if pages and pages[0]["runs"] is not None else None,
+               "share_in_2M_runs": float(np.mean([p["share_in_2M_runs"] for p in pages]))
+               if pages and pages[0]["share_in_2M_runs"] is not None else None,
+               "check_ok": None if check is None else bool(check["ok"]),
+               "check_rel_err": None if check is None else check.get("rel_err")}
+        return raw, row, check
+
+    def final_checks(self) -> list:
+        from fa_rule19 import check_build
+
+        return [dict(check_build(self.cfg, self.b, name), when="after the rounds") for name in ("fa", "fused_wb_split")]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", required=True, help="the plan (.json): points with pairs per block, rounds")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=120.0, help="start no round after this many seconds")
+    args = ap.parse_args(argv)
+    plan = json.loads(Path(args.plan).read_text())
+    import pandas as pd
+    import torch
+
+    from fa_rule19 import point_config
+    from xstage.hw.common.timing import gpu_clocks
+    from xstage.provenance import provenance
+    from xstage.records import atomic_write_text, save_records
+
+    pts = plan["points"]
+    cfgs = [point_config(p) for p in pts]                        # validated before anything runs
+    dev = {"name": "cpu (dry run)"}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        dev = {"name": props.name, "L2_cache_size": int(getattr(props, "L2_cache_size", -1)),
+               "sm_count": int(props.multi_processor_count)}
+    print(f"device: {dev}; clocks (sm, mem, temp, power, reasons): {gpu_clocks()}; numa {numa_nodes()}", flush=True)
+    outdir = Path(args.out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    prov = provenance(with_gpu=True)
+    meta = {"args": vars(args), "plan": plan, "device": dev, "cuda": torch.version.cuda, "provenance": prov,
+            "numa": numa_nodes(), "uid": os.getuid(), "arms": list(ARMS), "probe_reps": PROBE_REPS,
+            "checks": [], "compile_stats": [], "rounds_done": 0}
+    t0 = time.time()
+    points = []
+    for i, (p, cfg) in enumerate(zip(pts, cfgs)):
+        t = time.time()
+        points.append(Point(cfg, int(p.get("seed", 2 + i))))
+        tag = {"M": cfg.seq_len, "heads": cfg.heads, "head_dim": cfg.head_dim, "block_n": cfg.block_n}
+        meta["checks"] += [dict(c, **tag, when="setup") for c in points[-1].checks]
+        meta["compile_stats"].append({**tag, **points[-1].stats})
+        print(f"setup {i} {cfg.seq_len}:{cfg.heads} d{cfg.head_dim} bn{cfg.block_n}: checks "
+              f"{[bool(c['ok']) for c in points[-1].checks]}, {time.time() - t:.1f} s", flush=True)
+    pair_rows, block_rows = [], []
+
+    def save():
+        tbl = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS)
+        tbl = tbl.assign(**{"fa(us)": tbl["base_us"], "other(us)": tbl["other_us"],
+                            "diff(us)": tbl["other_us"] - tbl["base_us"]})
+        save_records(outdir / "rule20-pairs.parquet", "summary", tbl.drop(columns=["base_us", "other_us"]),
+                     {"config": meta["args"], "provenance": prov}, table="frame", overwrite=True)
+        blk = pd.DataFrame(block_rows)
+        blk["probe(us)"] = blk["probe(us)"].map(json.dumps)
+        save_records(outdir / "rule20-blocks.parquet", "summary", blk, {"config": meta["args"], "provenance": prov},
+                     table="frame", overwrite=True)
+        atomic_write_text(outdir / "rule20-meta.json", json.dumps(meta, indent=1, default=str), overwrite=True)
+
+    for r in range(int(plan["rounds"])):
+        if time.time() - t0 > args.budget_s:
+            print(f"budget: {time.time() - t0:.0f} s > {args.budget_s:.0f} s; rounds from {r} left out", flush=True)
+            break
+        line = []
+        for i, (p, pt) in enumerate(zip(pts, points)):
+            tag = {"M": pt.cfg.seq_len, "heads": pt.cfg.heads, "head_dim": pt.cfg.head_dim, "block_n": pt.cfg.block_n}
+            k = (r + i) % len(ARMS)
+            for j, arm in enumerate(ARMS[k:] + ARMS[:k]):
+                raw, row, check = pt.block(arm, int(p["pairs_per_block"]))
+                where = {**tag, "arm": arm, "round": r, "slot": j}
+                pair_rows += [dict(x, **where) for x in raw]
+                block_rows.append({**where, **row, "pairs": len(raw)})
+                if check is not None:
+                    meta["checks"].append(dict(check, **where, when="fresh buffer"))
+                d = [x["other_us"] - x["base_us"] for x in raw]
+                line.append(f"{pt.cfg.seq_len}:{pt.cfg.heads} {arm[:4]} {np.median(d) if d else float('nan'):.0f}")
+        meta["rounds_done"] = r + 1
+        save()
+        print(f"round {r} ({time.time() - t0:.0f} s): " + "; ".join(line), flush=True)
+    for pt in points:
+        tag = {"M": pt.cfg.seq_len, "heads": pt.cfg.heads, "head_dim": pt.cfg.head_dim, "block_n": pt.cfg.block_n}
+        meta["checks"] += [dict(c, **tag) for c in pt.final_checks()]
+    save()
+    failed = [c for c in meta["checks"] if not c.get("ok")]
+    print(f"checks: {len(meta['checks'])} rows, {len(failed)} failed; rounds {meta['rounds_done']}/{plan['rounds']}; "
+          f"wall {time.time() - t0:.0f} s; clocks {gpu_clocks()}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
