@@ -4,7 +4,8 @@
 # same command as fresh11.sh / fresh12.sh (knee10.sh): `xstage calibrate --target host --grid G --model v1 --no-copy`.
 # Order f11 r2, f12 r2, f11 r3, f12 r3, so that a short call still has one repeat of each grid; a sweep starts only
 # while BUDGET_S (default 220 s) leaves room for it (~45 s each). Local is not measured (the device share is four
-# host sweeps). Run from the staged copy's root with $OUT set; writes $OUT/res.tgz.
+# host sweeps). GRIDS / REPEATS narrow the call (knee18's call, after two failed starts had spent 180 of its 300 s:
+# GRIDS=fresh12 REPEATS=r2, one sweep). Run from the staged copy's root with $OUT set; writes $OUT/res.tgz.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 : "${OUT:?set OUT to the output folder}"
@@ -14,8 +15,8 @@ mkdir -p "$W"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv > "$W/gpu-start.txt" 2>&1
 cat "$W/gpu-start.txt"; date -u
 t0=$SECONDS
-for run in r2 r3; do
-  for grid in fresh11 fresh12; do
+for run in ${REPEATS:-r2 r3}; do
+  for grid in ${GRIDS:-fresh11 fresh12}; do
     if (( SECONDS - t0 + 50 > BUDGET_S )); then echo "skip $grid $run at $((SECONDS - t0)) s"; continue; fi
     n=h200-pcie-host-$grid-$run
     s=$SECONDS
