@@ -2,6 +2,7 @@
 scored exactly as pre-registered in data/calibration-extra/knee18-preregistration.md (docs/calibration/knee18.md).
 
     python benchmarks/calib_knee18.py score --json OUT      # 2 grids x 2 models x 5 seeds = 20 refits; ~3 min
+    python benchmarks/calib_knee18.py posthoc --json OUT    # POST HOC, read after the score; ~20 s
 
 Per grid: the committed run ``c`` (``h200-pcie-host-<grid>``) and the repeats that exist (``-r2``, ``-r3``). Points
 are matched by (phase, mode, K, B, step) (``matched``); "A as the prediction of B" at a lockstep periodic point is
@@ -14,6 +15,11 @@ the committed run's ``bracket`` fit half (the product's refit, as the pre-regist
 and judged on each repeat's held-out half. **Rule** (``verdict``): "beyond the instrument" on a grid iff the
 instrument's held-out T_iss p90 > 0.15 at >= 2 of 5 seeds; "within the instrument" iff all four checks hold for the
 instrument at >= 4 of 5 seeds; else "at the edge". The JSON is written atomically and never overwrites a file.
+
+``posthoc`` (read after the score; decides nothing): each run's own trial spread (``T_iss_spread``, max / min - 1
+over its 5 trials) on each seed's held-out lockstep points, and the named pairs' zero-gap and plateau T_iss as
+``two-stage-lockq`` fitted on the committed run's ``bracket`` seed-0 fit half predicts them on each run (at zero gap
+the model check reads the run's own measured gap, so its prediction moves with the run).
 """
 import argparse
 import itertools
@@ -222,9 +228,9 @@ def _run_meta(grid: str, name: str) -> dict:
     folder = EXTRA / (f"h200-pcie-host-{grid}" + ("" if name == "c" else f"-{name}"))
     _, meta = load_records(folder / "points.parquet", "point")
     prov = meta.get("provenance") or {}
-    return {"records": str(folder.relative_to(EXTRA.parents[1])),
-            **{k: prov.get(k) for k in ("git_commit", "gpu_uuid", "gpu_name", "driver", "date", "timestamp")
-               if k in prov}}
+    gpu = prov.get("gpu") or {}
+    return {"records": str(folder.relative_to(EXTRA.parents[1])), "git_commit": prov.get("git_commit"),
+            "date": prov.get("date"), "gpu_uuid": gpu.get("gpu_uuid"), "driver": gpu.get("driver")}
 
 
 def score(log=print) -> dict:
@@ -284,13 +290,61 @@ def score(log=print) -> dict:
     return out
 
 
+def posthoc(log=print) -> dict:
+    from xstage.sim import fit as calib_fit
+    out = {}
+    for grid in GRIDS:
+        runs = runs_of(grid)
+        if len(runs) < 2:
+            continue
+        spread = []
+        for seed in SEEDS:
+            held = held_pairs_of(runs["c"], seed)
+            row = {"seed": seed}
+            for name, pts in runs.items():
+                per = pts[(pts["mode"] == "periodic").to_numpy() & heldout_mask(pts, held)]
+                sp = per["T_iss_spread"].dropna().to_numpy(float)
+                row[name] = {**_q(sp), "over_15": int((sp > LIMIT).sum())}
+            spread.append(row)
+            log(f"{grid} seed {seed} held-out trial spread median / p90 / > 15 %: " + "; ".join(
+                f"{n} {row[n]['median']:.1%} / {row[n]['p90']:.1%} / {row[n]['over_15']} of {row[n]['n']}"
+                for n in runs), flush=True)
+        with tempfile.TemporaryDirectory() as d:
+            refit(Path(d) / "o", records=EXTRA / f"h200-pcie-host-{grid}", split_args=(FRACTION, 0, "bracket"),
+                  model="two-stage-lockq")
+            plat = Platform.load(Path(d) / "o" / "platform.json")
+        pairs = []
+        for k, b in PAIRS_KiB[grid]:
+            r = {"K": k, "B_KiB": b}
+            for name, pts in runs.items():
+                at = pts[(pts["mode"] == "periodic") & (pts["producers"] == k) & (pts["bytes_per_producer"] == b * KiB)
+                         & pts["phase"].isin(("rate", "plateau"))]
+                c = calib_fit.model_check(at, plat)
+                for phase in ("rate", "plateau"):
+                    one = (c["phase"] == phase).to_numpy()
+                    r[f"{phase}_{name}_us"] = float(c["T_iss(us)"][one].median())
+                    r[f"{phase}_{name}_lockq0_us"] = float(c["model_T_iss(us)"][one].median())
+                    r[f"{phase}_{name}_spread"] = float(at["T_iss_spread"][one].median())
+            pairs.append(r)
+            log(f"{grid} ({k}, {b}): " + "; ".join(
+                f"{ph} " + " / ".join(f"{n} {r[f'{ph}_{n}_us']:.2f} (lockq0 {r[f'{ph}_{n}_lockq0_us']:.2f}, spread "
+                                      f"{r[f'{ph}_{n}_spread']:.2f})" for n in runs) for ph in ("rate", "plateau")),
+                flush=True)
+        out[grid] = {"trial_spread_heldout": spread, "pairs_lockq_seed0": pairs}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score",))
+    ap.add_argument("action", choices=("score", "posthoc"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.json.exists():
         raise SystemExit(f"calib_knee18: {args.json} exists; records are not overwritten (give a new path)")
+    if args.action == "posthoc":
+        write_new(args.json, {"post_hoc": True, "note": "read after knee18's pre-registered score; decides nothing",
+                              "provenance": provenance(), **posthoc()}, "calib_knee18")
+        return 0
     out = score()
     write_new(args.json, {**out, "provenance": provenance()}, "calib_knee18")
     return 0

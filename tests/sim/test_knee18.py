@@ -94,3 +94,16 @@ def test_the_split_of_a_committed_grid_is_the_same_on_a_copy_in_another_order():
         assert len(held) == 15 and k18.held_pairs_of(shuffled, seed) == held
     m = k18.matched({"c": pts, "r2": pts})
     assert len(m) == int((pts["mode"] == "periodic").sum()) and np.nanmax(np.abs(k18.rel(m, "r2", "c"))) == 0
+
+
+def test_the_committed_repeat_of_fresh12_matches_point_for_point_and_names_its_knee_pairs():
+    """Golden slice of the records: fresh12 and its repeat r2 match on every lockstep point and hold out the same
+    pairs; (68, 32 KiB) is free at zero gap in both (0.96 / 0.93 us), (100, 28)'s plateau moves 4.21 -> 2.90 us."""
+    runs = k18.runs_of("fresh12", repeats=("r2",))
+    assert list(runs) == ["c", "r2"]
+    m = k18.matched(runs)
+    assert len(m) == int((runs["c"]["mode"] == "periodic").sum()) == 201
+    assert all(k18.held_pairs_of(runs["r2"], s) == k18.held_pairs_of(runs["c"], s) for s in (0, 2))
+    rows = {(r["K"], r["B_KiB"]): r for r in k18.pair_rows(runs, ((68, 32), (100, 28)))}
+    assert rows[(68, 32)]["reproduces"] and rows[(68, 32)]["rate_r2_us"] == pytest.approx(0.928)
+    assert not rows[(100, 28)]["reproduces"] and rows[(100, 28)]["plateau_r2_us"] == pytest.approx(2.896)
