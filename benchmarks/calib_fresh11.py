@@ -66,23 +66,26 @@ def one(target: str, model: str, rule: str, seed: int, records=None) -> dict:
     return r
 
 
-def decide(rows) -> dict:
-    out = {"rule": RULE}
-    for target in RECORDS:
-        prim = [r for r in rows if r["target"] == target and r["model"] == PRIMARY and r["rule"] == "bracket"]
-        met = [r["all_four"] for r in sorted(prim, key=lambda r: r["seed"])]
+def decide(rows, targets=RECORDS, primary=PRIMARY, rule=RULE) -> dict:
+    """The pre-registered decision: per target, the primary model under ``bracket``, met at >= SEEDS_NEEDED seeds."""
+    out = {"rule": rule}
+    for target in targets:
+        prim = sorted((r for r in rows if r["target"] == target and r["model"] == primary and r["rule"] == "bracket"),
+                      key=lambda r: r["seed"])
+        met = [r["all_four"] for r in prim]
         out[target] = {"all_four_by_seed": met, "seeds_met": int(sum(met)), "met": bool(sum(met) >= SEEDS_NEEDED),
                        "T_iss_p90_by_seed": [r["heldout_p90_rel_err_T_iss"] for r in prim]}
     return out
 
 
-def score(log=print) -> list:
+def score(log=print, records=None, models=MODELS) -> list:
+    """Every refit of ``models`` x RULES x SEEDS on ``records`` (target -> folder; default fresh11's), logged."""
     rows = []
-    for target in RECORDS:
-        for model in MODELS:
+    for target, folder in (records or RECORDS).items():
+        for model in models:
             for rule in RULES:
                 for seed in SEEDS:
-                    r = one(target, model, rule, seed)
+                    r = one(target, model, rule, seed, folder)
                     rows.append(r)
                     log(f"{target:5s} {model:24s} {rule:7s} {seed} T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
                         f"{r['heldout_p90_rel_err_T_iss']:.1%} period {r['heldout_median_rel_err_period']:.1%} / "

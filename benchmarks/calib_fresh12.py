@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_fresh11 import EXTRA, FRACTION, RULES, SEEDS, SEEDS_NEEDED, one  # noqa: E402
+import calib_fresh11  # noqa: E402
+from calib_fresh11 import EXTRA  # noqa: E402
 from calib_knee10 import write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 
@@ -31,29 +32,11 @@ RULE = ("met iff `xstage calibrate --refit --records <fresh12> --model two-stage
 
 
 def decide(rows) -> dict:
-    out = {"rule": RULE}
-    for target in RECORDS:
-        prim = sorted((r for r in rows if r["target"] == target and r["model"] == PRIMARY and r["rule"] == "bracket"),
-                      key=lambda r: r["seed"])
-        met = [r["all_four"] for r in prim]
-        out[target] = {"all_four_by_seed": met, "seeds_met": int(sum(met)), "met": bool(sum(met) >= SEEDS_NEEDED),
-                       "T_iss_p90_by_seed": [r["heldout_p90_rel_err_T_iss"] for r in prim]}
-    return out
+    return calib_fresh11.decide(rows, RECORDS, PRIMARY, RULE)
 
 
 def score(log=print) -> list:
-    rows = []
-    for target, records in RECORDS.items():
-        for model in MODELS:
-            for rule in RULES:
-                for seed in SEEDS:
-                    r = one(target, model, rule, seed, records)
-                    rows.append(r)
-                    log(f"{target:5s} {model:24s} {rule:7s} {seed} T_iss {r['heldout_median_rel_err_T_iss']:.1%} / "
-                        f"{r['heldout_p90_rel_err_T_iss']:.1%} period {r['heldout_median_rel_err_period']:.1%} / "
-                        f"{r['heldout_p90_rel_err_period']:.1%} (n {r['heldout_n_points']}) "
-                        f"{'met' if r['all_four'] else 'not met'} misses {r['misses']}", flush=True)
-    return rows
+    return calib_fresh11.score(log, RECORDS, MODELS)
 
 
 def main(argv=None) -> int:
