@@ -24,7 +24,6 @@ physical runs. ``verdicts`` applies the pre-registered rules.
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
