@@ -24,7 +24,6 @@ physical runs. ``verdicts`` applies the pre-registered rules.
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -377,19 +376,18 @@ def main(argv=None) -> int:
     ap.add_argument("--run", default=RUN, help="the run's folder under data/")
     ap.add_argument("--out", default=None, help=f"write the record (e.g. data/{OUT})")
     args = ap.parse_args(argv)
-    try:
-        run = data_dir() / args.run
-        if not (run / "rule20-pairs.parquet").exists():
-            raise InputError("run", args.run, "has no rule20-pairs.parquet")
-        rec = judge(run)
-    except InputError as err:
-        return exit_with(err)
+    if args.out and Path(args.out).exists():
+        raise InputError("out", args.out, "exists; records are not overwritten (give a new path)")
+    run = data_dir() / args.run
+    if not (run / "rule20-pairs.parquet").exists():
+        raise InputError("run", args.run, "has no rule20-pairs.parquet")
+    rec = judge(run)
     print_report(rec)
     if args.out:
-        atomic_write_text(Path(args.out), json.dumps(rec, indent=1, default=str) + "\n", overwrite=True)
+        atomic_write_text(Path(args.out), json.dumps(rec, indent=1, default=str) + "\n")
         print(f"wrote {args.out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, "fa_rule20")

@@ -4,12 +4,14 @@ committed run ``71a2b52-rule20`` scored again."""
 
 import importlib.util
 import json
+import subprocess
 import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from xstage.errors import InputError
 from xstage.paths import data_dir
 
 from .bench_scripts import BENCHMARKS, load_script
@@ -175,3 +177,16 @@ def test_transients_read_the_fa_only_launches(S):
                                                              1000.0])]
     (x,) = S.transients(_pairs({("keep", 0): rows}))
     assert (x["first3_us"], x["max_us"], x["max_pair"]) == (-90.0, 500.0, 5.0)
+
+
+def test_an_existing_record_is_never_overwritten_and_a_bad_run_is_named(S, tmp_path):
+    out = tmp_path / "scored.json"
+    out.write_text("measured\n")
+    with pytest.raises(InputError, match="out"):
+        S.main(["--out", str(out)])
+    assert out.read_text() == "measured\n"
+    with pytest.raises(InputError, match="run"):
+        S.main(["--run", "no-such-run"])
+    bad = subprocess.run([sys.executable, str(BENCHMARKS / "fa_rule20.py"), "--run", "no-such-run"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "run" in bad.stderr
