@@ -136,3 +136,21 @@ def test_drained_is_recorded_when_rounding_empties_the_queue():
     for engine in ("simpy", "exact"):
         s = simulate_bursts(plat, BurstConfig(K, B, 0.0, 2, mode="periodic", engine=engine)).summary(plat)
         assert s["drained_us"] == pytest.approx(2 * K * B / plat.drain_rate_Bpus, rel=1e-12), engine
+
+
+@pytest.mark.parametrize("mode", ["periodic", "isolated", "lockstep", "coupled"])
+def test_a_burst_inside_the_store_buffer_with_no_fixed_time_issues_at_once_in_both_engines(mode):
+    # T_iss0 = 0 (a fitted free-running law can give it): simpy issues it in MIN_ISSUE_US instead of dividing by 0
+    from xstage.sim.bursts import MIN_ISSUE_US
+
+    plat = Platform("zero", 16, 50.0, 0.0, 10.0, ((4, 1e6),), store_buffer_bytes=8192.0)
+    assert plat.issue_time0_us(4, 4096) == 0.0
+    cfg = dict(gap_us=1.0, bursts=6, mode=mode, barrier_us=0.2 if mode == "lockstep" else None)
+    exact = simulate_bursts(plat, BurstConfig(4, 4096, engine="exact", **cfg))
+    simpy_ = simulate_bursts(plat, BurstConfig(4, 4096, engine="simpy", **cfg))
+    if mode in ("periodic", "isolated"):   # (lockstep and coupled bursts end with their drain)
+        assert np.all(simpy_.bursts["issue(us)"].to_numpy() <= MIN_ISSUE_US * 1.0001)
+    for col in ("start(us)", "issue(us)"):
+        assert np.allclose(exact.bursts[col], simpy_.bursts[col], atol=10 * 6 * MIN_ISSUE_US), col
+    assert exact.drained_us == pytest.approx(simpy_.drained_us, abs=10 * 6 * MIN_ISSUE_US)
+    assert exact.drained_us >= 4 * 4096 / plat.drain_rate_Bpus   # the drain still takes V / R
