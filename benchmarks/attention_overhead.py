@@ -58,11 +58,11 @@ def measure(M: int, heads: int, pairs: int) -> list:
             T.sync()
             diffs = T.paired_differences(fa, fns, pairs=pairs)
             for name, d in diffs.items():
-                stats = A.COMPILE_STATS.get((cfgs[name].label(), True), {})
+                stats = A.compile_stats(cfgs[name], True)
                 rows.append({"M": M, "option": name, "destinations": where, "paired_minus_fa(us)": float(np.median(d)),
                              "p25(us)": float(np.percentile(d, 25)), "p75(us)": float(np.percentile(d, 75)),
                              "pairs": len(d), "config": cfgs[name].label(), "fa_us": fa_us, **stats,
-                             **{f"fa_{k}": v for k, v in A.COMPILE_STATS.get((fa_cfg.label(), False), {}).items()}})
+                             **{f"fa_{k}": v for k, v in A.compile_stats(fa_cfg, False).items()}})
                 print(f"  M={M} {name:>14} {where}: {rows[-1]['paired_minus_fa(us)']:8.1f} us "
                       f"(p25 {rows[-1]['p25(us)']:.1f}, p75 {rows[-1]['p75(us)']:.1f}) regs {stats.get('n_regs')} "
                       f"spills {stats.get('n_spills')}", file=sys.stderr)

@@ -38,9 +38,8 @@ N_DIRECT = 16
 N_INPAIR = 8
 
 
-def compile_stats(A, cfg, fused: bool) -> dict:
-    s = A.COMPILE_STATS.get((cfg.label(), fused), {})
-    return {"n_regs": s.get("n_regs"), "n_spills": s.get("n_spills")}
+def compile_stats(A, cfg, fused: bool, build: str = "plain") -> dict:
+    return A.compile_stats(cfg, fused, build)
 
 
 def point_config(p: dict):
@@ -112,7 +111,8 @@ def measure_point(cfg, n_pairs: int, n_o: int, seed: int) -> tuple:
     checks, stats = [], {}
     for name in fns:
         checks.append(check_build(cfg, b, name))
-        stats[name] = compile_stats(A, cfg if name.startswith("fa") else b["sc"], not name.startswith("fa"))
+        stats[name] = compile_stats(A, cfg if name.startswith("fa") else b["sc"], not name.startswith("fa"),
+                                    "clocks" if name.endswith("instrumented") else "plain")
     rows = []
     for block in ("A", "B"):
         for name, n in (("fused_wb_split", n_pairs), ("split_hbm", n_o)):

@@ -280,11 +280,20 @@ def launch_fa(q, k, v, cfg: AttentionConfig, *, out=None, dest_table=None, tile_
         CLOCKS=bool(tile_clocks and tile_log is not None),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if hasattr(compiled, "n_regs"):  # the compiled kernel (not in the interpreter)
-        COMPILE_STATS[(cfg.label(), fused)] = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}
+        build = "plain" if tile_log is None else "clocks" if tile_clocks else "tile_log"
+        COMPILE_STATS[(cfg.label(), fused, build)] = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}
     return out
 
 
-COMPILE_STATS = {}  # (config label, fused) -> registers and spills of the compiled FA kernel
+# (config label, fused, build) -> registers and spills of the compiled FA kernel. ``build`` is "plain",
+# "tile_log" or "clocks": an instrumented launch compiles to another kernel, so it has its own entry.
+COMPILE_STATS = {}
+
+
+def compile_stats(cfg: AttentionConfig, fused: bool, build: str = "plain") -> dict:
+    """{"n_regs", "n_spills"} of the last compiled launch of that kernel build (None each before one)."""
+    s = COMPILE_STATS.get((cfg.label(), fused, build), {})
+    return {"n_regs": s.get("n_regs"), "n_spills": s.get("n_spills")}
 
 
 _STAGES = {}

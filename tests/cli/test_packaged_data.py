@@ -6,6 +6,7 @@ a wheel built and installed into a fresh venv and run from another folder, is in
 about a minute, so it is not part of the suite.)
 """
 
+import fnmatch
 import json
 import subprocess
 import sys
@@ -25,7 +26,8 @@ def shipped_files() -> list[Path]:
     for pattern in config["package-data"]["xstage.data"]:
         found |= {p for p in folder.glob(pattern) if p.is_file()}
     for pattern in config.get("exclude-package-data", {}).get("xstage.data", []):
-        found -= set(folder.glob(pattern))
+        # setuptools matches exclusions with fnmatch on the path, where "*" also crosses "/"
+        found = {p for p in found if not fnmatch.fnmatch(p.relative_to(folder).as_posix(), pattern)}
     return sorted(found)
 
 

@@ -198,6 +198,16 @@ def test_launch_rejects_bad_tensors(A):
         A.launch_fa(q, k, v, cfg, dest_table=torch.zeros(3, dtype=torch.int64))
 
 
+def test_compile_stats_are_kept_per_build(A, monkeypatch):
+    # an instrumented launch compiles to another kernel: its registers must not stand in for the plain build's
+    cfg = AttentionConfig(64, heads=1, head_dim=64, world_size=2, block_m=16, block_n=16)
+    monkeypatch.setattr(A, "COMPILE_STATS", {(cfg.label(), False, "plain"): {"n_regs": 96, "n_spills": 0},
+                                             (cfg.label(), False, "clocks"): {"n_regs": 128, "n_spills": 4}})
+    assert A.compile_stats(cfg, False) == {"n_regs": 96, "n_spills": 0}
+    assert A.compile_stats(cfg, False, "clocks") == {"n_regs": 128, "n_spills": 4}
+    assert A.compile_stats(cfg, True) == {"n_regs": None, "n_spills": None}
+
+
 # --- GPU ------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
