@@ -3,7 +3,7 @@
 three candidates, the scoring and the decision rule were committed before any candidate was fitted
 (docs/calibration/knee20.md, commit 7e6e6fd).
 
-    python benchmarks/calib_knee20.py score --json OUT   # lockq + 3 candidates, 22 fit halves; ~5 min on 2 cores
+    python benchmarks/calib_knee20.py score --json OUT   # lockq + 3 candidates, 22 fit halves; ~3 min on 2 cores
 
 Each candidate starts from the lockq platform the product fits on a split's fit half (``calib_knee10.fit_model``);
 R, the free-running laws and every other field stay as lockq fitted them:
