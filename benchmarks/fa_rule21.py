@@ -23,6 +23,11 @@ The candidates, per build b (head dim, block_n), least squares without intercept
 Held out: leave one point out, leave one call (run) out, and (the pooled form only) leave one build out; a point
 counts when its prediction is within max(20 us, 20 %) of its E (``sim.predict_link.within``). All figures are post hoc.
 
+``score`` reads the pre-registered call's run (``benchmarks/gpu/fa_rule21.sh``: ``benchmarks/gpu/fa_rule20.py`` over
+the plan; the files ``fa_rule20.write_run`` writes) and applies the three criteria: the frozen rule within at every
+fresh point, both splits of the fused blocks agreeing at >= 90 % of the points, and the ``hbm`` control arm's F (block
+medians' variance over their SE^2) under 2 at >= 80 % of them.
+
     python benchmarks/fa_rule21.py posthoc [--out data/attention-extra/fa-rule21-posthoc-h200-pcie-host.json]
     python benchmarks/fa_rule21.py freeze --out data/attention-extra/fa-rule21-frozen-h200-pcie-host.json
     python benchmarks/fa_rule21.py score --run attention-runs/<run> \\
