@@ -21,7 +21,9 @@ against the others and against what was recorded beside each block:
 Per round r, per point, per arm (order rotated by the point's index and the rounds run so far with the same arms):
 for ``keep`` / ``recapture`` poison the block's destinations and one untimed fused launch; for ``fresh`` a new
 buffer and its check (float32 reference, every element written, no stray element); then ``"warm_pairs"`` (default
-1) untimed pairs (FA-only then the arm's other build, direct launches), then ``timing.paired_differences`` (the
+1) untimed pairs (FA-only then the arm's other build: direct launches before the timing with ``"warm": "direct"``,
+the default; with ``"in_stream"`` queued by ``paired_differences`` after its host-queueing wait, right before the
+timed pairs, so that the GPU reaches them from back-to-back launches), then ``timing.paired_differences`` (the
 plan's pairs, ``raw=`` every launch's event time, ``marks=`` the block's host start and end for the nvidia-smi trace;
 the order alternating, or with ``"order": "random"`` a balanced random order seeded per block by
 ``block_seed``, the seed in the block's row), then, but for ``hbm``, the link probe: the same bytes copied by the
@@ -56,6 +58,7 @@ from xstage.errors import InputError, exit_with, require_int  # noqa: E402
 ARMS = ("keep", "recapture", "fresh")               # rule 20's arms: a plan without "arms" runs these
 ALL_ARMS = ARMS + ("hbm",)
 ORDERS = ("alternate", "random")
+WARM = ("direct", "in_stream")                     # where the untimed warm pairs run (plan_settings)
 # the block record's columns were spelt host_start_s, probe_us, ... in the call 71a2b52-rule20; renamed after it to the
 # records' name(unit) rule (values unchanged; data/attention-runs/71a2b52-rule20/README.md)
 PROBE_REPS = 4
@@ -66,20 +69,26 @@ PAIR_COLUMNS = ["M", "heads", "head_dim", "block_n", "arm", "round", "slot", "va
 
 def plan_settings(plan: dict) -> dict:
     """The plan's instrument settings, checked before anything runs: ``arms`` (default rule 20's three), ``rounds``,
-    ``hbm_rounds`` (default every round), ``warm_pairs`` (default 1), ``order`` ("alternate", the default, or
-    "random"); an ``InputError`` names the first bad field."""
+    ``hbm_rounds`` (default every round), ``warm_pairs`` (default 1), ``warm`` (where they run: "direct", the
+    default, launched before the timing as rule 20 did, or "in_stream", queued by ``paired_differences`` after its
+    host-queueing wait, right before the timed pairs), ``order`` ("alternate", the default, or "random"); an
+    ``InputError`` names the first bad field."""
     if not plan.get("points"):
         raise InputError("points", plan.get("points"), "must list at least one point")
     rounds = require_int("rounds", plan.get("rounds"), minimum=1)
     arms = plan.get("arms", list(ARMS))
     if not arms or len(set(arms)) != len(arms) or any(a not in ALL_ARMS for a in arms):
         raise InputError("arms", arms, f"must be distinct names among {list(ALL_ARMS)}")
+    warm = plan.get("warm", "direct")
+    if warm not in WARM:
+        raise InputError("warm", warm, f"must be one of {list(WARM)}")
     order = plan.get("order", "alternate")
     if order not in ORDERS:
         raise InputError("order", order, f"must be one of {list(ORDERS)}")
     return {"arms": list(arms), "rounds": rounds,
             "hbm_rounds": require_int("hbm_rounds", plan.get("hbm_rounds", rounds), minimum=1, maximum=rounds),
-            "warm_pairs": require_int("warm_pairs", plan.get("warm_pairs", 1), minimum=0), "order": order,
+            "warm_pairs": require_int("warm_pairs", plan.get("warm_pairs", 1), minimum=0), "warm": warm,
+            "order": order,
             "order_seed": "block_seed: point seed x 10000 + round x 10 + arm index (keep 0, recapture 1, fresh 2, "
                           "hbm 3)" if order == "random" else None}
 
@@ -195,7 +204,8 @@ class Point:
         return {"M": self.cfg.seq_len, "heads": self.cfg.heads, "head_dim": self.cfg.head_dim,
                 "block_n": self.cfg.block_n}
 
-    def block(self, arm: str, n_pairs: int, warm_pairs: int = 1, order: list | None = None) -> tuple:
+    def block(self, arm: str, n_pairs: int, warm_pairs: int = 1, order: list | None = None,
+              warm: str = "direct") -> tuple:
         """(pair rows, block row, check) of one block of ``arm`` (module doc)."""
         from xstage.hw.common.timing import device, paired_differences, sync
 
@@ -219,18 +229,20 @@ class Point:
             dests.poison()
             fns["fused_wb_split"]()
             fused = fns["fused_wb_split"]
-        for _ in range(warm_pairs):
+        for _ in range(warm_pairs if warm == "direct" else 0):
             fns["fa"]()
             fused()
         sync()
+        in_stream = warm_pairs if warm == "in_stream" else 0
         name = "split_hbm" if arm == "hbm" else "fused_wb_split"
         raw, marks = [], []
         if arm == "recapture":
-            paired_differences(fns["fa"], {name: fused}, pairs=n_pairs, raw=raw, marks=marks, order=order)
+            paired_differences(fns["fa"], {name: fused}, pairs=n_pairs, raw=raw, marks=marks, order=order,
+                               warm=in_stream)
         else:
             base, other = self.graphs[arm]
             paired_differences(base, {name: other}, pairs=n_pairs, raw=raw, marks=marks, order=order,
-                               capture_fn=lambda fn: (fn, "graph"))
+                               capture_fn=lambda fn: (fn, "graph"), warm=in_stream)
         t_probe = time.time()
         probe_us = [] if dests is None else probe(b, dests)
         host = [] if dests is None else [x for x in dests.buffers if not x.is_cuda]
@@ -273,10 +285,11 @@ def sweep(points: list, pairs_per_block: list, settings: dict, budget_s: float, 
             for j, arm in enumerate(arms[k:] + arms[:k]):
                 seed = block_seed(pt.seed, arm, r)
                 order = pair_order(settings["order"], seed, n_pairs)
-                raw, row, check = pt.block(arm, n_pairs, settings["warm_pairs"], order)
+                raw, row, check = pt.block(arm, n_pairs, settings["warm_pairs"], order, settings["warm"])
                 where = {**pt.tag, "arm": arm, "round": r, "slot": j}
                 pair_rows += [dict(x, **where) for x in raw]
                 block_rows.append({**where, **row, "pairs": len(raw), "warm_pairs": settings["warm_pairs"],
+                                   "warm": settings["warm"],
                                    "order_seed": None if order is None else seed})
                 if check is not None:
                     meta["checks"].append(dict(check, **where, when="fresh buffer"))

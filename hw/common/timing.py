@@ -115,7 +115,7 @@ def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5,
 
 
 def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=capture, marks: list | None = None,
-                       raw: list | None = None, order: list | None = None) -> dict:
+                       raw: list | None = None, order: list | None = None, warm: int = 0) -> dict:
     """{name: [us]}: per pair, the device time of ``others[name]`` minus that of ``base``, the two
     launched back to back (which one goes first alternates, base first in pair 0; or, with ``order``, a list of
     ``pairs`` booleans, pair i's base goes first where ``order[i]`` is true). Slow clock drift (DVFS, temperature)
@@ -128,9 +128,14 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
     itself is unchanged.
 
     ``raw``, when a list, gets one ``{"variant", "pair", "base_first", "base_us", "other_us"}`` per pair: the two
-    launches' own device times, from which the differences above follow (``other_us - base_us``)."""
+    launches' own device times, from which the differences above follow (``other_us - base_us``).
+
+    ``warm``: untimed pairs (base then other) queued on the stream after the host-queueing wait and right before
+    each variant's timed pairs, so that the GPU reaches the timed pairs from back-to-back launches, not from idle."""
     import torch
 
+    if int(warm) < 0:
+        raise InputError("warm", warm, "must be >= 0")
     if order is not None and len(order) != pairs:
         raise InputError("order", f"{len(order)} entries", f"must give one boolean per pair (pairs={pairs})")
     base_first = [i % 2 == 0 for i in range(pairs)] if order is None else [bool(x) for x in order]
@@ -145,6 +150,9 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
         t0 = time.time()
         events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(pairs)]
         torch.cuda._sleep(20_000_000)  # keep the GPU busy while the host queues the pairs
+        for _ in range(int(warm)):
+            replays["__base__"]()
+            replays[name]()
         for i, ev in enumerate(events):
             first, second = replays["__base__"], replays[name]
             if not base_first[i]:

@@ -109,3 +109,25 @@ def test_order_launches_in_the_order_given(fake_torch):
 def test_order_of_the_wrong_length_is_refused(fake_torch):
     with pytest.raises(timing.InputError, match=r"order\(='2 entries'\) must give one boolean per pair \(pairs=3\)"):
         timing.paired_differences(launch(1.0), {"a": launch(1.5)}, pairs=3, capture_fn=no_capture, order=[True, False])
+
+
+def test_warm_pairs_run_after_the_queueing_wait_and_before_the_timed_pairs(fake_torch):
+    seen = []
+    fake_torch.cuda._sleep = lambda n: seen.append("sleep")
+
+    def tagged(tag, ms):
+        def fn():
+            seen.append(tag)
+            FakeEvent.clock_ms += ms
+        return fn
+
+    raw = []
+    out = timing.paired_differences(tagged("b", 1.0), {"a": tagged("o", 2.0)}, pairs=2, capture_fn=no_capture,
+                                    warm=2, raw=raw)
+    assert seen == ["sleep", "b", "o", "b", "o", "b", "o", "o", "b"]
+    assert len(raw) == 2 and out["a"] == pytest.approx([1000.0, 1000.0])   # the warm pairs are not timed
+
+
+def test_negative_warm_is_refused(fake_torch):
+    with pytest.raises(timing.InputError, match="warm"):
+        timing.paired_differences(launch(1.0), {"a": launch(1.5)}, pairs=2, capture_fn=no_capture, warm=-1)

@@ -45,16 +45,16 @@ def G():
 def test_a_plan_without_the_new_fields_runs_rule_20s_instrument(G):
     plan = json.loads((data_dir() / "attention-extra/fa-rule20-plan.json").read_text())
     s = G.plan_settings(plan)
-    assert (s["arms"], s["rounds"], s["hbm_rounds"], s["warm_pairs"], s["order"]) == \
-        (["keep", "recapture", "fresh"], 8, 8, 1, "alternate")
+    assert (s["arms"], s["rounds"], s["hbm_rounds"], s["warm_pairs"], s["warm"], s["order"]) == \
+        (["keep", "recapture", "fresh"], 8, 8, 1, "direct", "alternate")
     assert G.round_arms(s) == [["keep", "recapture", "fresh"]] * 8
     assert G.pair_order(s["order"], 123, 48) is None          # paired_differences' own alternation
 
 
 def test_rule_21s_plan_runs_keep_every_round_and_hbm_every_other(G):
     s = G.plan_settings(json.loads((data_dir() / PLAN21).read_text()))
-    assert (s["arms"], s["rounds"], s["hbm_rounds"], s["warm_pairs"], s["order"]) == (["keep", "hbm"], 16, 8, 8,
-                                                                                       "random")
+    assert (s["arms"], s["rounds"], s["hbm_rounds"], s["warm_pairs"], s["warm"], s["order"]) == \
+        (["keep", "hbm"], 16, 8, 8, "in_stream", "random")
     arms = G.round_arms(s)
     assert [r for r, a in enumerate(arms) if "hbm" in a] == [0, 2, 4, 6, 8, 10, 12, 14]
     assert all("keep" in a for a in arms)
@@ -64,7 +64,8 @@ def test_rule_21s_plan_runs_keep_every_round_and_hbm_every_other(G):
 
 @pytest.mark.parametrize("change, field", [({"arms": ["keep", "hbx"]}, "arms"), ({"arms": ["keep", "keep"]}, "arms"),
                                            ({"order": "shuffled"}, "order"), ({"hbm_rounds": 17}, "hbm_rounds"),
-                                           ({"warm_pairs": -1}, "warm_pairs"), ({"points": []}, "points"),
+                                           ({"warm_pairs": -1}, "warm_pairs"), ({"warm": "before"}, "warm"),
+                                           ({"points": []}, "points"),
                                            ({"rounds": 0}, "rounds")])
 def test_bad_plan_settings_are_refused_by_name(G, change, field):
     plan = {**json.loads((data_dir() / PLAN21).read_text()), **change}
@@ -133,19 +134,20 @@ def fake_point(G, M, heads, head_dim, block_n, seed, T_us, E_us, O_us, keep_step
             self.b = {"fns": {"fa": fa, "fused_wb_split": fused, "split_hbm": hbm}, "dests": FakeDests()}
             self.graphs = {"keep": (fa, fused), "hbm": (fa, hbm)}
 
-        def block(self, arm, n_pairs, warm_pairs=1, order=None):
+        def block(self, arm, n_pairs, warm_pairs=1, order=None, warm="direct"):
             state[arm] += 1
             state["keep_off"] = keep_step_us if arm == "keep" and state["keep"] > 4 else 0.0
             state["hbm_off"] = rng.normal(0.0, hbm_block_sd_us) if arm == "hbm" else 0.0
             calls.clear()
-            return super().block(arm, n_pairs, warm_pairs, order)
+            return super().block(arm, n_pairs, warm_pairs, order, warm)
 
     return FakePoint()
 
 
 @pytest.fixture
 def synthetic_run(G, R, monkeypatch, tmp_path):
-    """A run of two points x 8 rounds (keep every round, hbm in 4), 24 pairs per block, 2 warm pairs, random order,
+    """A run of two points x 8 rounds (keep every round, hbm in 4), 24 pairs per block, 2 warm pairs in the stream,
+    random order,
     made by ``fa_rule20.sweep`` and ``write_run`` on the fake clock; and its plan (the first point fresh)."""
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(
         cuda=types.SimpleNamespace(Event=FakeEvent, _sleep=lambda n: None)))
@@ -159,8 +161,8 @@ def synthetic_run(G, R, monkeypatch, tmp_path):
     E_a = R.rule21({"M": 27648, "heads": 8, "head_dim": 64, "block_n": 64, "T": T_a}, rule)
     points = [fake_point(G, 27648, 8, 64, 64, 217, T_a, E_a, -8.0),
               fake_point(G, 45056, 4, 128, 128, 3, 9000.0, 400.0, 5.0, keep_step_us=150.0, hbm_block_sd_us=40.0)]
-    plan = {"rounds": 8, "arms": ["keep", "hbm"], "hbm_rounds": 4, "warm_pairs": 2, "order": "random",
-            "points": [{"M": 27648, "heads": 8, "head_dim": 64, "block_n": 64, "pairs_per_block": 24, "seed": 217,
+    plan = {"rounds": 8, "arms": ["keep", "hbm"], "hbm_rounds": 4, "warm_pairs": 2, "warm": "in_stream",
+            "order": "random", "points": [{"M": 27648, "heads": 8, "head_dim": 64, "block_n": 64, "pairs_per_block": 24, "seed": 217,
                         "status": "fresh"},
                        {"M": 45056, "heads": 4, "head_dim": 128, "block_n": 128, "pairs_per_block": 24, "seed": 3,
                         "status": "committed control"}]}
@@ -184,7 +186,7 @@ def test_the_synthetic_run_has_what_the_plan_asked(G, synthetic_run):
     assert meta["rounds_done"] == 8
     assert blocks.groupby("arm").size().to_dict() == {"hbm": 8, "keep": 16}
     assert sorted(blocks[blocks["arm"] == "hbm"]["round"].unique()) == [0, 2, 4, 6]
-    assert (blocks["pairs"] == 24).all() and (blocks["warm_pairs"] == 2).all()
+    assert (blocks["pairs"] == 24).all() and (blocks["warm_pairs"] == 2).all() and (blocks["warm"] == "in_stream").all()
     hbm = blocks[blocks["arm"] == "hbm"]
     assert hbm["probe_median(us)"].isna().all() and (hbm["pages"] == 0).all()     # no probe in the control arm
     assert (blocks[blocks["arm"] == "keep"]["probe_median(us)"] == 12.25).all()
