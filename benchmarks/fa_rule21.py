@@ -23,10 +23,15 @@ The candidates, per build b (head dim, block_n), least squares without intercept
 Held out: leave one point out, leave one call (run) out, and (the pooled form only) leave one build out; a point
 counts when its prediction is within max(20 us, 20 %) of its E (``sim.predict_link.within``). All figures are post hoc.
 
+``score`` reads the pre-registered call's run (``benchmarks/gpu/fa_rule21.sh``: ``benchmarks/gpu/fa_rule20.py`` over
+the plan; the files ``fa_rule20.write_run`` writes) and applies the three criteria: the frozen rule within at every
+fresh point, both splits of the fused blocks agreeing at >= 90 % of the points, and the ``hbm`` control arm's F (block
+medians' variance over their SE^2) under 2 at >= 80 % of them.
+
     python benchmarks/fa_rule21.py posthoc [--out data/attention-extra/fa-rule21-posthoc-h200-pcie-host.json]
     python benchmarks/fa_rule21.py freeze --out data/attention-extra/fa-rule21-frozen-h200-pcie-host.json
     python benchmarks/fa_rule21.py score --run attention-runs/<run> \\
-        --plan attention-extra/fa-rule21-plan.json [--out ...]   # a future rule-20-style run
+        --plan attention-extra/fa-rule21-plan.json [--out ...]   # the call's run (benchmarks/gpu/fa_rule21.sh)
 """
 
 import argparse
@@ -55,6 +60,8 @@ NEEDS = {"frac": "build, T", "bytes_offset": "build, M, heads, T", "hbm_offset":
          "bytes_offset_pooled": "M, heads, head_dim, T"}
 SIGN = {"frac": (1.0,), "bytes_offset": (1.0, -1.0), "hbm_offset": (1.0,), "bytes_offset_pooled": (1.0, -1.0)}
 SELF_AGREEMENT_SHARE = 0.9    # the instrument: both splits agree at >= 90 % of the points
+F_CONTROL = 2.0               # the hbm control: F = var(block medians) / mean(SE^2) under 2 ...
+CONTROL_SHARE = 0.8           # ... at >= 80 % of the points (8 of 10)
 POOLED = ("bytes_offset_pooled",)       # one set of constants for every build: it can be held out by build
 
 
@@ -214,46 +221,108 @@ def rule21(p: dict, rule: dict) -> float:
     return float(predict(row, rule["form"], rule["coefficients"])[0])
 
 
+def read_plan(base: Path, plan: str) -> dict:
+    """The plan (a path under data/, or absolute) with its points; an ``InputError`` names what is missing."""
+    path = base / plan
+    if not path.is_file():
+        raise InputError("--plan", plan, "is not a file (a plan under data/, e.g. attention-extra/fa-rule21-plan.json)")
+    q = json.loads(path.read_text())
+    if not q.get("points"):
+        raise InputError("--plan", plan, "has no points")
+    return q
+
+
+def read_run(base: Path, run: str) -> tuple:
+    """(pairs, blocks, meta) of a run folder (under data/, or absolute) as ``benchmarks/gpu/fa_rule20.py`` writes it
+    (``write_run``); meta {} where the folder has no rule20-meta.json."""
+    folder = base / run
+    if not (folder / "rule20-pairs.parquet").is_file() or not (folder / "rule20-blocks.parquet").is_file():
+        raise InputError("--run", run, "has no rule20-pairs.parquet and rule20-blocks.parquet (a run folder of "
+                                       "benchmarks/gpu/fa_rule20.py, under data/)")
+    pairs, blocks, _ = R20.load_run(folder)
+    if pairs.empty:
+        raise InputError("--run", run, "has no timed pairs")
+    meta = folder / "rule20-meta.json"
+    return pairs, blocks, json.loads(meta.read_text()) if meta.is_file() else {}
+
+
+def control(bt: pd.DataFrame) -> dict:
+    """{point: the ``hbm`` control arm's blocks, O (median of block medians, us), F = var(block medians) /
+    mean(SE_blk^2) (``fa_rule20.f_ratio``; NaN under 2 blocks), and whether F is under ``F_CONTROL``}."""
+    out = {}
+    for pt, g in bt[bt["arm"] == "hbm"].groupby("point", sort=False):
+        F = R20.f_ratio(g["E_blk"], g["SE_blk"]) if len(g) >= 2 else float("nan")
+        out[pt] = {"blocks": int(len(g)), "O_us": float(g["E_blk"].median()), "F": F,
+                   "under": bool(np.isfinite(F) and F < F_CONTROL)}
+    return out
+
+
 def score(base: Path, run: str, plan: str | None = None) -> dict:
-    """The frozen rule at every point of a future rule-20-style run (``rule20-pairs.parquet`` and
-    ``rule20-blocks.parquet``): per point the blocks of every fused arm pooled (``fa_rule20.pooled_points``: E the
-    median of block medians, T the FA-only launches' median, both splits); blocks of an arm named ``hbm`` (the
-    split_hbm control, if the device script gains it) are left out of E. With ``plan`` (under data/), only its
-    points whose status starts with "fresh" are scored; the others are reported beside."""
+    """The frozen rule at every point of a run of ``benchmarks/gpu/fa_rule20.py`` (``rule20-pairs.parquet``,
+    ``rule20-blocks.parquet``, ``rule20-meta.json``), with the pre-registration's three criteria
+    (``rule21-preregistration.md``):
+
+    - per point the blocks of every fused arm pooled (``fa_rule20.pooled_points``: E the median of block medians, T
+      the FA-only launches' median); blocks of the ``hbm`` control arm are left out of E. The rule is met when it is
+      within at every fresh point of the plan (status starting with "fresh"; a fresh point the run lacks counts as a
+      miss); without a plan every point of the run is scored;
+    - the instrument agrees with itself when both splits (alternate blocks in time order; first half against second)
+      agree at >= 90 % of the plan's points (the run's, without a plan);
+    - the control holds when the ``hbm`` arm's F (``control``) is under 2 at >= 80 % of them.
+
+    ``run`` and ``plan`` are paths under ``base`` (data/), or absolute."""
     rule = frozen(base)
-    fresh = None if plan is None else {R20.label(q) for q in json.loads((base / plan).read_text())["points"]
-                                       if str(q.get("status", "")).startswith("fresh")}
-    pairs, blocks, _ = R20.load_run(base / run)
+    q = None if plan is None else read_plan(base, plan)
+    pairs, blocks, meta = read_run(base, run)
     bt = R20.block_table(pairs, blocks)
+    ctl = control(bt)
+    planned = None if q is None else [R20.label(x) for x in q["points"]]
+    fresh = None if q is None else [R20.label(x) for x in q["points"] if str(x.get("status", "")).startswith("fresh")]
     pts = []
     for x in R20.pooled_points(bt[bt["arm"] != "hbm"]):
         mh, d, bn = x["point"].split()
         p = {"point": x["point"], "M": int(mh.split(":")[0]), "heads": int(mh.split(":")[1]),
              "head_dim": int(d[1:]), "block_n": int(bn[2:]), "T": x["fa_us"], "E": x["E_us"],
-             "blocks": x["blocks"], "sd_blocks_us": x["sd_blocks_us"], "self_agree": bool(x["agree"]["both"]),
+             "blocks": x["blocks"], "sd_blocks_us": x["sd_blocks_us"], "agree": x["agree"],
+             "self_agree": bool(x["agree"]["both"]), "control": ctl.get(x["point"]),
              "fresh": fresh is None or x["point"] in fresh}
         p["rule21"] = rule21(p, rule)
         p["within"] = bool(within(p["rule21"], p["E"]))
         pts.append(p)
+        c = p["control"]
         print(f"{p['point']:<20} T {p['T']:6.0f} E {p['E']:5.0f} ({p['blocks']} blocks, splits "
               f"{'agree' if p['self_agree'] else 'DISAGREE'}) rule21 {p['rule21']:5.0f}"
-              f"{' within' if p['within'] else ''}")
-    a = sum(p["self_agree"] for p in pts)
+              f"{' within' if p['within'] else '       '}"
+              + (f"  hbm {c['blocks']} blocks O {c['O_us']:.0f} F {c['F']:.2f}" if c else "  no hbm blocks"))
+    n_points = len(pts) if planned is None else len(planned)
+    missing = [] if planned is None else [x for x in planned if x not in {p["point"] for p in pts}]
     scored = [p for p in pts if p["fresh"]]
+    n_fresh = len(scored) if fresh is None else len(fresh)
     n = sum(p["within"] for p in scored)
-    met = bool(scored) and n == len(scored)
-    ok = bool(pts) and a >= SELF_AGREEMENT_SHARE * len(pts)
-    print(f"instrument: both splits agree at {a}/{len(pts)} ({'met' if ok else 'not met'}); "
-          f"rule 21: {n}/{len(scored)} fresh points within ({'MET' if met else 'not met'})")
-    return {"what": "rule 21 scored on a rule-20-style run", "run": run, "frozen": FROZEN, "plan": plan,
-            "within": int(n), "n": len(scored), "share": n / len(scored) if scored else None, "met": met,
-            "self_agree": int(a), "instrument_ok": ok, "points": pts}
+    met = n_fresh > 0 and n == n_fresh
+    a = sum(p["self_agree"] for p in pts)
+    ok = n_points > 0 and a >= SELF_AGREEMENT_SHARE * n_points
+    c_under = sum(bool(p["control"] and p["control"]["under"]) for p in pts)
+    c_ok = n_points > 0 and c_under >= CONTROL_SHARE * n_points
+    checks = meta.get("checks", [])
+    print(f"instrument: both splits agree at {a}/{n_points} ({'met' if ok else 'not met'}); control: hbm F under "
+          f"{F_CONTROL:g} at {c_under}/{n_points} ({'met' if c_ok else 'not met'}); rule 21: {n}/{n_fresh} fresh "
+          f"points within ({'MET' if met else 'not met'})" + (f"; missing from the run: {missing}" if missing else "")
+          + (f"; checks {sum(bool(x.get('ok')) for x in checks)}/{len(checks)}" if meta else ""))
+    return {"what": "rule 21 scored on a run of benchmarks/gpu/fa_rule20.py", "run": str(run), "frozen": FROZEN,
+            "plan": None if plan is None else str(plan), "within": int(n), "n": n_fresh,
+            "share": n / n_fresh if n_fresh else None, "met": met, "self_agree": int(a), "points_planned": n_points,
+            "instrument_ok": ok, "control_under": int(c_under), "control_ok": c_ok, "missing": missing,
+            "settings": meta.get("settings"), "rounds_done": meta.get("rounds_done"),
+            "checks": {"rows": len(checks), "ok": sum(bool(x.get("ok")) for x in checks)} if meta else None,
+            "points": pts}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("action", choices=("posthoc", "freeze", "score"))
-    ap.add_argument("--run", help="with score: a run folder under data/ holding rule20-pairs.parquet")
+    ap.add_argument("--run", help="with score: a run folder under data/ (or absolute) holding what "
+                                  "benchmarks/gpu/fa_rule20.py writes")
     ap.add_argument("--plan", help="with score: the plan under data/ whose fresh points are scored "
                                    "(e.g. attention-extra/fa-rule21-plan.json); without it every point is")
     ap.add_argument("--out", help="write the record (.json); never over an existing file")

@@ -10,6 +10,10 @@
 #   smi_trace_start DIR        the GPU's clocks, temperature, power and throttle reasons into DIR/clocks-start.txt
 #                              (and the log), then every 50 ms into DIR/smi-trace.csv in the background ($SMI)
 #   smi_trace_stop DIR         stops that trace and writes DIR/clocks-end.txt
+#   traced_sweep NAME PLAN BUDGET_S SWEEP_S   benchmarks/gpu/NAME.py --out $OUT --budget-s ${BUDGET_S:-BUDGET_S}
+#                              --plan ${PLAN:-PLAN} under timeout ${SWEEP_S:-SWEEP_S}, its output into $OUT/log.txt,
+#                              beside the 50 ms trace (smi_trace_start / _stop on $OUT); then "NAME rc <status> at
+#                              <s> s", the files under $OUT and the end time (rules 19, 20, 21: fa_rule*.sh)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 : "${OUT:?set OUT to the output folder}"
@@ -57,4 +61,15 @@ smi_trace_start() {
 smi_trace_stop() {
   kill "$SMI" 2>/dev/null
   (date -u; nvidia-smi --query-gpu=$SMI_FIELDS --format=csv) > "$1/clocks-end.txt" 2>&1
+}
+
+traced_sweep() {
+  local name=$1 plan=$2 budget=$3 sweep=$4 t0=$SECONDS
+  smi_trace_start "$OUT"
+  PYTHONUNBUFFERED=1 timeout "${SWEEP_S:-$sweep}" python3 "benchmarks/gpu/$name.py" --out "$OUT" \
+      --budget-s "${BUDGET_S:-$budget}" --plan "${PLAN:-$plan}" 2>&1 | tee "$OUT/log.txt"
+  echo "$name rc ${PIPESTATUS[0]} at $((SECONDS - t0)) s"
+  smi_trace_stop "$OUT"
+  ls -la "$OUT"
+  echo "end $(date -u +%FT%TZ), $((SECONDS - t0)) s"
 }

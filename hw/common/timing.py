@@ -3,14 +3,16 @@
 ``time_variants`` times several variants of one configuration: warm-up, graph capture (eager where the
 capture fails), then rounds in rotated order, each a batch of trials queued behind a GPU sleep so the
 host never starves the device; per-trial times in us. ``paired_differences`` times a variant against a
-base in back-to-back pairs (alternating which goes first), so slow clock drift cancels in the
-difference. ``gpu_clocks`` reads SM/memory clocks, temperature, power and throttle reasons
+base in back-to-back pairs (alternating which goes first, or in a given order), so slow clock drift cancels in
+the difference. ``gpu_clocks`` reads SM/memory clocks, temperature, power and throttle reasons
 (nvidia-smi) for the records. ``device()`` is "cpu" under the Triton interpreter or without a GPU (the
 dry runs time with the host clock). torch is imported inside the functions.
 """
 
 import subprocess
 import time
+
+from xstage.errors import InputError
 from xstage.hw.common.log import hw_log
 
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
@@ -113,9 +115,10 @@ def time_variants(fns: dict, trials: int = 25, warmup: int = 5, rounds: int = 5,
 
 
 def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=capture, marks: list | None = None,
-                       raw: list | None = None) -> dict:
+                       raw: list | None = None, order: list | None = None, warm: int = 0) -> dict:
     """{name: [us]}: per pair, the device time of ``others[name]`` minus that of ``base``, the two
-    launched back to back (which one goes first alternates). Slow clock drift (DVFS, temperature)
+    launched back to back (which one goes first alternates, base first in pair 0; or, with ``order``, a list of
+    ``pairs`` booleans, pair i's base goes first where ``order[i]`` is true). Slow clock drift (DVFS, temperature)
     moves both launches of a pair alike, so it cancels in the difference — the paper's matched-path
     comparison; a difference of two medians taken seconds apart does not cancel it.
 
@@ -125,9 +128,17 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
     itself is unchanged.
 
     ``raw``, when a list, gets one ``{"variant", "pair", "base_first", "base_us", "other_us"}`` per pair: the two
-    launches' own device times, from which the differences above follow (``other_us - base_us``)."""
+    launches' own device times, from which the differences above follow (``other_us - base_us``).
+
+    ``warm``: untimed pairs (base then other) queued on the stream after the host-queueing wait and right before
+    each variant's timed pairs, so that the GPU reaches the timed pairs from back-to-back launches, not from idle."""
     import torch
 
+    if int(warm) < 0:
+        raise InputError("warm", warm, "must be >= 0")
+    if order is not None and len(order) != pairs:
+        raise InputError("order", f"{len(order)} entries", f"must give one boolean per pair (pairs={pairs})")
+    base_first = [i % 2 == 0 for i in range(pairs)] if order is None else [bool(x) for x in order]
     replays = {name: capture_fn(fn)[0] for name, fn in {"__base__": base, **others}.items()}
     diffs = {name: [] for name in others}
     if device() == "cpu":
@@ -139,8 +150,13 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
         t0 = time.time()
         events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(pairs)]
         torch.cuda._sleep(20_000_000)  # keep the GPU busy while the host queues the pairs
+        for _ in range(int(warm)):
+            replays["__base__"]()
+            replays[name]()
         for i, ev in enumerate(events):
-            first, second = (replays["__base__"], replays[name]) if i % 2 == 0 else (replays[name], replays["__base__"])
+            first, second = replays["__base__"], replays[name]
+            if not base_first[i]:
+                first, second = second, first
             ev[0].record()
             first()
             ev[1].record()
@@ -151,8 +167,8 @@ def paired_differences(base, others: dict, pairs: int = 30, *, capture_fn=captur
             marks.append({"variant": name, "host_start_s": t0, "host_end_s": time.time(), "pairs": pairs})
         for i, ev in enumerate(events):
             t_first, t_second = ev[0].elapsed_time(ev[1]) * 1e3, ev[1].elapsed_time(ev[2]) * 1e3
-            diffs[name].append(t_second - t_first if i % 2 == 0 else t_first - t_second)
+            diffs[name].append(t_second - t_first if base_first[i] else t_first - t_second)
             if raw is not None:
-                b, o = (t_first, t_second) if i % 2 == 0 else (t_second, t_first)
-                raw.append({"variant": name, "pair": i, "base_first": i % 2 == 0, "base_us": b, "other_us": o})
+                b, o = (t_first, t_second) if base_first[i] else (t_second, t_first)
+                raw.append({"variant": name, "pair": i, "base_first": base_first[i], "base_us": b, "other_us": o})
     return diffs

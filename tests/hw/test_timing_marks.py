@@ -75,3 +75,59 @@ def test_raw_gets_each_pairs_two_launch_times_in_either_order(fake_torch):
     assert [r["base_us"] for r in raw] == pytest.approx([1000.0] * 4)
     assert [r["other_us"] for r in raw] == pytest.approx([1500.0] * 4)
     assert out["a"] == pytest.approx([r["other_us"] - r["base_us"] for r in raw])
+
+
+def test_order_sets_which_launch_goes_first_and_raw_follows_it(fake_torch):
+    order = [False, False, True, False, True, True]
+    raw = []
+    out = timing.paired_differences(launch(1.0), {"a": launch(1.5)}, pairs=6, capture_fn=no_capture, raw=raw,
+                                    order=order)
+    assert [r["base_first"] for r in raw] == order
+    assert [r["pair"] for r in raw] == list(range(6))
+    # each launch's own time is read whichever goes first, so the differences do not depend on the order
+    assert [r["base_us"] for r in raw] == pytest.approx([1000.0] * 6)
+    assert out["a"] == pytest.approx([500.0] * 6)
+
+
+def test_order_launches_in_the_order_given(fake_torch):
+    seen = []
+
+    def tagged(tag, ms):
+        def fn():
+            seen.append(tag)
+            FakeEvent.clock_ms += ms
+        return fn
+
+    timing.paired_differences(tagged("b", 1.0), {"a": tagged("o", 2.0)}, pairs=3, capture_fn=no_capture,
+                              order=[False, True, False])
+    assert seen == ["o", "b", "b", "o", "o", "b"]
+    seen.clear()
+    timing.paired_differences(tagged("b", 1.0), {"a": tagged("o", 2.0)}, pairs=3, capture_fn=no_capture)
+    assert seen == ["b", "o", "o", "b", "b", "o"]          # no order: alternating, base first in pair 0
+
+
+def test_order_of_the_wrong_length_is_refused(fake_torch):
+    with pytest.raises(timing.InputError, match=r"order\(='2 entries'\) must give one boolean per pair \(pairs=3\)"):
+        timing.paired_differences(launch(1.0), {"a": launch(1.5)}, pairs=3, capture_fn=no_capture, order=[True, False])
+
+
+def test_warm_pairs_run_after_the_queueing_wait_and_before_the_timed_pairs(fake_torch):
+    seen = []
+    fake_torch.cuda._sleep = lambda n: seen.append("sleep")
+
+    def tagged(tag, ms):
+        def fn():
+            seen.append(tag)
+            FakeEvent.clock_ms += ms
+        return fn
+
+    raw = []
+    out = timing.paired_differences(tagged("b", 1.0), {"a": tagged("o", 2.0)}, pairs=2, capture_fn=no_capture,
+                                    warm=2, raw=raw)
+    assert seen == ["sleep", "b", "o", "b", "o", "b", "o", "o", "b"]
+    assert len(raw) == 2 and out["a"] == pytest.approx([1000.0, 1000.0])   # the warm pairs are not timed
+
+
+def test_negative_warm_is_refused(fake_torch):
+    with pytest.raises(timing.InputError, match="warm"):
+        timing.paired_differences(launch(1.0), {"a": launch(1.5)}, pairs=2, capture_fn=no_capture, warm=-1)

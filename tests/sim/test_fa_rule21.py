@@ -84,7 +84,9 @@ def test_score_reads_a_rule20_style_run(R):
 
 def test_score_counts_only_the_plans_fresh_points(R):
     rec = R.score(data_dir(), "attention-runs/71a2b52-rule20", plan="attention-extra/fa-rule21-plan.json")
-    assert rec["n"] == 0 and not rec["met"]                    # 45056:4 and 36864:6 are the plan's controls
+    # 45056:4 and 36864:6 are the plan's controls; its 8 fresh points are missing from that run: each counts as a miss
+    assert rec["within"] == 0 and rec["n"] == 8 and not rec["met"] and len(rec["missing"]) == 8
+    assert rec["points_planned"] == 10 and not rec["instrument_ok"] and rec["control_under"] == 0
     plan = json.loads((data_dir() / "attention-extra/fa-rule21-plan.json").read_text())
     fresh = [q for q in plan["points"] if q["status"] == "fresh"]
     assert len(fresh) == 8 and {R.R19.build(q) for q in fresh} == set(R.frozen(data_dir())["coefficients"])
