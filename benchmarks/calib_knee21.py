@@ -4,6 +4,7 @@ issue 15, session 15). POST HOC: every grid scored here was read before; the two
 and the decision rule were committed before any candidate was fitted (docs/calibration/knee21.md, commit 50ae4a1).
 
     python benchmarks/calib_knee21.py posthoc --json OUT   # lockq, repeat-median, trim-all; ~40 fits, ~4 min on 2 cores
+    python benchmarks/calib_knee21.py score --json OUT     # PRE-REGISTERED: repeat-median on fresh13's two runs; ~2 min
 
 - ``repeat-median`` (``median_run``): the runs' points matched on (phase, mode, gap kind, K, B, step), step the n-th
   point of its (phase, mode, gap kind, K, B) in record order (the requested gaps are set from each run's own
@@ -18,7 +19,9 @@ and the decision rule were committed before any candidate was fitted (docs/calib
 
 Scores: ``calib_knee14.judge`` on the held-out lockstep periodic points and ``calib_fresh11.all_four``, ``bracket``
 seeds 0-4; fresh12 (committed run ``c`` and knee18's repeat ``r2``), fresh11 and fresh10 (one run each). ``decide``:
-the rule written in the page before any fit. The JSON is written atomically, never over a file.
+the rule written in the page before any fit. ``score`` (``score_fresh``): repeat-median frozen by that rule, scored
+on the later device call's two fresh13 runs exactly as data/calibration-extra/knee21-preregistration.md says, with
+fresh11's repeat (if it came back) beside it, not fresh. The JSON is written atomically, never over a file.
 """
 import argparse
 import contextlib
@@ -30,8 +33,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, all_four  # noqa: E402
-from calib_knee10 import fit_model, grid_points, split_of, write_new  # noqa: E402
+from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
+from calib_knee10 import _rel, fit_model, grid_points, split_of, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
+from xstage.hw.calib.grids import GRIDS  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import platform_fit  # noqa: E402
 
@@ -183,8 +188,8 @@ def _log(r, log):
         (f" withheld {r['withheld']}" if "withheld" in r else ""), flush=True)
 
 
-def score_grid(grid: str, runs: dict, seeds=SEEDS, log=print) -> list:
-    """lockq and trim-all on each run; repeat-median where the grid has >= 2 runs ({name: points})."""
+def score_grid(grid: str, runs: dict, seeds=SEEDS, log=print, trim_all: bool = True) -> list:
+    """lockq (and trim-all) on each run; repeat-median where the grid has >= 2 runs ({name: points})."""
     rows = []
     for seed in seeds:
         splits = {n: split_of(p, "bracket", seed) for n, p in runs.items()}
@@ -194,6 +199,8 @@ def score_grid(grid: str, runs: dict, seeds=SEEDS, log=print) -> list:
             head = {"grid": grid, "seed": seed, "fitted_on": name, "judged_on": name}
             rows.append(_row(product[0], pts, splits[name], candidate="lockq", **head))
             _log(rows[-1], log)
+            if not trim_all:
+                continue
             plat, _, info = fit_trim_all(half, product)
             rows.append({**_row(plat, pts, splits[name], candidate="trim-all", **head), **info})
             _log(rows[-1], log)
@@ -241,6 +248,72 @@ def decide(rows) -> dict:
     return out
 
 
+# ---- the pre-registered score of the fresh13 call (data/calibration-extra/knee21-preregistration.md) --------------
+
+FRESH13 = {"r1": EXTRA / "h200-pcie-host-fresh13-r1", "r2": EXTRA / "h200-pcie-host-fresh13-r2"}
+FRESH11_REPEAT = {"c": EXTRA / "h200-pcie-host-fresh11", "r2": EXTRA / "h200-pcie-host-fresh11-r2"}
+SCORE_RULE = ("met iff two-stage-lockq, fitted by the product (calib_knee10.fit_model) on the bracket (0.3) fit half "
+              "of the point-wise median of fresh13's two runs (calib_knee21.median_run), meets all four checks "
+              "(held-out lockstep T_iss and period |rel err| median <= 0.05, p90 <= 0.15) on the median's held-out "
+              "half at >= 4 of seeds 0-4; with fewer than two runs back: not measured "
+              "(data/calibration-extra/knee21-preregistration.md)")
+
+
+def run_meta(folder: Path) -> dict:
+    """Where a run's records are and what its provenance says (commit, date, GPU)."""
+    _, meta = load_points(folder)
+    prov = meta.get("provenance") or {}
+    gpu = prov.get("gpu") or {}
+    return {"records": _rel(folder), "git_commit": prov.get("git_commit"), "date": prov.get("date"),
+            "gpu_uuid": gpu.get("gpu_uuid"), "driver": gpu.get("driver")}
+
+
+def load_runs(folders: dict, grid: str) -> dict:
+    """{name: points} of the folders that hold points.parquet; each must be ``grid``'s design (its K and B)."""
+    want = GRIDS[grid]
+    runs = {}
+    for name, folder in folders.items():
+        if not (Path(folder) / "points.parquet").is_file():
+            continue
+        pts = load_points(Path(folder))[0].reset_index(drop=True)
+        per = pts[pts["mode"] == "periodic"]
+        got = (sorted({int(k) for k in per["producers"]}), sorted({int(b) for b in per["bytes_per_producer"]}))
+        if got != (sorted(want["producers"]), sorted(want["sizes"])):
+            raise ValueError(f"run {name} ({folder}): K {got[0]} and B {[b // 1024 for b in got[1]]} KiB are not "
+                             f"--grid {grid}'s")
+        runs[name] = pts
+    return runs
+
+
+def score_fresh(folders=FRESH13, grid: str = "fresh13", seeds=SEEDS, log=print) -> dict:
+    """PRE-REGISTERED: ``repeat-median`` on the runs in ``folders`` ({name: folder}, two runs of ``grid``): the
+    decision by ``SCORE_RULE``; reported beside it (deciding nothing): the median fit judged on each single run and
+    lockq fitted and judged on each single run (the one-run protocol)."""
+    runs = load_runs(folders, grid)
+    out = {"pre_registered": True, "preregistration": "data/calibration-extra/knee21-preregistration.md",
+           "grid": grid, "runs": {n: run_meta(Path(folders[n])) for n in runs},
+           "missing": [n for n in folders if n not in runs]}
+    rows = score_grid(grid, runs, seeds, log, trim_all=False) if runs else []
+    met = seeds_met(rows, grid, "repeat-median", "median", "median")
+    out["decision"] = {"rule": SCORE_RULE, "seeds_met": met if len(runs) >= 2 else None,
+                       "verdict": ("met" if met >= SEEDS_NEEDED else "not met") if len(runs) >= 2 else "not measured",
+                       "reported": {f"repeat-median judged on {n}": seeds_met(rows, grid, "repeat-median", "median", n)
+                                    for n in runs} | {f"lockq on {n} alone": seeds_met(rows, grid, "lockq", n, n)
+                                                      for n in runs}}
+    out["rows"] = rows
+    return out
+
+
+def score_fresh11_repeat(log=print) -> dict:
+    """Secondary, NOT fresh (fresh11's committed run was read before): repeat-median on fresh11's committed run and
+    its repeat, where the repeat came back. knee18's own pre-registered score of the repeat is
+    ``calib_knee18.py score``, run as it stands."""
+    if not (FRESH11_REPEAT["r2"] / "points.parquet").is_file():
+        return {"note": "fresh11's repeat did not come back: nothing scored"}
+    return {"post_hoc": True, "note": "one of the two runs (fresh11's committed run) was read before",
+            **score_fresh(FRESH11_REPEAT, "fresh11", log=log)}
+
+
 READ = ["docs/calibration/knee17.md", "knee18.md", "knee19.md", "knee20.md", "knee18-preregistration.md",
         "sim/fit_knee.py", "sim/platform_fit.py", "benchmarks/calib_knee20.py, calib_knee19.py, calib_knee18.py, "
         "calib_knee14.py, calib_knee10.py, calib_fresh12.py", "knee20's committed lockq figures",
@@ -249,11 +322,16 @@ READ = ["docs/calibration/knee17.md", "knee18.md", "knee19.md", "knee20.md", "kn
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("posthoc",))
+    ap.add_argument("action", choices=("posthoc", "score"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.json.exists():
         raise SystemExit(f"calib_knee21: {args.json} exists; records are not overwritten (give a new path)")
+    if args.action == "score":
+        out = score_fresh()
+        write_new(args.json, {**out, "fresh11_repeat": score_fresh11_repeat(), "provenance": provenance()},
+                  "calib_knee21")
+        return 0
     rows = score()
     write_new(args.json, {"post_hoc": True, "note": "every grid here was read before; the candidates, the matching and "
                           "the rule were committed before any candidate was fitted (50ae4a1)",

@@ -127,3 +127,34 @@ def test_decide_applies_the_written_rule():
     assert d["reported"] == {"repeat-median judged on fresh12 c": 0, "repeat-median judged on fresh12 r2": 5}
     assert d["frozen"] == "repeat-median"
     assert k21.decide([r for r in rows if not (r["candidate"] == "repeat-median" and r["seed"] < 2)])["frozen"] is None
+
+
+# ---- the pre-registered score action, on STAND-IN records (a test only: fresh12's two committed runs in fresh13's
+# place; the real score reads the later device call's fresh13 runs) --------------------------------------------------
+
+def test_score_on_stand_in_records_is_the_posthoc_repeat_median(tmp_path):
+    folders = {"r1": EXTRA / "h200-pcie-host-fresh12", "r2": EXTRA / "h200-pcie-host-fresh12-r2"}
+    out = k21.score_fresh(folders, grid="fresh12", seeds=(4,), log=lambda *a, **k: None)
+    assert out["runs"]["r1"]["records"] == "data/calibration-extra/h200-pcie-host-fresh12" and out["missing"] == []
+    assert out["runs"]["r2"]["gpu_uuid"] and out["runs"]["r1"]["git_commit"]
+    want = {(r["candidate"], r["judged_on"]): r for r in json.loads((EXTRA / "knee21-posthoc.json").read_text())["rows"]
+            if r["grid"] == "fresh12" and r["seed"] == 4 and r["candidate"] in ("lockq", "repeat-median")}
+    names = {"r1": "c", "r2": "r2", "median": "median"}         # the posthoc named the committed run c
+    got = {(r["candidate"], r["judged_on"]): r for r in out["rows"]}
+    assert {(c, names[j]) for c, j in got} == set(want)
+    for (c, j), r in got.items():
+        for k in k21.FIGS:
+            assert r[f"heldout_{k}"] == pytest.approx(want[(c, names[j])][f"heldout_{k}"], abs=1e-12), (c, j, k)
+    d = out["decision"]
+    assert d["seeds_met"] == 1 and d["verdict"] == "not met"            # one seed scored here: 1 of 5 is not >= 4
+    assert d["reported"] == {"repeat-median judged on r1": 1, "repeat-median judged on r2": 1, "lockq on r1 alone": 0,
+                             "lockq on r2 alone": 1}
+
+
+def test_score_refuses_another_grids_records_and_needs_two_runs(tmp_path):
+    with pytest.raises(ValueError, match="are not --grid fresh13's"):
+        k21.score_fresh({"r1": EXTRA / "h200-pcie-host-fresh12"}, grid="fresh13", seeds=())
+    out = k21.score_fresh({"r1": EXTRA / "h200-pcie-host-fresh12", "r2": tmp_path / "absent"}, grid="fresh12",
+                          seeds=())
+    assert out["missing"] == ["r2"] and out["decision"]["verdict"] == "not measured"
+    assert out["decision"]["seeds_met"] is None
