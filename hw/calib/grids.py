@@ -63,6 +63,15 @@ gated host platform, the knee ratio (V - R T_iss0)/Q(K) across 1 at every K (17 
 two B between those two at each of the four larger K (ratio 0.99-1.15: where fresh11's held-out pairs missed) --
 eight gap sweeps, lockstep only, at those two pairs of each of the four larger K, and the isolated sweep at every K
 on {6, 14, 20, 28, 48, 96, 160} KiB. Every K is new to every earlier grid, so no (K, B) pair of it is in any.
+``fresh13`` (session 15, knee21): a small lockstep grid measured twice in one call, the fresh test of the
+``repeat-median`` protocol (``two-stage-lockq`` fitted on the point-wise median of two runs; docs/calibration/knee21.md),
+built as fresh12: K in {21, 47, 74, 106, 125} x B in {11, 19, 23, 27, 31, 35, 41, 47, 54, 180} KiB -- three B <= 24 KiB
+and, under the session-7 gated host platform, the knee ratio (V - R T_iss0)/Q(K) across 1 at every K (21 x 180 KiB
+2.74, 47 x 35 / 47 KiB 0.92 / 1.24, 74 x 27 / 35 KiB 0.90 / 1.17, 106 x 23 / 31 KiB 0.89 / 1.20, 125 x 23 / 31 KiB
+0.94 / 1.27) with one B between those two at each of the four larger K (47 x 41 1.08, 74 x 31 1.03, 106 x 27 1.05,
+125 x 27 1.11) -- eight gap sweeps, lockstep only, at those two pairs of each of the four larger K, and the isolated
+sweep at every K on {11, 19, 27, 35, 58, 100, 180} KiB. Every K and every B is new to every earlier grid, so no (K, B)
+pair of it is in any.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -86,6 +95,7 @@ FRESH7_K = (22, 46, 94, 130)
 FRESH10_K = (9, 34, 58, 84, 116)
 FRESH11_K = (13, 38, 62, 92, 122)
 FRESH12_K = (17, 42, 68, 100, 126)
+FRESH13_K = (21, 47, 74, 106, 125)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -140,6 +150,12 @@ GRIDS = {
                                                                  (68, 38), (42, 38), (42, 52))),
                     iso_producers=FRESH12_K, iso_sizes=tuple(k * KiB for k in (6, 14, 20, 28, 48, 96, 160)),
                     free_gaps=0),
+    # fresh13 (session 15, knee21): lockstep, as fresh12 on new K and B, measured twice for repeat-median (module doc)
+    "fresh13": dict(producers=FRESH13_K, sizes=tuple(k * KiB for k in (11, 19, 23, 27, 31, 35, 41, 47, 54, 180)),
+                    gap_configs=tuple((k, b * KiB) for k, b in ((125, 23), (125, 31), (106, 23), (106, 31), (74, 27),
+                                                                 (74, 35), (47, 35), (47, 47))),
+                    iso_producers=FRESH13_K, iso_sizes=tuple(k * KiB for k in (11, 19, 27, 35, 58, 100, 180)),
+                    free_gaps=0),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -157,6 +173,7 @@ QUICK_GRIDS = {
     "fresh10": dict(gap_configs=((116, 26 * KiB), (58, 44 * KiB)), free_gaps=0),
     "fresh11": dict(gap_configs=((122, 22 * KiB), (62, 40 * KiB)), free_gaps=0),
     "fresh12": dict(gap_configs=((126, 20 * KiB), (68, 38 * KiB)), free_gaps=0),
+    "fresh13": dict(gap_configs=((125, 23 * KiB), (74, 35 * KiB)), free_gaps=0),
 }
 
 
