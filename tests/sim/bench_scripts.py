@@ -7,10 +7,12 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def load_script(name: str):
-    """``benchmarks/<name>.py`` as a module named ``name``."""
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+def load_script(name: str, folder: str = "", as_name: str | None = None):
+    """``benchmarks/<folder>/<name>.py`` as a module named ``as_name`` (default ``name``); the device scripts are in
+    ``folder="gpu"``, and are given another name where a CPU script has theirs (``fa_rule20_gpu``)."""
+    where = BENCHMARKS / folder
+    sys.path.insert(0, str(where))
+    spec = importlib.util.spec_from_file_location(as_name or name, where / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

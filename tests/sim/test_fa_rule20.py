@@ -2,7 +2,6 @@
 the scorer's figures and pre-registered verdicts on small synthetic records (``benchmarks/fa_rule20.py``), and the
 committed run ``71a2b52-rule20`` scored again."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -19,11 +18,7 @@ from .bench_scripts import BENCHMARKS, load_script
 
 @pytest.fixture(scope="module")
 def G():
-    sys.path.insert(0, str(BENCHMARKS / "gpu"))
-    spec = importlib.util.spec_from_file_location("fa_rule20_gpu", BENCHMARKS / "gpu" / "fa_rule20.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("fa_rule20", "gpu", "fa_rule20_gpu")
 
 
 def test_pfn_runs_counts_physically_consecutive_frames(G):

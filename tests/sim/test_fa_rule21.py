@@ -95,15 +95,7 @@ def test_score_counts_only_the_plans_fresh_points(R):
 
 
 def test_every_plan_point_is_a_valid_kernel_configuration():
-    import importlib.util
-    import sys
-
-    from .bench_scripts import BENCHMARKS
-
-    sys.path.insert(0, str(BENCHMARKS / "gpu"))
-    spec = importlib.util.spec_from_file_location("fa_rule19_gpu", BENCHMARKS / "gpu" / "fa_rule19.py")
-    G = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(G)
+    G = load_script("fa_rule19", "gpu", "fa_rule19_gpu")
     plan = json.loads((data_dir() / "attention-extra/fa-rule21-plan.json").read_text())
     for q in plan["points"]:
         cfg = G.point_config(q)

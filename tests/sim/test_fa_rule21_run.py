@@ -4,7 +4,6 @@ device script's own round loop and writer and scored by ``benchmarks/fa_rule21.p
 splits, the ``hbm`` control's F), the scorer's one-line errors, the device script end to end under the Triton
 interpreter, and the thin shell scripts of rules 19, 20 and 21 over ``common.sh``."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -32,11 +31,7 @@ def R():
 
 @pytest.fixture(scope="module")
 def G():
-    sys.path.insert(0, str(BENCHMARKS / "gpu"))
-    spec = importlib.util.spec_from_file_location("fa_rule20_gpu", BENCHMARKS / "gpu" / "fa_rule20.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("fa_rule20", "gpu", "fa_rule20_gpu")
 
 
 # ---------------------------------------------------------------- the plan's settings

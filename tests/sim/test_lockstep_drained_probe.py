@@ -1,25 +1,19 @@
 """benchmarks/gpu/lockstep_drained.py on a fake microbenchmark (no GPU): ``--probe`` adds one run per K of the grid
 at 2 KiB before that target's grid, in the same process, and without it the records are as before."""
 
-import importlib.util
 import json
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from .bench_scripts import BENCHMARKS, load_script
+from .bench_scripts import load_script
 
 SKEW_US = 0.096          # the fake barrier's start skew: the last producer starts this long after the first
 
 
 def _load():
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("lockstep_drained", BENCHMARKS / "gpu" / "lockstep_drained.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("lockstep_drained", "gpu")
 
 
 class FakeMicrobench:
