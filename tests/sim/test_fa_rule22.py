@@ -99,6 +99,17 @@ def test_the_decision_rule(R):
                      "idle_tail": _v(19, 18, 16)}) == "cover_after"  # full tie: the order of the table
 
 
+def test_posthoc_record_recomputes_and_nothing_qualifies(R):
+    rec = json.loads((data_dir() / R.POSTHOC).read_text())
+    now = R.posthoc(data_dir())
+    assert rec["decision"] is None and now["decision"] is None
+    got = {k: R.counts(v) for k, v in now["forms"].items()}
+    assert got == {k: R.counts(v) for k, v in rec["forms"].items()}
+    assert got == {"bytes_offset": (19, 18, 15), "cover_after": (19, 14, 11), "last_batch": (24, 15, 9),
+                   "idle_tail": (21, 15, 12)}
+    assert rec["provenance"]["git_commit"] and "+dirty" not in rec["provenance"]["git_commit"]
+
+
 def test_posthoc_cli_refuses_to_overwrite(tmp_path):
     out = tmp_path / "r.json"
     out.write_text("{}")
