@@ -96,9 +96,18 @@ def form_rows(f: pd.DataFrame, form: str) -> pd.DataFrame:
     return f[f["O"].notna()] if form == "hbm_offset" else f
 
 
-def design(g: pd.DataFrame, form: str) -> tuple:
+def spec(form: str, forms: dict | None = None) -> tuple:
+    """(inputs, signs, needs) of a form: from ``forms`` ({name: (inputs, signs, needs)}, a later rule's forms fitted
+    by this machinery, e.g. ``fa_rule22.FORMS``) when it names it, else this rule's."""
+    if forms and form in forms:
+        return forms[form]
+    return FORMS[form], SIGN[form], NEEDS[form]
+
+
+def design(g: pd.DataFrame, form: str, forms: dict | None = None) -> tuple:
     """(A, y): the form's regressors (signs folded in) and its target."""
-    A = np.column_stack([s * g[c].to_numpy(float) for c, s in zip(FORMS[form], SIGN[form])])
+    inputs, signs, _ = spec(form, forms)
+    A = np.column_stack([s * g[c].to_numpy(float) for c, s in zip(inputs, signs)])
     y = g["E"].to_numpy(float) - (g["O"].to_numpy(float) if form == "hbm_offset" else 0.0)
     return A, y
 
@@ -108,33 +117,33 @@ def group(f: pd.DataFrame, form: str) -> np.ndarray:
     return np.full(len(f), "all", dtype=object) if form in POOLED else f["build"].to_numpy()
 
 
-def fit(f: pd.DataFrame, form: str) -> dict:
+def fit(f: pd.DataFrame, form: str, forms: dict | None = None) -> dict:
     """{build (or "all"): [coefficients]} by least squares per build (``FORMS`` order)."""
     out = {}
     for b, g in f.groupby(group(f, form)):
-        A, y = design(g, form)
+        A, y = design(g, form, forms)
         if len(g) >= A.shape[1]:
             out[b] = [float(c) for c in np.linalg.lstsq(A, y, rcond=None)[0]]
     return out
 
 
-def predict(f: pd.DataFrame, form: str, coef: dict) -> np.ndarray:
+def predict(f: pd.DataFrame, form: str, coef: dict, forms: dict | None = None) -> np.ndarray:
     """The form's E per row; NaN where its build has no constants."""
     out = np.full(len(f), np.nan)
     for i, (r, b) in enumerate(zip(f.to_dict(orient="records"), group(f, form))):
         if b in coef:
-            A, y = design(pd.DataFrame([r]), form)
+            A, y = design(pd.DataFrame([r]), form, forms)
             out[i] = float(A[0] @ np.asarray(coef[b])) + (r["O"] if form == "hbm_offset" else 0.0)
     return out
 
 
-def held_out(f: pd.DataFrame, form: str, by: str | None) -> np.ndarray:
+def held_out(f: pd.DataFrame, form: str, by: str | None, forms: dict | None = None) -> np.ndarray:
     """Each row's prediction from the form fitted without it (``by`` None) or without its whole ``by`` group."""
     out = np.full(len(f), np.nan)
     groups = np.arange(len(f)) if by is None else f[by].to_numpy()
     for gval in pd.unique(groups):
         m = groups == gval
-        out[m] = predict(f[m], form, fit(f[~m], form))
+        out[m] = predict(f[m], form, fit(f[~m], form, forms), forms)
     return out
 
 
@@ -145,26 +154,29 @@ def share(pred, E) -> dict:
             "median_abs_error_us": float(np.median(err)) if err else None}
 
 
-def score_form(f: pd.DataFrame, form: str) -> dict:
+def score_form(f: pd.DataFrame, form: str, forms: dict | None = None) -> dict:
+    """A form's figures: in-sample, leave one point out (by build), leave one call out (by call), leave one build out
+    (pooled forms), fitted without rule 19's points. ``forms``: a later rule's forms (``spec``)."""
     g = form_rows(f, form).reset_index(drop=True)
-    coef = fit(g, form)
-    res = {"inputs": FORMS[form], "needs": NEEDS[form], "points": int(len(g)), "coefficients": coef,
-           "in_sample": share(predict(g, form, coef), g["E"]),
-           "leave_one_point_out": share(held_out(g, form, None), g["E"])}
-    loo = held_out(g, form, None)
+    coef = fit(g, form, forms)
+    inputs, _, needs = spec(form, forms)
+    loo = held_out(g, form, None, forms)
+    res = {"inputs": inputs, "needs": needs, "points": int(len(g)), "coefficients": coef,
+           "in_sample": share(predict(g, form, coef, forms), g["E"]),
+           "leave_one_point_out": share(loo, g["E"])}
     res["leave_one_point_out"]["by_build"] = {b: share(loo[g["build"].to_numpy() == b], g[g["build"] == b]["E"])
                                               for b in sorted(g["build"].unique())}
     if g["run"].nunique() > 1:
-        res["leave_one_call_out"] = share(held_out(g, form, "run"), g["E"])
+        loco = held_out(g, form, "run", forms)
+        res["leave_one_call_out"] = share(loco, g["E"])
         res["leave_one_call_out"]["by_call"] = {
-            r: share(held_out(g, form, "run")[g["run"].to_numpy() == r], g[g["run"] == r]["E"]) for r in
-            g["run"].unique()}
+            r: share(loco[g["run"].to_numpy() == r], g[g["run"] == r]["E"]) for r in g["run"].unique()}
     if form in POOLED:
-        res["leave_one_build_out"] = share(held_out(g, form, "build"), g["E"])
+        res["leave_one_build_out"] = share(held_out(g, form, "build", forms), g["E"])
     # every form on the 14 rule19 points, fitted without them: the nearest thing to a fresh call
     if form != "hbm_offset":
         r19 = g["source"] == "rule19"
-        res["rule19_from_others"] = share(predict(g[r19], form, fit(g[~r19], form)), g[r19]["E"])
+        res["rule19_from_others"] = share(predict(g[r19], form, fit(g[~r19], form, forms), forms), g[r19]["E"])
     return res
 
 
