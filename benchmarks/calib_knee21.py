@@ -139,11 +139,13 @@ def over_law(points: pd.DataFrame, platform, trim: float = TRIM) -> frozenset:
                      if t > trim * platform.issue_time0_us(int(k), float(b)))
 
 
-def fit_trim_all(half: pd.DataFrame, product=None, trim: float = TRIM, rounds: int = ROUNDS) -> tuple:
-    """``trim-all`` on a fit half: (platform, fit, info). From the product's fit (``product``: its (platform, fit),
-    fitted here when None), W = the plateau points > ``trim`` x the law; refit with W withheld from the issue-law
-    fits; repeat until W is unchanged (at most ``rounds`` refits). No point over the product's law: the product."""
-    plat, fit = product if product is not None else fit_model(half, MODEL, "knee21")
+def fit_trim_all(half: pd.DataFrame, product=None, trim: float = TRIM, rounds: int = ROUNDS,
+                 model: str = MODEL, target: str = "host") -> tuple:
+    """``trim-all`` on a fit half: (platform, fit, info). From the product's fit of ``model`` (``product``: its
+    (platform, fit), fitted here when None), W = the plateau points > ``trim`` x the law; refit with W withheld from
+    the issue-law fits; repeat until W is unchanged (at most ``rounds`` refits). No point over the product's law: the
+    product. (``model``, ``target``: knee22's survey of the gated models and local grids; knee21 ran host lockq.)"""
+    plat, fit = product if product is not None else fit_model(half, model, "knee21", target)
     used, history = frozenset(), []
     converged = False
     for _ in range(rounds):
@@ -154,7 +156,7 @@ def fit_trim_all(half: pd.DataFrame, product=None, trim: float = TRIM, rounds: i
         used = w
         history.append(sorted([k, b // 1024, round(t, 3)] for k, b, t in w))
         with withholding(w):
-            plat, fit = fit_model(half, MODEL, "knee21")
+            plat, fit = fit_model(half, model, "knee21", target)
     else:
         converged = over_law(half, plat, trim) == used
     return plat, fit, {"withheld_rounds": history, "withheld": sorted([k, b // 1024, round(t, 3)] for k, b, t in used),
