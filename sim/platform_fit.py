@@ -267,12 +267,13 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
                              skew_overlaps_ceiling=t0.get("skew_overlaps_ceiling"), **knee,
                              **({"capacity_relax_GBps": R / 2e3, **shape} if exponential or per_k else {}), **cap)
             loss = fit_robust.l1_check_loss if capacity_law == "relaxing-robust" else fit_two_stage.check_loss
-            rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
             if capacity_law == LOCKQ_LAW:     # knee17: the line and rho together, by the lockstep check
                 fit["lockstep_capacity"] = lq = fit_knee.fit_lockstep_capacity(points, stage)
                 cap = {"capacity_points": ((1, max(lq["Q_shared_bytes"], 1.0)),),
                        "sm_outstanding_bytes": lq["q_sm_bytes"]}
                 rho = {"rho_Bpus": lq["rho_Bpus"], "loss": lq["loss"]}
+            else:
+                rho = fit_two_stage.fit_relax_rate(lambda r: loss(points, stage, r), R)
             if per_k:          # knee11: Q(K) per K and rho by the same check, alternately (Eq. 7 misreads Q(K))
                 for _ in range(2):
                     cap["capacity_points"] = fit_knee.fit_knee_capacity(points, replace(stage, capacity_relax_GBps=

@@ -5,6 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from xstage.errors import InputError
 from xstage.paths import data_dir
 from xstage.records import load_records
 from xstage.sim import fit as calib_fit
@@ -102,3 +103,18 @@ def test_other_models_unchanged_by_the_new_law(fresh11):
     assert old.t_fixed_us == pytest.approx(plat.t_fixed_us) and old.drain_rate_GBps == pytest.approx(
         plat.drain_rate_GBps)
     assert old.sm_outstanding_bytes != pytest.approx(plat.sm_outstanding_bytes)
+
+
+def test_lockq_fits_a_grid_whose_eq7_line_is_flat_in_k():
+    # fresh4's recorded fit half: Eq. 7's two-stage line puts q_sm at 0, so a relaxing capacity cannot be built on it.
+    # lockq reads its own line from the lockstep pairs and discards Eq. 7's relax rate, so it must not stop there
+    # (before session 15 it raised on that discarded fit).
+    points = _points("h200-pcie-host-fresh4")
+    half = points[points["split"] == "fit"].reset_index(drop=True)
+    with pytest.raises(InputError, match="sm_outstanding_bytes"):
+        _fit(half, "two-stage-gated2-span-cc")        # the Eq. 7 law itself cannot relax a flat line
+    plat, fit = _fit(half, "two-stage-lockq")
+    lq = fit["lockstep_capacity"]
+    assert lq["q_sm_bytes"] > 0 and lq["n_points"] == int((half["mode"] == "periodic").sum())
+    assert plat.sm_outstanding_bytes == pytest.approx(lq["q_sm_bytes"])
+    assert plat.capacity_relax_GBps == pytest.approx(lq["rho_Bpus"] / 1e3)
