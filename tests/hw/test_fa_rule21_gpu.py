@@ -1,7 +1,8 @@
-"""Rule 21's instrument (``benchmarks/gpu/fa_rule20.py`` over a plan with the ``hbm`` control arm, warm pairs and the
-seeded pair order) at one small point on a GPU: the setup and final checks of FA-only, the fused build and
-``split_hbm`` pass; each arm's block has its pairs in the seeded order with both launch times; the ``hbm`` block has
-no probe and no host pages, the ``keep`` block both; one round of ``sweep`` records what the plan asked."""
+"""Rule 21's instrument (``benchmarks/gpu/fa_rule20.py`` over a plan with the ``hbm`` control arm, warm pairs in the
+stream as rule 21's plan has them, and the seeded pair order) at one small point on a GPU: the setup and final checks
+of FA-only, the fused build and ``split_hbm`` pass; each arm's block has its pairs in the seeded order with both
+launch times; the ``hbm`` block has no probe and no host pages, the ``keep`` block both; one round of ``sweep``
+records what the plan asked."""
 
 import importlib.util
 import sys
@@ -30,7 +31,8 @@ def test_gpu_hbm_arm_small_point(monkeypatch):
     R19 = _load("fa_rule19", "fa_rule19")
     monkeypatch.setitem(sys.modules, "fa_rule19", R19)          # the device script's, not benchmarks/fa_rule19.py
     G = _load("fa_rule20", "fa_rule20_gpu")
-    plan = {"rounds": 2, "arms": ["keep", "hbm"], "hbm_rounds": 1, "warm_pairs": 2, "order": "random",
+    plan = {"rounds": 2, "arms": ["keep", "hbm"], "hbm_rounds": 1, "warm_pairs": 2, "warm": "in_stream",
+            "order": "random",
             "points": [{"M": 4096, "heads": 3, "head_dim": 64, "block_n": 64, "pairs_per_block": 6, "seed": 3}]}
     s = G.plan_settings(plan)
     pt = G.Point(R19.point_config(plan["points"][0]), 3, s["arms"])
@@ -39,7 +41,7 @@ def test_gpu_hbm_arm_small_point(monkeypatch):
     assert set(pt.graphs) == {"keep", "hbm"}
     for arm in ("hbm", "keep"):
         order = G.pair_order("random", G.block_seed(3, arm, 0), 6)
-        raw, row, check = pt.block(arm, 6, 2, order)
+        raw, row, check = pt.block(arm, 6, 2, order, s["warm"])      # rule 21's plan: warm pairs in the stream
         assert check is None
         assert [r["base_first"] for r in raw] == order
         assert {r["variant"] for r in raw} == {"split_hbm" if arm == "hbm" else "fused_wb_split"}
@@ -53,5 +55,6 @@ def test_gpu_hbm_arm_small_point(monkeypatch):
     G.sweep([pt], [6], s, 1e9, meta, pair_rows, block_rows, log=lambda line: None)
     assert meta["rounds_done"] == 2
     assert [(b["arm"], b["round"], b["pairs"]) for b in block_rows] == [("keep", 0, 6), ("hbm", 0, 6), ("keep", 1, 6)]
+    assert {(b["warm_pairs"], b["warm"]) for b in block_rows} == {(2, "in_stream")}
     assert len(pair_rows) == 18
     assert all(c["ok"] for c in pt.final_checks())
