@@ -61,6 +61,40 @@ MODELS = {"v1": "points", "two-stage": "shared+per_sm", "two-stage-relax": "rela
           "two-stage-gated2-span-cc": "relaxing-gated-overlap-span-cc",   # only where Eq. 7 reads it better; + span
           "two-stage-lockq": LOCKQ_LAW}   # knee17: span-cc, Q_shared, q_sm and rho by the lockstep check
 DEFAULT_MODEL = "v1"
+RECOMMENDED_MODEL = "two-stage-gated2"   # with --grid wide: docs/calibration/wide-rerun.md
+# each model's standing on the H200 and the page (under docs/calibration/) that measured it: ``xstage calibrate
+# --models``. default: what a bare ``xstage calibrate`` fits; recommended: what met issue 15's held-out targets on a
+# fresh run of the recommended grid, pre-registered; alternative: met them on some grids, not chosen; superseded:
+# replaced by a later law that keeps its terms; refuted / not qualified: scored by a rule committed before the fit
+# and failed (kept so their pages reproduce); opt-in: a pre-registered test pending or failed on host.
+MODEL_STANDING = {
+    "v1": ("default", "host-path.md", "schema 1, one Q per calibrated K; held-out host T_iss p90 299 % on the wide "
+           "grid's recorded split, kept the default by the pre-registered rules"),
+    "two-stage": ("superseded", "host-path.md", "schema 2, Q(K) = Q_shared + K q_sm and the producers' start skew; "
+                  "replaced by two-stage-relax"),
+    "two-stage-relax": ("superseded", "host-path.md", "two-stage with a capacity that relaxes under sustained load; "
+                        "replaced by two-stage-gated"),
+    "two-stage-gated": ("alternative", "two-stage-gated.md", "backpressure read only where a zero-gap run waited "
+                        "for the drain; wide grid held out: host T_iss 2.6 / 11.1 %, local 3.6 / 14.6 %"),
+    "two-stage-robust": ("superseded", "two-stage-gated.md", "two-stage-gated with rho by least |rel. error| and a "
+                         "free-running issue law; free T_iss p90 26.9 % on fresh2"),
+    "two-stage-gated2": ("recommended", "wide-rerun.md", "two-stage-gated with the start skew overlapping the "
+                         "aggregate ceiling; a fresh --grid wide run, pre-registered: held-out host T_iss 3.2 / "
+                         "10.0 %, local 2.4 / 4.2 %"),
+    "two-stage-gated3": ("refuted", "knee.md", "capacity relaxing exponentially; no better on an own-grid refit"),
+    "two-stage-knee": ("refuted", "knee11.md", "a lockstep burst that never fills Q(K) issues at T_iss0"),
+    "two-stage-knee2": ("refuted", "knee11.md", "two-stage-knee with Q(K) per K and one relaxing floor"),
+    "two-stage-state": ("refuted", "knee12.md", "a catch below the knee carried from burst to burst"),
+    "two-stage-kneek": ("refuted", "knee13.md", "the knee placed per K from that K's fitted lockstep pairs"),
+    "two-stage-gated2-span": ("not qualified", "law15.md", "no aggregate ceiling at B <= 24 KiB"),
+    "two-stage-gated2-cc": ("not qualified", "law16.md", "a free point capacity-explained only where (V - Q)/R "
+                            "reads it better"),
+    "two-stage-gated2-span-cc": ("opt-in", "fresh11.md", "both; own-split refit on fresh11, pre-registered: host 0 "
+                                 "of 5 seeds, local 5 of 5"),
+    "two-stage-lockq": ("opt-in", "knee17.md", "span-cc with Q_shared, q_sm and rho read from the lockstep pairs; "
+                        "own-split refit on fresh12, pre-registered: host 0 of 5 seeds, local 5 of 5; knee21's test "
+                        "of its fit on two runs' median is pending"),
+}
 
 
 def check_model(model, field: str = "model") -> str:
@@ -73,6 +107,16 @@ def check_model(model, field: str = "model") -> str:
 def capacity_law_of(model) -> str:
     """The capacity law ``fit_platform`` uses for a model name."""
     return MODELS[check_model(model)]
+
+
+def model_standing() -> list:
+    """Every model of ``MODELS`` in its order, with its standing, page and measured verdict
+    (``MODEL_STANDING``): the rows ``xstage calibrate --models`` prints."""
+    return [{"model": name, "standing": MODEL_STANDING[name][0], "capacity_law": law,
+             "page": "docs/calibration/" + MODEL_STANDING[name][1], "what": MODEL_STANDING[name][2]}
+            for name, law in MODELS.items()]
+
+
 BUFFERS = tuple(1024 * k for k in range(0, 33))   # schema-2 laws: candidate store buffers b0 (0-32 KiB)
 TRIM = 1.15   # schema-2 laws: a plateau point measured > TRIM x the issue law is taken as backpressured
 DRAIN_SEEN = 1.5   # relaxing-gated: a pair's drain is seen when its zero-gap gap > DRAIN_SEEN x the barrier's

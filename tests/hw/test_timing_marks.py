@@ -9,20 +9,8 @@ import pytest
 
 from xstage.hw.common import timing
 
+from ..fake_cuda import FakeEvent
 
-class FakeEvent:
-    """A CUDA event on a fake clock: ``record`` reads the clock the fake launches advance."""
-
-    clock_ms = 0.0
-
-    def __init__(self, enable_timing=True):
-        self.t = None
-
-    def record(self):
-        self.t = FakeEvent.clock_ms
-
-    def elapsed_time(self, other):
-        return other.t - self.t
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from xstage.hw.common import timing
 from xstage.paths import data_dir
 from xstage.records import load_records
 
+from ..fake_cuda import FakeEvent
 from .bench_scripts import BENCHMARKS, load_script
 
 REPO = BENCHMARKS.parent
@@ -81,20 +82,6 @@ def test_the_pair_order_is_balanced_seeded_per_block_and_reproducible(G):
 
 # ---------------------------------------------------------------- a synthetic run through the device script's path
 
-
-class FakeEvent:
-    """A CUDA event on a fake clock that the fake launches advance (ms)."""
-
-    clock_ms = 0.0
-
-    def __init__(self, enable_timing=True):
-        self.t = None
-
-    def record(self):
-        self.t = FakeEvent.clock_ms
-
-    def elapsed_time(self, other):
-        return other.t - self.t
 
 
 class FakeDests:

@@ -18,7 +18,7 @@ from xstage.cli.common import (add_command, add_json, add_quiet, int_list, numbe
                                print_json, print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
 from xstage.hw.calib.grids import GRIDS, describe_grid
-from xstage.sim.platform_fit import MODELS
+from xstage.sim.platform_fit import DEFAULT_MODEL, MODELS, RECOMMENDED_MODEL, model_standing
 from xstage.units import parse_size
 
 
@@ -39,7 +39,7 @@ def register(sub):
     p.add_argument("--target", choices=("host", "local", "peer"), default=None,
                    help="host: pinned host memory mapped into the GPU (PCIe); local: this GPU's HBM (control); "
                    "peer: the next rank's GPU through torch symmetric memory (torchrun, >= 2 GPUs)")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", default=None, help="output folder (required unless --models)")
     p.add_argument("--name", default="", help="platform name (default: <gpu>-pcie-host / -local / -peer / -peer-a2a)")
     p.add_argument("--peer-pattern", default="next", metavar="{next,all}",
                    help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
@@ -96,25 +96,12 @@ def register(sub):
     p.add_argument("--sim", default=None, metavar="PLATFORM",
                    help="run the sweep on the simulator with this platform instead of the GPU")
     p.add_argument("--model", default=None, metavar="{" + ",".join(MODELS) + "}",
-                   help="the platform model fitted: v1 (default; schema 1: Q per calibrated K), two-stage (schema 2: "
-                   "Q(K) = Q_shared + K q_sm, the producers' start skew), two-stage-relax (the same with a capacity "
-                   "that relaxes to Q_shared at a fitted rate while the path holds the producers back), two-stage-gated "
-                   "(two-stage-relax, but only (K, B) pairs whose zero-gap run waited for the drain are read as "
-                   "backpressured; the rest belong to the issue law), two-stage-robust (two-stage-gated with rho chosen by "
-                   "the sum of |rel. errors| and a free-running issue law, t_free without start skew), two-stage-gated2 "
-                   "(two-stage-gated with the start skew overlapping the aggregate ceiling: t_fixed + max(B'/P + s "
-                   "(K-1)/(K+1), K B/I)), two-stage-gated3 (two-stage-gated2 with the capacity relaxing exponentially "
-                   "toward Q_shared, rho its initial rate), two-stage-knee / two-stage-knee2 (knee11), "
-                   "two-stage-state (two-stage-knee with a catch carried burst to burst below the knee where the "
-                   "path never empties), two-stage-kneek (two-stage-knee with the gate placed per K where that K's "
-                   "fitted lockstep pairs switch from free to caught; knee13), two-stage-gated2-span (two-stage-gated2 "
-                   "with no aggregate ceiling binding at B <= 24 KiB, where the span law holds; law15), two-stage-gated2-cc "
-                   "(two-stage-gated2 with a free point read as capacity-explained only where (V - Q)/R is nearer its "
-                   "measurement than T_iss0; law16), two-stage-gated2-span-cc (both; law16), two-stage-lockq "
-                   "(two-stage-gated2-span-cc with Q_shared, q_sm and rho read together from the lockstep pairs by the "
-                   "model check; knee17); "
-                   "--refit keeps "
-                   "the recorded model unless this is given")
+                   help=f"the platform model fitted (default {DEFAULT_MODEL}; recommended: {RECOMMENDED_MODEL} with "
+                   "--grid wide, docs/calibration/wide-rerun.md). --models lists every model with its standing on the "
+                   "H200 and its page; --refit keeps the recorded model unless this is given")
+    p.add_argument("--models", action="store_true", help="list the models --model takes, with each one's standing "
+                   "(default, recommended, alternative, superseded, refuted, not qualified, opt-in), what it measured "
+                   "and its page, then exit (no --out needed; --json for the rows)")
     p.add_argument("--refit", action="store_true", help="re-fit stored points (no measurement): those in --out "
                    "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
     p.add_argument("--records", default=None, metavar="SRC",
@@ -222,10 +209,27 @@ def buffer_bytes(cfg, ring_bytes: int) -> int:
     return int(max(ring_bytes + biggest, 4 * biggest))
 
 
+def list_models(args) -> int:
+    """``--models``: every model ``--model`` takes, its standing and its page (``MODEL_STANDING``)."""
+    rows = model_standing()
+    if args.json:
+        print_json({"default": DEFAULT_MODEL, "recommended": RECOMMENDED_MODEL, "models": rows})
+        return 0
+    width = max(len(r["model"]) for r in rows)
+    swidth = max(len(r["standing"]) for r in rows)
+    for r in rows:
+        print(f"{r['model']:<{width}}  {r['standing']:<{swidth}}  {r['what']} ({r['page']})")
+    return 0
+
+
 def run(args) -> int:
     """Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, large-gap plateau -> T_iss0(K,B),
     isolated bursts -> Q(K)), fit the platform, check the Burst-Gap model against every point, and write
     platform.json plus the raw records (Parquet) into --out. Progress goes to stderr."""
+    if args.models:
+        return list_models(args)
+    if args.out is None or not str(args.out).strip():
+        raise InputError("--out", args.out, "is required (the output folder) unless --models is given")
     from xstage.hw.calib import calibrate
 
     if args.records is not None and not args.refit:
