@@ -46,7 +46,8 @@ def register(sub):
                    "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
     p.add_argument("--grid", default="default", metavar="{" + ",".join(GRIDS) + "}",
-                   help="the (K, B) grid (default: default; hw/calib/grids.py says what each is for): "
+                   help="the (K, B) grid (default: default; recommended: wide, with --model two-stage-gated2; the fresh "
+                   "grids are each a held-out study's new pairs; hw/calib/grids.py says what each is for): "
                    + "; ".join(describe_grid(g) for g in GRIDS) + ". --producers, --sizes, --gap-configs, "
                    "--iso-producers and --iso-sizes override it")
     p.add_argument("--heldout-fraction", type=str, default=None, metavar="F",
