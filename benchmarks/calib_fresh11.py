@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_knee10 import write_new  # noqa: E402
+from calib_knee10 import refuse_existing, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from calib_law16 import fit  # noqa: E402
 from xstage.hw.calib.calibrate import refit  # noqa: E402
@@ -114,8 +114,7 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("score", "insample"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_fresh11: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_fresh11")
     if args.action == "insample":
         write_new(args.json, {"post_hoc": True, "note": "fitted on every fresh11 host point, read after the score",
                               "provenance": provenance(), "rows": insample()}, "calib_fresh11")

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calib_fresh11  # noqa: E402
 from calib_fresh11 import EXTRA  # noqa: E402
-from calib_knee10 import write_new  # noqa: E402
+from calib_knee10 import refuse_existing, write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 
 RECORDS = {"host": EXTRA / "h200-pcie-host-fresh12", "local": EXTRA / "h200-local-fresh12"}
@@ -44,8 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("score",))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_fresh12: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_fresh12")
     rows = score()
     write_new(args.json, {"pre_registered": True, "provenance": provenance(), "decision": decide(rows),
                           "rows": rows, "records": {t: str(p.relative_to(EXTRA.parents[1])) for t, p in

@@ -92,10 +92,16 @@ def missed_pairs(check, split, limit: float = 0.15):
             yield int(k), int(b), g, e
 
 
-def write_new(path: Path, obj, who: str) -> None:
-    """``obj`` as JSON at ``path`` (``.tmp`` then rename); an existing file is refused, never overwritten."""
+def refuse_existing(path: Path, who: str) -> None:
+    """Stop (``SystemExit`` naming ``who`` and ``path``) where ``path`` exists: records are never overwritten. The
+    study scripts call it before their scoring, so a taken path fails at once, not after the fits."""
     if Path(path).exists():
         raise SystemExit(f"{who}: {path} exists; records are not overwritten (give a new path)")
+
+
+def write_new(path: Path, obj, who: str) -> None:
+    """``obj`` as JSON at ``path`` (``.tmp`` then rename); an existing file is refused, never overwritten."""
+    refuse_existing(path, who)
     _write(path, obj)
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, split_of, write_new  # noqa: E402
+from calib_knee10 import (fit_halves, fit_model, grid_points, missed_pairs, refuse_existing,  # noqa: E402
+                         split_of, write_new)
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit  # noqa: E402
 from xstage.sim.fit_knee import KNEE_BELOW, knee_votes  # noqa: E402
@@ -220,8 +221,7 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the score, reads and misses JSONs")
     args = ap.parse_args(argv)
     path = args.json
-    if path.exists():
-        raise SystemExit(f"calib_knee13: {path} exists; records are not overwritten (give a new path)")
+    refuse_existing(path, "calib_knee13")
     if args.action == "record":
         parts = {json.loads(p.read_text())["action"]: json.loads(p.read_text()) for p in args.parts}
         score_part = parts["score"]["result"]

@@ -27,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_issue_law import KEYS  # noqa: E402
-from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, split_of, write_new  # noqa: E402
+from calib_knee10 import (fit_halves, fit_model, grid_points, missed_pairs, refuse_existing,  # noqa: E402
+                         split_of, write_new)
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.platform_fit import check_and_summarize  # noqa: E402
 
@@ -146,8 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(MODELS), help="score / insample: comma-separated models")
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the score and insample JSONs")
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_knee14: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_knee14")
     if args.action == "record":
         parts = [json.loads(p.read_text()) for p in args.parts]
         rows = [r for p in parts if p["action"] == "score" for r in p["result"]["rows"]]

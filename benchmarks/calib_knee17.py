@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, all_four  # noqa: E402
-from calib_knee10 import fit_model, grid_points, split_of, write_new  # noqa: E402
+from calib_knee10 import fit_model, grid_points, refuse_existing, split_of, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 
@@ -105,8 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("posthoc", "fresh12"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_knee17: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_knee17")
     if args.action == "fresh12":
         write_new(args.json, {"post_hoc": True, "note": "read after fresh12's pre-registered score; decides nothing",
                               "provenance": provenance(), **fresh12()}, "calib_knee17")

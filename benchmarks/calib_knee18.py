@@ -33,7 +33,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import EXTRA, FIGS, FRACTION, all_four  # noqa: E402
-from calib_knee10 import grid_points, write_new  # noqa: E402
+from calib_knee10 import grid_points, refuse_existing, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from xstage.hw.calib.calibrate import refit  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
@@ -339,8 +339,7 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("score", "posthoc"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_knee18: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_knee18")
     if args.action == "posthoc":
         write_new(args.json, {"post_hoc": True, "note": "read after knee18's pre-registered score; decides nothing",
                               "provenance": provenance(), **posthoc()}, "calib_knee18")

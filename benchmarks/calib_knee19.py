@@ -35,7 +35,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, all_four  # noqa: E402
-from calib_knee10 import fit_model, grid_points, missed_pairs, split_of, write_new  # noqa: E402
+from calib_knee10 import fit_model, grid_points, missed_pairs, refuse_existing, split_of, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.fit_knee import lockstep_issue_times_us  # noqa: E402
@@ -205,8 +205,7 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("pairs", "score"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_knee19: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_knee19")
     if args.action == "pairs":
         rows = pair_table()
         write_new(args.json, {"post_hoc": True, "provenance": provenance(), "separation": separation(rows),

@@ -32,7 +32,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, all_four  # noqa: E402
-from calib_knee10 import fit_model, grid_points, split_of, write_new  # noqa: E402
+from calib_knee10 import fit_model, grid_points, refuse_existing, split_of, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.fit import start_range  # noqa: E402
@@ -216,8 +216,7 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("score",))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_knee20: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_knee20")
     rows = score()
     write_new(args.json, {"post_hoc": True, "note": "every grid here was read before; the candidates and the rule "
                           "were committed before any candidate was fitted (7e6e6fd)", "provenance": provenance(),

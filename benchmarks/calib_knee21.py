@@ -34,7 +34,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, all_four  # noqa: E402
 from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
-from calib_knee10 import _rel, fit_model, grid_points, split_of, write_new  # noqa: E402
+from calib_knee10 import _rel, fit_model, grid_points, refuse_existing, split_of, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from xstage.hw.calib.grids import GRIDS  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
@@ -327,8 +327,7 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("posthoc", "score"))
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_knee21: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_knee21")
     if args.action == "score":
         out = score_fresh()
         write_new(args.json, {**out, "fresh11_repeat": score_fresh11_repeat(), "provenance": provenance()},

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, all_four  # noqa: E402
 from calib_fresh_heldout import EXTRA, load_points  # noqa: E402
 from calib_issue_law import TARGETS, recorded_split  # noqa: E402
-from calib_knee10 import _rel, fit_model, split_of, write_new  # noqa: E402
+from calib_knee10 import _rel, fit_model, refuse_existing, split_of, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from calib_knee21 import fit_trim_all, over_law  # noqa: E402
 from xstage.errors import InputError  # noqa: E402
@@ -168,8 +168,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_knee22: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_knee22")
     rows = survey(jobs=args.jobs)
     write_new(args.json, {"post_hoc": True, "note": "every grid here was read before; the grids, models, splits, "
                           "'worse' and the rule were committed before any survey fit (8f59d1a)",

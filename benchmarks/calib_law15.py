@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_knee10 import fit_halves, grid_points, write_new  # noqa: E402
+from calib_knee10 import fit_halves, grid_points, refuse_existing, write_new  # noqa: E402
 from calib_knee14 import ISSUE_PAIRS, judge, split_of  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.platform_fit import capacity_law_of, fit_platform  # noqa: E402
@@ -174,8 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--target", choices=tuple(TARGETS), default="host", help="score: host or local")
     ap.add_argument("--parts", type=Path, nargs="*", default=(), help="record: the other actions' JSONs")
     args = ap.parse_args(argv)
-    if args.json.exists():
-        raise SystemExit(f"calib_law15: {args.json} exists; records are not overwritten (give a new path)")
+    refuse_existing(args.json, "calib_law15")
     if args.action == "record":
         parts = [json.loads(p.read_text()) for p in args.parts]
         rows = [r for p in parts if p["action"] == "score" for r in p["result"]]

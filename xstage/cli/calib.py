@@ -216,10 +216,8 @@ def list_models(args) -> int:
     if args.json:
         print_json({"default": DEFAULT_MODEL, "recommended": RECOMMENDED_MODEL, "models": rows})
         return 0
-    width = max(len(r["model"]) for r in rows)
-    swidth = max(len(r["standing"]) for r in rows)
-    for r in rows:
-        print(f"{r['model']:<{width}}  {r['standing']:<{swidth}}  {r['what']} ({r['page']})")
+    width = max(len(r["standing"]) for r in rows)
+    print_table({r["model"]: f"{r['standing']:<{width}}  {r['what']} ({r['page']})" for r in rows})
     return 0
 
 
