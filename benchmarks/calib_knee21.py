@@ -39,13 +39,11 @@ from calib_knee14 import judge  # noqa: E402
 from xstage.hw.calib.grids import GRIDS  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import platform_fit  # noqa: E402
+from xstage.sim.repeat_median import MATCH, MEASURED, median_run, with_step  # noqa: E402,F401  (moved to the product)
 
 MODEL = "two-stage-lockq"
 TRIM, ROUNDS = 1.3, 4      # trim-all: platform_fit's first one-sided trim (1.3 x the law, at most 4 rounds)
 SEEDS, SEEDS_NEEDED = (0, 1, 2, 3, 4), 4
-MATCH = ["phase", "mode", "gap_kind", "producers", "bytes_per_producer"]   # + "step"
-MEASURED = ("gap(us)", "T_iss(us)", "period(us)", "gap_measured(us)", "fence(us)", "T_iss_producer(us)",
-            "kernel(GBps)", "T_iss_spread")
 RUNS = {"fresh12": {"c": "fresh12", "r2": "fresh12-r2"}, "fresh11": {"c": "fresh11"}, "fresh10": {"c": "fresh10"}}
 RULE = ("ready for a fresh test iff post hoc all four checks (medians <= 0.05, p90s <= 0.15) hold at >= 4 of 5 "
         "bracket seeds on fresh12's median run (repeat-median, judged on the median's held-out half) / on each of "
@@ -54,47 +52,7 @@ RULE = ("ready for a fresh test iff post hoc all four checks (medians <= 0.05, p
         "(docs/calibration/knee21.md, committed at 50ae4a1 before any candidate was fitted)")
 
 
-# ---- repeat-median -------------------------------------------------------------------------------------------------
-
-def with_step(points: pd.DataFrame) -> pd.DataFrame:
-    """``points`` with ``step``: the n-th point of its (phase, mode, gap kind, K, B) in record order."""
-    return points.assign(step=points.groupby(MATCH, dropna=False, sort=False).cumcount())
-
-
-def median_run(runs: dict) -> tuple:
-    """The point-wise median of the runs ({name: points}): (points, info). Points are matched on ``MATCH`` + step;
-    each ``MEASURED`` column is the median over the runs holding the point with a T_iss > 0 (a run with a missing or
-    non-positive T_iss does not hold it); design columns are the first holding run's and must agree. A point in one
-    run only keeps that run's values. ``info``: points per run, points held (T_iss > 0) by every run, by one run only.
-    The median frame has the first run's columns plus ``n_runs`` (the runs holding each point)."""
-    if not runs:
-        raise ValueError("median_run needs >= 1 run, got 0")
-    parts = []
-    for name, pts in runs.items():
-        p = with_step(pts.reset_index(drop=True)).assign(_run=name)
-        p["_valid"] = p["T_iss(us)"].notna() & (p["T_iss(us)"] > 0)
-        parts.append(p)
-    every = pd.concat(parts, ignore_index=True)
-    key = MATCH + ["step"]
-    measured = [c for c in MEASURED if c in every]
-    design = [c for c in every.columns if c not in measured and c not in key and c not in ("_run", "_valid")]
-    for c in design:
-        n = every.groupby(key, dropna=False, sort=False)[c].nunique(dropna=False)
-        if (n > 1).any():
-            raise ValueError(f"median_run: design column {c!r} differs between runs at {int((n > 1).sum())} points")
-    valid = every[every["_valid"]]
-    med = valid.groupby(key, dropna=False, sort=False)[measured].median()
-    base = every.groupby(key, dropna=False, sort=False).first()          # design columns; measured where none valid
-    held = every[every["_valid"]].groupby(key, dropna=False, sort=False)["_run"].nunique()
-    out = base.copy()
-    out.loc[med.index, measured] = med
-    out["n_runs"] = held.reindex(out.index).fillna(0).astype(int)
-    out = out.reset_index()[list(runs[next(iter(runs))].columns) + ["step", "n_runs"]]
-    info = {"points_per_run": {n: int(len(p)) for n, p in runs.items()}, "points": int(len(out)),
-            "in_every_run": int((out["n_runs"] == len(runs)).sum()),
-            "in_one_run_only": int((out["n_runs"] == 1).sum()) if len(runs) > 1 else 0}
-    return out.drop(columns=["step"]), info
-
+# ---- repeat-median: ``median_run`` and ``with_step`` now live in ``xstage.sim.repeat_median`` (the product's) -----
 
 # ---- trim-all ------------------------------------------------------------------------------------------------------
 

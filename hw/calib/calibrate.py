@@ -74,6 +74,7 @@ class CalibConfig:
     split_seed: int = 0            # seed of the held-out split (``xstage.sim.platform_fit.split_pairs``)
     split_rule: str = "pairs"      # the split's rule (``xstage.sim.split_sweeps.SPLIT_RULES``; bracket: knee14)
     model: str = DEFAULT_MODEL     # the platform model fitted (``xstage.sim.platform_fit.MODELS``)
+    repeat: int = 1                # the whole grid measured this many times, fitted on the point-wise median
 
     def __post_init__(self):
         from xstage.hw.common.targets import check_peer_pattern
@@ -103,6 +104,7 @@ class CalibConfig:
         require_int("warmup", self.warmup, minimum=0)
         require_int("keep_producers", self.keep_producers, minimum=0)
         require_int("free_gaps", self.free_gaps, minimum=0)
+        require_int("repeat", self.repeat, minimum=1)
         check_model(self.model)
         fraction, seed = check_split_args(self.heldout_fraction, self.split_seed)
         object.__setattr__(self, "heldout_fraction", fraction)
@@ -180,13 +182,13 @@ def plan_size(cfg: CalibConfig, fma: bool = True) -> int:
     return n
 
 
-def sweep(cfg: CalibConfig, runner, *, progress: bool = True):
-    """Run every phase on ``runner``. Returns (points, bursts) frames."""
+def sweep(cfg: CalibConfig, runner, *, progress: bool = True, label: str = ""):
+    """Run every phase on ``runner`` once (``cfg.repeat`` is ``sweeps``'s). Returns (points, bursts) frames."""
     from tqdm import tqdm
 
     cfg = cfg.clipped(runner.sm_count)
     fma = getattr(runner, "supports_fma", True)
-    bar = tqdm(total=plan_size(cfg, fma), desc=f"calibrate {cfg.target}", unit="cfg", file=sys.stderr,
+    bar = tqdm(total=plan_size(cfg, fma), desc=f"calibrate {cfg.target}{label}", unit="cfg", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)
     points, bursts = [], []
 
@@ -243,9 +245,25 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True):
     return pd.DataFrame(points), pd.concat(bursts, ignore_index=True)
 
 
+def sweeps(cfg: CalibConfig, runner, *, progress: bool = True):
+    """The grid measured ``cfg.repeat`` times (``sweep`` each time, one after another). Returns (points, bursts,
+    runs, info): with one run its frames and (None, None); with more, the point-wise median of the runs' points
+    (``xstage.sim.repeat_median.median_run``), every run's bursts with a ``repeat`` column (1, 2, ...), every run's
+    points with the same column, and the median's matching info."""
+    if cfg.repeat == 1:
+        return (*sweep(cfg, runner, progress=progress), None, None)
+    from xstage.sim.repeat_median import median_run
+    runs = [sweep(cfg, runner, progress=progress, label=f" run {i + 1}/{cfg.repeat}") for i in range(cfg.repeat)]
+    points, info = median_run({f"r{i + 1}": p for i, (p, _) in enumerate(runs)}, "--repeat")
+    bursts = pd.concat([b.assign(repeat=i + 1) for i, (_, b) in enumerate(runs)], ignore_index=True)
+    every = pd.concat([p.assign(repeat=i + 1) for i, (p, _) in enumerate(runs)], ignore_index=True)
+    return points, bursts, every, info
+
+
 # --- the whole run and its files -------------------------------------------------------------------
 
-FILES = ("platform.json", "bursts.parquet", "points.parquet", "check.parquet", "copy.parquet", "summary.json")
+FILES = ("platform.json", "bursts.parquet", "points.parquet", "points-runs.parquet", "check.parquet", "copy.parquet",
+         "summary.json")
 
 
 def check_out_dir(out_dir, *, overwrite: bool = False) -> Path:
@@ -280,7 +298,7 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     if pool:   # the pool's target and GPU before any measurement: a bad --pool must not cost the sweep
         check_pool(pool, cfg.target, runner.describe().get("gpu_name"))
     t = time.perf_counter()
-    points, bursts = sweep(cfg, runner, progress=progress)
+    points, bursts, runs, repeat_info = sweeps(cfg, runner, progress=progress)
     volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
     copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
     described = runner.describe()
@@ -293,7 +311,8 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     if not cfg.name and described.get("issue", "store") != "store":   # NVSHMEM device puts (hw/microbench/puts.py)
         name += f"-{described['issue']}"
     return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
-                  split_args=(cfg.heldout_fraction, cfg.split_seed, cfg.split_rule), model=cfg.model, pool=pool)
+                  split_args=(cfg.heldout_fraction, cfg.split_seed, cfg.split_rule), model=cfg.model, pool=pool,
+                  runs=runs, repeat_info=repeat_info)
 
 
 _RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
@@ -371,14 +390,16 @@ def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
 
 
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
-           model: str | None = None, pool=()) -> dict:
+           model: str | None = None, pool=(), runs=None, repeat_info=None) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
     a meta block loaded from a record file loses its ``kind`` (and ``table``) first. With a split (new from
     ``split_args``, or recorded in the points), the platform is fitted on the ``fit`` points only and the
     check reports both sets. ``model``: the platform model to fit (``MODELS``; None: the one recorded in the
     meta's config, else v1), recorded in the config, the summary and the platform's notes. ``pool``: other
     calibration folders of the same target and GPU (``check_pool``) whose fit halves join the fit
-    (``pooled_rows``); the check, the split and the records written stay this run's own."""
+    (``pooled_rows``); the check, the split and the records written stay this run's own. ``runs`` / ``repeat_info``:
+    the grid was measured more than once and ``points`` is the point-wise median (``sweeps``, ``median_of``): every
+    run's points go to points-runs.parquet, the matching info to the summary and the platform's notes."""
     from xstage.records import atomic_write_text, save_records
 
     meta = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
@@ -420,6 +441,12 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
             + (f", {p['n_left_out_heldout_pairs']} pairs held out here left out" if p["n_left_out_heldout_pairs"]
                else "") + ")" for p in pool_info) + " (xstage calibrate --pool; docs/calibration/knee10.md); "
             "the model check and the split are this run's own.")
+    if repeat_info is not None:
+        n = len(repeat_info["points_per_run"])
+        notes["repeat"] = (f"Fitted on the point-wise median of {n} runs of the grid "
+                           f"({', '.join(repeat_info['points_per_run'])}; {repeat_info['in_every_run']} of "
+                           f"{repeat_info['points']} points held by every run; docs/calibration/knee21.md); the "
+                           "check is on the median too.")
     notes["model"] = (f"{model}: fitted by `xstage calibrate --model {model}` (capacity law {capacity_law_of(model)!r}; "
                       "docs/calibration.md, 'Choosing the model').")
     platform, fit = fit_platform(fitted, name=name, target=target, sm_count=int(meta["runner"].get("sm_count", 132)),
@@ -431,6 +458,9 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
                                          seed=meta["config"].get("split_seed"),
                                          rule=meta["config"].get("split_rule"))
     summary["model"] = model
+    if repeat_info is not None:
+        summary["repeat"] = len(repeat_info["points_per_run"])
+        summary["repeat_points"] = repeat_info
     if pool_info:
         summary["pool"] = pool_info
     if split is not None:
@@ -458,6 +488,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     if bursts is not None:                      # a refit from --records leaves the burst sample in its source
         save_records(out / "bursts.parquet", "burst", bursts.assign(platform=platform.name), meta, overwrite=overwrite)
     save_records(out / "points.parquet", "point", points, meta, overwrite=overwrite)
+    if runs is not None:
+        save_records(out / "points-runs.parquet", "point", runs, meta, overwrite=overwrite)
     save_records(out / "check.parquet", "summary", check, meta, table="calibration_check", overwrite=overwrite)
     if len(copy):
         save_records(out / "copy.parquet", "kernel", copy, meta, overwrite=overwrite)
@@ -468,8 +500,43 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     return summary
 
 
+def median_of(src: Path, points: pd.DataFrame, meta: dict, others, split_args):
+    """``--median-with``: the point-wise median of ``src``'s points and each folder of ``others`` (calibration
+    folders of one grid, target and GPU, each a single run), for a refit. Returns (points, meta, runs, info,
+    split_args): the split is ``split_args`` if given, else the one ``src`` recorded (it depends on the grid's
+    design only), made anew on the median."""
+    from xstage.records import load_records
+    from xstage.sim.repeat_median import median_run
+    config = meta.get("config") or {}
+    seen, named = {src.resolve()}, {str(src): points}
+    for folder in others:
+        other = Path(folder)
+        if not str(folder).strip() or not (other / "points.parquet").is_file():
+            raise InputError("--median-with", str(folder), "holds no points.parquet (a calibration folder)")
+        if other.resolve() in seen:
+            raise InputError("--median-with", str(folder), "is named twice (or is --records itself)")
+        seen.add(other.resolve())
+        pts, m = load_records(other / "points.parquet", "point")
+        for fld, want, got in (("target", config.get("target"), (m.get("config") or {}).get("target")),
+                               ("grid", config.get("grid"), (m.get("config") or {}).get("grid")),
+                               ("GPU", (meta.get("runner") or {}).get("gpu_name"), (m.get("runner") or {}).get("gpu_name"))):
+            if want != got:
+                raise InputError("--median-with", str(folder), f"has {fld} {got!r} (--records has {want!r})")
+        named[str(other)] = pts
+    for where, pts in named.items():
+        if "n_runs" in pts:
+            raise InputError("--median-with" if where != str(src) else "--records", where,
+                             "is already the median of several runs (xstage calibrate --repeat): name single runs")
+    if split_args is None and "split" in points:
+        split_args = (config.get("heldout_fraction"), config.get("split_seed"), config.get("split_rule") or "pairs")
+    named = {k: v.drop(columns=["split"], errors="ignore") for k, v in named.items()}
+    med, info = median_run(named, "--median-with")
+    runs = pd.concat([p.assign(repeat=i + 1) for i, p in enumerate(named.values())], ignore_index=True)
+    return med, {**meta, "median_of": list(named)}, runs, info, split_args
+
+
 def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_args=None, model: str | None = None,
-          records=None, pool=()) -> dict:
+          records=None, pool=(), median_with=()) -> dict:
     """Re-fit a calibration folder from its points.parquet (no GPU needed). ``records``: the folder to read
     (e.g. committed measured records); its files are only read and everything goes to ``out_dir``, a folder
     free of calibration files (or ``overwrite``). Without ``records``, ``out_dir`` itself is refitted and every
@@ -478,12 +545,16 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
     burst sample stays in ``records``; ``refit_of`` in the metadata names it). The split: a new one from ``split_args`` = (fraction,
     seed), else the recorded one, else none (records from before the split are fitted on every point, as they
     were). ``model``: the platform model (``MODELS``); None keeps the recorded one (v1 for older records).
-    ``pool``: other calibration folders whose fit halves join the fit (``finish``)."""
+    ``pool``: other calibration folders whose fit halves join the fit (``finish``). ``median_with``: other runs of
+    the same grid (``median_of``; needs ``records``): the fit is on the point-wise median of ``records`` and them."""
     from xstage.records import load_records
 
     if model is not None:
         check_model(model, "--model")
     out = Path(out_dir)
+    if median_with and records is None:
+        raise InputError("--median-with", list(median_with), "needs --records (the median is written to a new "
+                         "folder; the measured points are never replaced)")
     if records is None:
         src = out
         if not overwrite:
@@ -503,7 +574,11 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
     if records is None and (src / "bursts.parquet").exists():
         bursts, _ = load_records(src / "bursts.parquet", "burst")
     copy = load_records(src / "copy.parquet", "kernel")[0] if (src / "copy.parquet").exists() else pd.DataFrame()
+    runs = repeat_info = None
+    if median_with:
+        points, meta, runs, repeat_info, split_args = median_of(src, points, meta, median_with, split_args)
     if records is not None:
         meta = {**meta, "refit_of": str(src)}
     return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit",
-                  overwrite=True if records is None else overwrite, split_args=split_args, model=model, pool=pool)
+                  overwrite=True if records is None else overwrite, split_args=split_args, model=model, pool=pool,
+                  runs=runs, repeat_info=repeat_info)

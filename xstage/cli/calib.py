@@ -115,6 +115,14 @@ def register(sub):
                    "Measured: it meets the held-out targets of local calibrations from a small grid; on host it "
                    "fixed the small committed grids post hoc but missed a fresh knee grid's p90 (pre-registered; "
                    "docs/calibration/knee10.md)")
+    p.add_argument("--repeat", type=str, default="1", metavar="N",
+                   help="measure the whole grid N times in a row and fit on the point-wise median of the runs "
+                   "(default 1; every run's points go to points-runs.parquet). Measured on the H200's host path: "
+                   "two runs of a small knee grid with --model two-stage-lockq met the held-out target where one run "
+                   "did not always (pre-registered on --grid fresh13, 5 of 5 seeds; docs/calibration/knee21.md)")
+    p.add_argument("--median-with", action="append", default=None, metavar="SRC",
+                   help="with --refit --records A: another run of the same grid, target and GPU (repeatable); the "
+                   "fit is on the point-wise median of A and every SRC (--repeat for runs made apart)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
@@ -195,7 +203,7 @@ def build_config(args):
               iso_bursts=args.iso_bursts, trials=args.trials, settle_us=args.settle_us,
               keep_producers=args.keep_producers, copy_engine=not args.no_copy, aligned=args.aligned,
               peer_pattern=args.peer_pattern, grid=args.grid, heldout_fraction=fraction, split_seed=seed, split_rule=rule,
-              model=model)
+              model=model, repeat=require_int("--repeat", args.repeat, minimum=1))
     kw.update(grid)                     # the grid ...
     kw.update(chosen)                   # ... under the grid flags given ...
     if args.quick:                      # ... and --quick over both
@@ -233,12 +241,19 @@ def run(args) -> int:
 
     if args.records is not None and not args.refit:
         raise InputError("--records", args.records, "needs --refit (it names the folder to refit)")
+    if args.median_with and not args.refit:
+        raise InputError("--median-with", args.median_with[0], "needs --refit --records (it names another run to "
+                         "take the median with; to measure several runs, use --repeat)")
+    repeat = require_int("--repeat", args.repeat, minimum=1)
+    if args.refit and repeat != 1:
+        raise InputError("--repeat", args.repeat, "measures the grid again: it does not go with --refit (use "
+                         "--median-with for runs already measured)")
     if args.refit:
         if args.records is not None and not str(args.records).strip():
             raise InputError("--records", args.records, "must name a calibration folder")
         summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite,
                                   split_args=split_args(args), model=model_arg(args), records=args.records,
-                                  pool=args.pool or ())
+                                  pool=args.pool or (), median_with=args.median_with or ())
     else:
         if args.target is None:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
@@ -266,8 +281,8 @@ def run(args) -> int:
                                backend=args.backend, issue=args.issue)
         rank = int(os.environ.get("RANK", "0"))
         try:
-            if rank != 0:  # other ranks drive their own peer stores (the same sweep); rank 0 records
-                calibrate.sweep(cfg, runner, progress=False)
+            if rank != 0:  # other ranks drive their own peer stores (the same sweeps); rank 0 records
+                calibrate.sweeps(cfg, runner, progress=False)
                 return 0
             summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite,
                                                 progress=progress_enabled(args), pool=args.pool or ())
