@@ -72,6 +72,14 @@ and, under the session-7 gated host platform, the knee ratio (V - R T_iss0)/Q(K)
 125 x 27 1.11) -- eight gap sweeps, lockstep only, at those two pairs of each of the four larger K, and the isolated
 sweep at every K on {11, 19, 27, 35, 58, 100, 180} KiB. Every K and every B is new to every earlier grid, so no (K, B)
 pair of it is in any.
+``fresh14`` (session 17): a small lockstep grid for the first fresh test of the product's ``xstage calibrate --repeat
+2`` (the grid measured twice in one command, fitted on the point-wise median; data/calibration-extra/
+fresh14-preregistration.md), built as fresh13: K in {19, 51, 79, 111, 127} x B in {15, 17, 21, 25, 29, 33, 34, 37, 43,
+190} KiB -- three B <= 24 KiB and, under the session-7 gated host platform, the knee ratio across 1 at every K (19 x
+190 KiB 2.67, 51 x 34 / 43 KiB 0.94 / 1.19, 79 x 25 / 34 KiB 0.86 / 1.17, 111 x 21 / 33 KiB 0.83 / 1.30, 127 x 21 / 29
+KiB 0.87 / 1.20) with six pairs between those two (51 x 37 1.02, 79 x 29 / 33 0.99 / 1.13, 111 x 25 / 29 0.98 / 1.14,
+127 x 25 1.03) -- eight gap sweeps, lockstep only, and the isolated sweep at every K on {15, 21, 29, 37, 62, 110, 190}
+KiB. Every K and every B is new to every earlier grid.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -96,6 +104,7 @@ FRESH10_K = (9, 34, 58, 84, 116)
 FRESH11_K = (13, 38, 62, 92, 122)
 FRESH12_K = (17, 42, 68, 100, 126)
 FRESH13_K = (21, 47, 74, 106, 125)
+FRESH14_K = (19, 51, 79, 111, 127)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -156,6 +165,12 @@ GRIDS = {
                                                                  (74, 35), (47, 35), (47, 47))),
                     iso_producers=FRESH13_K, iso_sizes=tuple(k * KiB for k in (11, 19, 27, 35, 58, 100, 180)),
                     free_gaps=0),
+    # fresh14 (session 17): lockstep, as fresh13 on new K and B, for `xstage calibrate --repeat 2` (module doc)
+    "fresh14": dict(producers=FRESH14_K, sizes=tuple(k * KiB for k in (15, 17, 21, 25, 29, 33, 34, 37, 43, 190)),
+                    gap_configs=tuple((k, b * KiB) for k, b in ((127, 21), (127, 29), (111, 21), (111, 33), (79, 25),
+                                                                 (79, 34), (51, 34), (51, 43))),
+                    iso_producers=FRESH14_K, iso_sizes=tuple(k * KiB for k in (15, 21, 29, 37, 62, 110, 190)),
+                    free_gaps=0),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -174,6 +189,7 @@ QUICK_GRIDS = {
     "fresh11": dict(gap_configs=((122, 22 * KiB), (62, 40 * KiB)), free_gaps=0),
     "fresh12": dict(gap_configs=((126, 20 * KiB), (68, 38 * KiB)), free_gaps=0),
     "fresh13": dict(gap_configs=((125, 23 * KiB), (74, 35 * KiB)), free_gaps=0),
+    "fresh14": dict(gap_configs=((127, 21 * KiB), (79, 34 * KiB)), free_gaps=0),
 }
 
 
