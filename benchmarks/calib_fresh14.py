@@ -3,7 +3,8 @@ fitted on the point-wise median; ``xstage.sim.repeat_median``) with ``--model tw
 bracket`` on host: the score of ``--grid fresh14`` (session 17), exactly as pre-registered in
 data/calibration-extra/fresh14-preregistration.md (committed before the device call).
 
-    python benchmarks/calib_fresh14.py score --json OUT      # 5 product refits + 15 study fits; ~1 min on 2 cores
+    python benchmarks/calib_fresh14.py score --json OUT      # 5 product refits + 15 study fits; ~2 min on 2 cores
+    python benchmarks/calib_fresh14.py committed --json OUT  # POST HOC: session 7's committed platforms, knee grids
 
 **Primary** (decides): for s = 0..4 the product's refit of the device's folder (``xstage calibrate --refit
 --records <fresh14> --model two-stage-lockq --split-rule bracket --split-seed s``, through
@@ -72,13 +73,41 @@ def score(folder: Path = FOLDER, log=print) -> dict:
     return out
 
 
+# ---- POST HOC (after the score): the committed session-7 platforms on every knee grid measured since ------------
+
+KNEE_RUNS = ("fresh10", "fresh11", "fresh11-r2", "fresh12", "fresh12-r2", "fresh13-r1", "fresh13-r2", "fresh14")
+
+
+def committed(log=print) -> dict:
+    """POST HOC: the three platforms session 7 fitted on the committed wide records and pre-registered for the
+    ``fresh`` grid (``calib_fresh_heldout.MODEL_FOLDERS``: v1, two-stage-relax, two-stage-gated), each checked
+    against every host point of every knee grid measured since (fresh10-fresh14; each run of the grids measured twice,
+    fresh14 as its median), nothing refitted. The platforms predate every one of these grids; what was chosen after
+    the fresh14 score is only to look (every knee grid is listed, none left out)."""
+    from calib_fresh_heldout import KEYS, load_points, score_preregistered
+    out = {"post_hoc": True, "note": "the platforms were committed in session 7, before any of these grids was "
+           "measured; looked at after the fresh14 score", "rows": []}
+    for run in KNEE_RUNS:
+        folder = EXTRA / f"h200-pcie-host-{run}"
+        points, _ = load_points(folder)
+        for model, figs in score_preregistered(points, "host").items():
+            out["rows"].append({"grid": run, "platform": model, **{k: figs[k] for k in KEYS}})
+            r = out["rows"][-1]
+            log(f"{run:11s} {model:16s} T_iss {r['median_rel_err_T_iss']:.1%} / {r['p90_rel_err_T_iss']:.1%} "
+                f"period {r['median_rel_err_period']:.1%} / {r['p90_rel_err_period']:.1%} (n {r['n_points']})")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score",))
+    ap.add_argument("action", choices=("score", "committed"))
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--records", type=Path, default=FOLDER, help="the --repeat folder (default: the committed one)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_fresh14")
+    if args.action == "committed":
+        write_new(args.json, {**committed(), "provenance": provenance()}, "calib_fresh14")
+        return 0
     out = score(args.records)
     log = f"decision: {out['decision']['verdict']} ({out['decision']['seeds_met']} of 5 seeds); reported {out['reported']}"
     print(log)
