@@ -93,8 +93,8 @@ MODEL_STANDING = {
                                  "of 5 seeds, local 5 of 5"),
     "two-stage-lockq": ("opt-in", "knee17.md", "span-cc with Q_shared, q_sm and rho read from the lockstep pairs; "
                         "own-split refit on fresh12, pre-registered: host 0 of 5 seeds, local 5 of 5; fitted on the "
-                        "point-wise median of two runs (--repeat 2), pre-registered on fresh13: host 5 of 5 (knee21); "
-                        "the second fresh test, fresh14, is pending"),
+                        "point-wise median of two runs (--repeat 2), pre-registered: fresh13 host 5 of 5 (knee21), "
+                        "fresh14 host 0 of 5 (fresh14)"),
 }
 
 
