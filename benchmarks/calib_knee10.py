@@ -93,10 +93,12 @@ def missed_pairs(check, split, limit: float = 0.15):
 
 
 def refuse_existing(path: Path, who: str) -> None:
-    """Stop (``SystemExit`` naming ``who`` and ``path``) where ``path`` exists: records are never overwritten. The
-    study scripts call it before their scoring, so a taken path fails at once, not after the fits."""
+    """Stop where ``path`` exists (one line naming ``who`` and ``path`` on stderr, exit status 2, the project's status
+    for bad input): records are never overwritten. The study scripts call it before their scoring, so a taken path
+    fails at once, not after the fits."""
     if Path(path).exists():
-        raise SystemExit(f"{who}: {path} exists; records are not overwritten (give a new path)")
+        print(f"{who}: error: --json {path} exists; records are not overwritten (give a new path)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def write_new(path: Path, obj, who: str) -> None:

@@ -48,3 +48,13 @@ def test_one_run_is_not_measured(tmp_path):
     s = f14.score(out, log=lambda *a, **k: None)
     assert s["decision"] == {"rule": f14.RULE, "seeds_met": None, "verdict": "not measured"}
     assert s["primary"] == [] and s["rows"] == []
+
+
+def test_an_existing_json_is_one_line_and_exit_2_before_any_fit(tmp_path, capsys):
+    taken = tmp_path / "scores.json"
+    taken.write_text("{}")
+    with pytest.raises(SystemExit) as stop:
+        f14.main(["score", "--records", str(tmp_path / "none"), "--json", str(taken)])
+    assert stop.value.code == 2 and taken.read_text() == "{}"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "calib_fresh14: error: --json" in err[0] and str(taken) in err[0]
