@@ -18,6 +18,7 @@ from xstage.records import (COLUMNS, KINDS, META_KEY, SCHEMA_VERSION, TABLES, de
 ROOT = Path(__file__).resolve().parents[2]
 # what each committed file name holds: (kind asked for, summary table)
 EXPECTED = {"bursts.parquet": ("burst", None), "points.parquet": ("point", None),
+            "points-runs.parquet": ("point", None),   # every run of `xstage calibrate --repeat N`
             "check.parquet": ("summary", "calibration_check"), "copy.parquet": ("kernel", None),
             "attention-kernel.parquet": ("kernel", None), "moe-kernel.parquet": ("kernel", None),
             "attention-tile.parquet": ("tile", None), "moe-tile-small.parquet": ("tile", None),
