@@ -30,11 +30,19 @@ from xstage.records import load_records  # noqa: E402
 EXTRA = Path(__file__).resolve().parents[1] / "data" / "calibration-extra"
 FOLDER = EXTRA / "h200-pcie-host-fresh14"
 GRID, MODEL = "fresh14", "two-stage-lockq"
-RULE = ("met iff `xstage calibrate --refit --records <fresh14> --model two-stage-lockq --split-rule bracket "
-        "--split-seed s`, s = 0..4, on the folder written by `xstage calibrate --target host --grid fresh14 --repeat 2 "
-        "--model two-stage-lockq --split-rule bracket` (the point-wise median of two runs), has held-out lockstep "
-        "T_iss and period |rel err| median <= 0.05 and p90 <= 0.15 (all four) at >= 4 of 5 seeds; fewer than two runs "
-        "in the folder: not measured (data/calibration-extra/fresh14-preregistration.md)")
+PREREGISTRATION = {"fresh14": "data/calibration-extra/fresh14-preregistration.md",
+                   "fresh13": "data/calibration-extra/fresh13-repeat-preregistration.md"}
+
+
+def rule(grid: str = GRID) -> str:
+    return (f"met iff `xstage calibrate --refit --records <{grid}> --model two-stage-lockq --split-rule bracket "
+            f"--split-seed s`, s = 0..4, on the folder written by `xstage calibrate --target host --grid {grid} --repeat "
+            "2 --model two-stage-lockq --split-rule bracket` (the point-wise median of two runs), has held-out lockstep "
+            "T_iss and period |rel err| median <= 0.05 and p90 <= 0.15 (all four) at >= 4 of 5 seeds; fewer than two "
+            f"runs in the folder: not measured ({PREREGISTRATION[grid]})")
+
+
+RULE = rule()
 
 
 def runs_of(folder: Path) -> dict:
@@ -44,12 +52,12 @@ def runs_of(folder: Path) -> dict:
             for n, g in every.groupby("repeat", sort=True)}
 
 
-def score(folder: Path = FOLDER, log=print) -> dict:
-    """The primary decision by ``RULE`` and the secondary rows."""
+def score(folder: Path = FOLDER, log=print, grid: str = GRID) -> dict:
+    """The primary decision by ``RULE`` (on ``grid``'s folder) and the secondary rows."""
     runs = runs_of(folder) if (folder / "points-runs.parquet").is_file() else {}
-    load_runs({"median": folder}, GRID)                     # the folder holds fresh14's design (raises if not)
-    out = {"pre_registered": True, "preregistration": "data/calibration-extra/fresh14-preregistration.md",
-           "grid": GRID, "model": MODEL, "records": run_meta(folder), "runs": sorted(runs)}
+    load_runs({"median": folder}, grid)                     # the folder holds the grid's design (raises if not)
+    out = {"pre_registered": True, "preregistration": PREREGISTRATION[grid],
+           "grid": grid, "model": MODEL, "records": run_meta(folder), "runs": sorted(runs)}
     prim = []
     if len(runs) >= 2:
         for seed in SEEDS:
@@ -60,15 +68,15 @@ def score(folder: Path = FOLDER, log=print) -> dict:
                 f"{r['heldout_p90_rel_err_period']:.1%} {'met' if r['all_four'] else 'not met'} misses {r['misses']}",
                 flush=True)
     met = sum(r["all_four"] for r in prim)
-    out["decision"] = {"rule": RULE, "seeds_met": met if prim else None,
+    out["decision"] = {"rule": rule(grid), "seeds_met": met if prim else None,
                        "verdict": ("met" if met >= SEEDS_NEEDED else "not met") if prim else "not measured"}
     out["primary"] = prim
-    rows = score_grid(GRID, runs, SEEDS, log, trim_all=False) if runs else []
+    rows = score_grid(grid, runs, SEEDS, log, trim_all=False) if runs else []
     study = {r["seed"]: r for r in rows if r["candidate"] == "repeat-median" and r["judged_on"] == "median"}
     out["study_matches_product"] = bool(prim) and all(
         abs(study[p["seed"]][f"heldout_{k}"] - p[f"heldout_{k}"]) <= 1e-9 for p in prim for k in FIGS)
-    out["reported"] = ({f"repeat-median judged on {n}": seeds_met(rows, GRID, "repeat-median", "median", n)
-                        for n in runs} | {f"lockq on {n} alone": seeds_met(rows, GRID, "lockq", n, n) for n in runs})
+    out["reported"] = ({f"repeat-median judged on {n}": seeds_met(rows, grid, "repeat-median", "median", n)
+                        for n in runs} | {f"lockq on {n} alone": seeds_met(rows, grid, "lockq", n, n) for n in runs})
     out["rows"] = rows
     return out
 
@@ -103,12 +111,14 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=("score", "committed"))
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--records", type=Path, default=FOLDER, help="the --repeat folder (default: the committed one)")
+    ap.add_argument("--grid", choices=sorted(PREREGISTRATION), default=GRID,
+                    help="the grid of --records (fresh13: the fresh13-repeat call, session 17)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_fresh14")
     if args.action == "committed":
         write_new(args.json, {**committed(), "provenance": provenance()}, "calib_fresh14")
         return 0
-    out = score(args.records)
+    out = score(args.records, grid=args.grid)
     log = f"decision: {out['decision']['verdict']} ({out['decision']['seeds_met']} of 5 seeds); reported {out['reported']}"
     print(log)
     write_new(args.json, {**out, "provenance": provenance()}, "calib_fresh14")
