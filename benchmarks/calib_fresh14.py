@@ -5,6 +5,9 @@ data/calibration-extra/fresh14-preregistration.md (committed before the device c
 
     python benchmarks/calib_fresh14.py score --json OUT      # 5 product refits + 15 study fits; ~2 min on 2 cores
     python benchmarks/calib_fresh14.py committed --json OUT  # POST HOC: session 7's committed platforms, knee grids
+    python benchmarks/calib_fresh14.py score --grid fresh13 --records data/calibration-extra/h200-pcie-host-fresh13-r3 \
+        --json OUT                                           # the fresh13-repeat call (fresh13-repeat-preregistration.md)
+    python benchmarks/calib_fresh14.py compare13 --json OUT  # its secondary: how far the fresh13 runs sit apart
 
 **Primary** (decides): for s = 0..4 the product's refit of the device's folder (``xstage calibrate --refit
 --records <fresh14> --model two-stage-lockq --split-rule bracket --split-seed s``, through
@@ -106,15 +109,52 @@ def committed(log=print) -> dict:
     return out
 
 
+def agreement(a, b) -> dict:
+    """How far two calibration points frames of one grid sit apart: lockstep periodic T_iss (rate, plateau, gap),
+    point by point (matched as ``median_run`` matches), |b - a| / a median, p90 and max, and the share within 15 %."""
+    from xstage.sim.repeat_median import MATCH, with_step
+    key = MATCH + ["step"]
+    pa, pb = (with_step(x.reset_index(drop=True)) for x in (a, b))
+    m = pa.merge(pb, on=key, suffixes=("_a", "_b"))
+    m = m[(m["mode"] == "periodic") & m["phase"].isin(["rate", "plateau", "gap"])]
+    rel = ((m["T_iss(us)_b"] - m["T_iss(us)_a"]) / m["T_iss(us)_a"]).abs()
+    return {"n_points": int(len(rel)), "median": float(rel.median()), "p90": float(rel.quantile(0.9)),
+            "max": float(rel.max()), "within_15pct": float((rel <= 0.15).mean())}
+
+
+def compare_fresh13(log=print) -> dict:
+    """The fresh13-repeat call's secondary: this call's runs and median against knee21's (committed r1, r2 and
+    their median), and each call's two runs against each other."""
+    from xstage.sim.repeat_median import median_run
+    new = runs_of(EXTRA / "h200-pcie-host-fresh13-r3")
+    old = {n: load_records(EXTRA / f"h200-pcie-host-fresh13-{n}" / "points.parquet", "point")[0].drop(
+        columns=["split"], errors="ignore") for n in ("r1", "r2")}
+    new_med = load_records(EXTRA / "h200-pcie-host-fresh13-r3" / "points.parquet", "point")[0]
+    old_med, _ = median_run(old)
+    out = {"within knee21's call (r1 vs r2)": agreement(old["r1"], old["r2"]),
+           "within this call (r1 vs r2)": agreement(new["r1"], new["r2"]),
+           "median vs median (knee21 -> this call)": agreement(old_med.drop(columns=["n_runs"]),
+                                                               new_med.drop(columns=["n_runs", "split"]))}
+    for k, v in out.items():
+        log(f"{k}: T_iss |rel| median {v['median']:.1%} p90 {v['p90']:.1%} max {v['max']:.1%}, "
+            f"within 15 % {v['within_15pct']:.1%} (n {v['n_points']})")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("score", "committed"))
+    ap.add_argument("action", choices=("score", "committed", "compare13"))
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--records", type=Path, default=FOLDER, help="the --repeat folder (default: the committed one)")
     ap.add_argument("--grid", choices=sorted(PREREGISTRATION), default=GRID,
                     help="the grid of --records (fresh13: the fresh13-repeat call, session 17)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_fresh14")
+    if args.action == "compare13":
+        write_new(args.json, {"what": "fresh13-repeat's secondary (data/calibration-extra/"
+                              "fresh13-repeat-preregistration.md)", **compare_fresh13(), "provenance": provenance()},
+                  "calib_fresh14")
+        return 0
     if args.action == "committed":
         write_new(args.json, {**committed(), "provenance": provenance()}, "calib_fresh14")
         return 0
