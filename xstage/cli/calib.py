@@ -119,8 +119,8 @@ def register(sub):
                    help="measure the whole grid N times in a row and fit on the point-wise median of the runs "
                    "(default 1; every run's points go to points-runs.parquet): it takes the instrument's run-to-run "
                    "scatter out of the fit. Measured on the H200's host path with --model two-stage-lockq on small "
-                   "knee grids, pre-registered: held-out target met on fresh13 (5 of 5 seeds), missed on fresh14 "
-                   "(0 of 5); docs/calibration/fresh14.md")
+                   "knee grids, pre-registered: held-out target met on fresh13 (5 of 5 seeds; 3 of 5 when measured "
+                   "again), missed on fresh14 (0 of 5); docs/calibration/fresh14.md")
     p.add_argument("--median-with", action="append", default=None, metavar="SRC",
                    help="with --refit --records A: another run of the same grid, target and GPU (repeatable); the "
                    "fit is on the point-wise median of A and every SRC (--repeat for runs made apart)")
