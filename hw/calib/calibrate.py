@@ -389,6 +389,20 @@ def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), info
 
 
+def store_buffer_at_bound(platform) -> str | None:
+    """A warning where the issue law's store buffer b0 was fitted at the top of its search (``platform_fit.BUFFERS``):
+    the fit half did not identify the issue law, and a small-K burst with B above b0 is then predicted too slow
+    (fresh14, and every other fit of the knee grids that failed its held-out p90: docs/calibration/fresh14.md).
+    None otherwise (and for laws without b0)."""
+    from xstage.sim.platform_fit import BUFFERS
+    b0 = getattr(platform, "store_buffer_bytes", None)
+    if not b0 or b0 < max(BUFFERS):
+        return None
+    return (f"the issue law's store buffer b0 was fitted at the top of its search ({b0 / KiB:g} KiB): the fit half does "
+            "not identify the issue law, and small-K bursts above b0 are likely predicted too slow; measure more (K, B) "
+            "pairs with B above b0 at small K, or read the held-out figures with care (docs/calibration/fresh14.md)")
+
+
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
            model: str | None = None, pool=(), runs=None, repeat_info=None) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
@@ -458,6 +472,11 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
                                          seed=meta["config"].get("split_seed"),
                                          rule=meta["config"].get("split_rule"))
     summary["model"] = model
+    at_bound = store_buffer_at_bound(platform)
+    if at_bound:
+        summary["store_buffer_at_bound"] = True
+        summary["warning"] = at_bound
+        platform = dataclasses.replace(platform, notes={**platform.notes, "warning": at_bound})
     if repeat_info is not None:
         summary["repeat"] = len(repeat_info["points_per_run"])
         summary["repeat_points"] = repeat_info

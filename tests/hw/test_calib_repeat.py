@@ -115,3 +115,20 @@ def test_median_with_needs_records_and_refuses_a_median(tmp_path, capsys):
     assert main(["calibrate", "--refit", "--records", str(R1), "--median-with", str(med),
                  "--out", str(tmp_path / "o")]) == 2
     _one_line(capsys, "--median-with", "already the median")
+
+
+def test_a_store_buffer_fitted_at_its_bound_is_flagged(tmp_path, capsys):
+    fresh14, r3 = EXTRA / "h200-pcie-host-fresh14", EXTRA / "h200-pcie-host-fresh13-r3"
+    assert main(["calibrate", "--refit", "--records", str(fresh14), "--out", str(tmp_path / "a"), "--json"]) == 0
+    out = capsys.readouterr()
+    s = json.loads(out.out)
+    assert s["model"] == "two-stage-lockq" and s["store_buffer_at_bound"] is True
+    err = out.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("xstage: warning: the issue law's store buffer b0") and "32 KiB" in err[0]
+    assert "warning" in json.loads((tmp_path / "a" / "platform.json").read_text())["notes"]
+    # fresh13 measured again, seed 2: b0 16 KiB, inside the search: no flag, no warning
+    assert main(["calibrate", "--refit", "--records", str(r3), "--split-rule", "bracket", "--split-seed", "2",
+                 "--out", str(tmp_path / "b"), "--json"]) == 0
+    out = capsys.readouterr()
+    assert "store_buffer_at_bound" not in json.loads(out.out) and "warning" not in out.err
+    assert calibrate.store_buffer_at_bound(type("V1", (), {"store_buffer_bytes": None})()) is None

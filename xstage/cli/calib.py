@@ -13,6 +13,7 @@
 """
 
 import os
+import sys
 
 from xstage.cli.common import (add_command, add_json, add_quiet, int_list, number, number_list,
                                print_json, print_table, progress_enabled, say, size_list)
@@ -290,6 +291,8 @@ def run(args) -> int:
         finally:
             runner.close()
         say(args, f"[calibrate] wrote {args.out}/platform.json and records")
+    if summary.get("warning"):
+        print(f"xstage: warning: {summary['warning']}", file=sys.stderr, flush=True)
     if args.json:
         print_json(summary)
     else:
