@@ -347,28 +347,29 @@ def _rule_text(config: dict) -> str:
     return rule_text(config.get("split_rule") or "pairs")
 
 
-def check_pool(pool, target: str | None = None, gpu_name: str | None = None, records=None) -> list:
-    """The ``--pool`` folders, checked before anything is measured or fitted: each a calibration folder (a
-    points.parquet) named once, not ``records`` itself, and -- where ``target`` / ``gpu_name`` are given -- of
-    that target and GPU. Returns [(path, points, meta)]."""
+def check_pool(pool, target: str | None = None, gpu_name: str | None = None, records=None,
+               field: str = "--pool", self_note: str = " (its fit half is fitted anyway)") -> list:
+    """The ``--pool`` folders (or ``field``'s: ``--median-with``), checked before anything is measured or fitted:
+    each a calibration folder (a points.parquet) named once, not ``records`` itself, and -- where ``target`` /
+    ``gpu_name`` are given -- of that target and GPU. Returns [(path, points, meta)]."""
     from xstage.records import load_records
     seen, out = set(), []
     for folder in pool or ():
         src = Path(folder)
         if not str(folder).strip() or not (src / "points.parquet").is_file():
-            raise InputError("--pool", str(folder), "holds no points.parquet (a calibration folder)")
+            raise InputError(field, str(folder), "holds no points.parquet (a calibration folder)")
         if src.resolve() in seen:
-            raise InputError("--pool", str(folder), "is named twice")
+            raise InputError(field, str(folder), "is named twice")
         if records is not None and src.resolve() == Path(records).resolve():
-            raise InputError("--pool", str(folder), "is --records itself (its fit half is fitted anyway)")
+            raise InputError(field, str(folder), f"is --records itself{self_note}")
         seen.add(src.resolve())
         points, meta = load_records(src / "points.parquet", "point")
         got = (meta.get("config") or {}).get("target")
         if target is not None and got != target:
-            raise InputError("--pool", str(folder), f"is a {got} calibration (the fitted records are {target})")
+            raise InputError(field, str(folder), f"is a {got} calibration (the fitted records are {target})")
         gpu = (meta.get("runner") or {}).get("gpu_name")
         if gpu_name and gpu and gpu != gpu_name:
-            raise InputError("--pool", str(folder), f"was measured on {gpu} (the fitted records on {gpu_name})")
+            raise InputError(field, str(folder), f"was measured on {gpu} (the fitted records on {gpu_name})")
         out.append((src, points, meta))
     return out
 
@@ -524,23 +525,14 @@ def median_of(src: Path, points: pd.DataFrame, meta: dict, others, split_args):
     folders of one grid, target and GPU, each a single run), for a refit. Returns (points, meta, runs, info,
     split_args): the split is ``split_args`` if given, else the one ``src`` recorded (it depends on the grid's
     design only), made anew on the median."""
-    from xstage.records import load_records
     from xstage.sim.repeat_median import median_run
     config = meta.get("config") or {}
-    seen, named = {src.resolve()}, {str(src): points}
-    for folder in others:
-        other = Path(folder)
-        if not str(folder).strip() or not (other / "points.parquet").is_file():
-            raise InputError("--median-with", str(folder), "holds no points.parquet (a calibration folder)")
-        if other.resolve() in seen:
-            raise InputError("--median-with", str(folder), "is named twice (or is --records itself)")
-        seen.add(other.resolve())
-        pts, m = load_records(other / "points.parquet", "point")
-        for fld, want, got in (("target", config.get("target"), (m.get("config") or {}).get("target")),
-                               ("grid", config.get("grid"), (m.get("config") or {}).get("grid")),
-                               ("GPU", (meta.get("runner") or {}).get("gpu_name"), (m.get("runner") or {}).get("gpu_name"))):
-            if want != got:
-                raise InputError("--median-with", str(folder), f"has {fld} {got!r} (--records has {want!r})")
+    named = {str(src): points}
+    for other, pts, m in check_pool(others, config.get("target"), (meta.get("runner") or {}).get("gpu_name"), src,
+                                    field="--median-with", self_note=""):
+        if (m.get("config") or {}).get("grid") != config.get("grid"):
+            raise InputError("--median-with", str(other), f"has grid {(m.get('config') or {}).get('grid')!r} "
+                             f"(--records has {config.get('grid')!r})")
         named[str(other)] = pts
     for where, pts in named.items():
         if "n_runs" in pts:

@@ -96,7 +96,9 @@ def test_bad_repeat_flags_on_a_sweep_are_one_line_exit_2(tmp_path, capsys, extra
 
 @pytest.mark.parametrize("extra,flag,words", [
     (["--median-with", "/nonexistent/run"], "--median-with", ("/nonexistent/run", "points.parquet")),
-    (["--median-with", str(R1)], "--median-with", ("h200-pcie-host-fresh13-r1", "twice")),
+    (["--median-with", str(R1)], "--median-with", ("h200-pcie-host-fresh13-r1", "--records itself")),
+    (["--median-with", str(R2), "--median-with", str(R2)], "--median-with", ("h200-pcie-host-fresh13-r2", "twice")),
+    (["--median-with", str(EXTRA / "h200-local-fresh12")], "--median-with", ("local calibration", "host")),
     (["--median-with", str(FRESH12)], "--median-with", ("grid", "fresh12", "fresh13")),
     (["--median-with", str(R2), "--repeat", "2"], "--repeat", ("--refit",)),
 ])
