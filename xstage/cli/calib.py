@@ -124,7 +124,8 @@ def register(sub):
                    "again), missed on fresh14 (0 of 5); docs/calibration/fresh14.md")
     p.add_argument("--median-with", action="append", default=None, metavar="SRC",
                    help="with --refit --records A: another run of the same grid, target and GPU (repeatable); the "
-                   "fit is on the point-wise median of A and every SRC (--repeat for runs made apart)")
+                   "fit is on the point-wise median of A and every SRC (for runs made apart; --repeat measures "
+                   "several runs in one command)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
