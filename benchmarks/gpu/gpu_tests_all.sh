@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Every GPU-marked test with the optional stacks installed (flash-attn-4 + CuTe DSL + quack, nvshmem4py), then the
+# PersistentSm90 smoke and the FA4 sweep (benchmarks/gpu/attention_fa4.sh). The wheels were staged under
+# /tmp/wheels by the earlier calls of the same warm lease (../shared/DEVICE-WHEELS.md, ../shared/tools/wheel-parts.sh):
+# this script joins the split parts, installs everything into /tmp/site and puts it on PYTHONPATH.
+# Run from the repo root after the device prelude (it installs .whl/ and the checkout) with $OUT set.
+# Writes $OUT/gpu-tests/ (install log, package versions, GPU state, pytest output, smoke JSON) and
+# $OUT/attention-fa4/ (the sweep's records). BUDGET_S (default 540) bounds the whole script.
+set -uo pipefail
+: "${OUT:?set OUT to the output folder}"
+D="$OUT/gpu-tests"
+mkdir -p "$D"
+T0=$(date +%s)
+left() { echo $(( ${BUDGET_S:-540} - ($(date +%s) - T0) )); }
+step() { echo "== [$(( $(date +%s) - T0 ))s] $*" | tee -a "$D/steps.txt" >&2; }
+
+step "join the wheel parts and install into /tmp/site"
+( cd /tmp/wheels && for p in *.part00; do [ -e "$p" ] || continue; w=${p%.part00}; cat "$w".part* > "$w" && rm "$w".part*; done )
+timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/wheels/*.whl \
+  > "$D/install.log" 2>&1 || { echo "install FAILED" >&2; tail -n 8 "$D/install.log" >&2; exit 1; }
+export PYTHONPATH=/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/site
+timeout 120 python3 -c 'import importlib.metadata as m, cutlass, flash_attn.cute, quack, nvshmem.core, torch, triton
+print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)
+for n in ("flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "nvshmem4py-cu13", "numba-cuda", "cuda-bindings"):
+    print(n, m.version(n))' > "$D/packages.txt" 2>&1 || { echo "import FAILED" >&2; tail -n 8 "$D/packages.txt" >&2; exit 1; }
+cat "$D/packages.txt" >&2
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,pcie.link.gen.current,pcie.link.width.current \
+  --format=csv > "$D/gpu.txt" 2>&1
+
+step "pytest -m gpu (every GPU-marked test)"
+timeout -k 5 "$(( $(left) - 200 ))" python3 -m pytest -q -p no:cacheprovider -m gpu -rs tests/hw tests/sim tests/compare \
+  tests/cli > "$D/pytest.txt" 2>&1
+echo "pytest exit status $?" | tee -a "$D/pytest.txt" >&2
+tail -n 15 "$D/pytest.txt" >&2
+
+step "PersistentSm90 smoke"
+timeout -k 5 90 python3 benchmarks/gpu/fa4_persistent_smoke.py --out "$D/fa4-persistent-smoke.json" > "$D/smoke.log" 2>&1
+echo "smoke exit status $?" | tee -a "$D/smoke.log" >&2
+
+t=$(( $(left) - 15 ))
+if [ "$t" -gt 90 ]; then
+  step "FA4 sweep (timeout ${t}s)"
+  FA4_TIMEOUT=$t bash benchmarks/gpu/attention_fa4.sh > /dev/null 2>&1
+  tail -n 4 "$OUT/attention-fa4/log.txt" >&2
+else
+  step "FA4 sweep skipped (${t}s left)"
+fi
+step "done"
