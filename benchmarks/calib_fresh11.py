@@ -49,11 +49,12 @@ def all_four(r) -> bool:
     return all(r[f"heldout_{k}"] <= (MEDIAN if k.startswith("median") else P90) for k in FIGS)
 
 
-def one(target: str, model: str, rule: str, seed: int, records=None) -> dict:
-    """One refit through the product on ``records`` (default fresh11's of ``target``), judged; the row."""
+def one(target: str, model: str, rule: str, seed: int, records=None, pool=()) -> dict:
+    """One refit through the product on ``records`` (default fresh11's of ``target``; ``pool``: ``--pool`` folders),
+    judged; the row."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "o"
-        s = refit(out, records=records or RECORDS[target], split_args=(FRACTION, seed, rule), model=model)
+        s = refit(out, records=records or RECORDS[target], split_args=(FRACTION, seed, rule), model=model, pool=pool)
         points, _ = load_records(out / "points.parquet", "point")
         j = judge(Platform.load(out / "platform.json"), points, points["split"])
     for k in FIGS:   # the diagnostic re-judge must read what the product's summary says

@@ -39,7 +39,7 @@ from calib_knee14 import judge  # noqa: E402
 from xstage.hw.calib.grids import GRIDS  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import platform_fit  # noqa: E402
-from xstage.sim.repeat_median import MATCH, MEASURED, median_run, with_step  # noqa: E402,F401  (moved to the product)
+from xstage.sim.repeat_median import median_run  # noqa: E402  (moved to the product)
 
 MODEL = "two-stage-lockq"
 TRIM, ROUNDS = 1.3, 4      # trim-all: platform_fit's first one-sided trim (1.3 x the law, at most 4 rounds)

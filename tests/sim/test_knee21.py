@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from xstage.sim.repeat_median import median_run
+
 from .bench_scripts import load_script
 
 k21 = load_script("calib_knee21")
@@ -25,14 +27,14 @@ def fresh12():
 
 def test_the_median_of_a_run_with_itself_is_the_run(fresh12):
     c, _ = fresh12
-    med, info = k21.median_run({"a": c, "b": c.copy()})
+    med, info = median_run({"a": c, "b": c.copy()})
     assert med.drop(columns="n_runs").equals(c)
     assert info == {"points_per_run": {"a": 286, "b": 286}, "points": 286, "in_every_run": 286, "in_one_run_only": 0}
 
 
 def test_fresh12s_runs_match_point_for_point_and_the_median_is_their_mean(fresh12):
     c, r2 = fresh12
-    med, info = k21.median_run({"c": c, "r2": r2})
+    med, info = median_run({"c": c, "r2": r2})
     assert info["in_every_run"] == 286 and info["in_one_run_only"] == 0
     ok = (c["T_iss(us)"] > 0) & (r2["T_iss(us)"] > 0)
     np.testing.assert_allclose(med["T_iss(us)"][ok], ((c["T_iss(us)"] + r2["T_iss(us)"]) / 2)[ok], rtol=1e-12)
@@ -52,7 +54,7 @@ def test_points_match_by_position_and_a_point_in_one_run_only_keeps_its_values()
     b = _pts([("gap", "periodic", "spin", 42, 38 * KiB, 42 * 38 * KiB, 1.5488, 4.0, 6.0, "fit"),   # gap 0.3 % apart
               ("gap", "periodic", "spin", 42, 38 * KiB, 42 * 38 * KiB, 3.0976, -1.0, 7.0, "fit"),  # T <= 0: not held
               ("rate", "periodic", "spin", 68, 20 * KiB, 68 * 20 * KiB, 0.0, 1.5, 2.5, "fit")])    # in b only
-    med, info = k21.median_run({"a": a, "b": b})
+    med, info = median_run({"a": a, "b": b})
     assert info == {"points_per_run": {"a": 3, "b": 3}, "points": 4, "in_every_run": 1, "in_one_run_only": 3}
     assert med["T_iss(us)"].tolist() == [3.0, 3.0, 0.6, 1.5]
     assert med["period(us)"].tolist() == [5.0, 5.0, 51.0, 2.5]            # b's second point is not held: a's values
@@ -61,7 +63,7 @@ def test_points_match_by_position_and_a_point_in_one_run_only_keeps_its_values()
     assert med["split"].tolist() == ["fit", "fit", "heldout", "fit"]
     bad = b.assign(split=["heldout", "fit", "fit"])
     with pytest.raises(ValueError, match="design column 'split' differs between runs at 1 points"):
-        k21.median_run({"a": a, "b": bad})
+        median_run({"a": a, "b": bad})
 
 
 def test_withheld_fitter_drops_exactly_the_named_points_and_nothing_else():
