@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int, require_positive
-from xstage.hw.calib.repeat import median_of, store_buffer_at_bound, sweeps  # noqa: F401 - old names
+from xstage.hw.calib.repeat import (PartialRuns, RunsKept, check_partial, median_of,  # noqa: F401 - old names
+                                    store_buffer_at_bound, sweeps)
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.sim.burst_summary import summarize_run
 from xstage.sim.platform_fit import (DEFAULT_MODEL, capacity_law_of, check_and_summarize, check_model,
@@ -212,37 +213,39 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True, label: str = ""):
     def periodic(k, b, gap=0.0, **kw):
         return BurstSpec(k, b, gap, bursts=cfg.periodic_bursts(k * b), trials=cfg.trials, warmup=cfg.warmup, **kw)
 
-    period0 = {}
-    grid = sorted({(k, b) for k in cfg.producers for b in cfg.sizes} | set(cfg.gap_configs))
-    for k, b in grid:
-        period0[(k, b)] = measure("rate", periodic(k, b))["period(us)"]
-    for k, b in grid:
-        measure("plateau", BurstSpec(k, b, cfg.plateau_factor * period0[(k, b)] + 2.0, bursts=cfg.bursts,
-                                     trials=cfg.trials, warmup=cfg.warmup))
-    for k, b in cfg.gap_configs:
-        for f in cfg.gap_fractions:
-            measure("gap", periodic(k, b, f * period0[(k, b)]))
-    if fma:
-        k, b = max(cfg.gap_configs)
-        for iters in cfg.fma_iters:
-            measure("fma", periodic(k, b, gap_kind="fma", fma_iters=iters))
-    if cfg.aligned:        # per-burst barrier without fences: aligned bursts with carry-over
+    try:                   # the bar ends its line even when a run raises (Ctrl-C): the error line is its own
+        period0 = {}
+        grid = sorted({(k, b) for k in cfg.producers for b in cfg.sizes} | set(cfg.gap_configs))
         for k, b in grid:
-            measure("aligned-rate", periodic(k, b, mode="aligned"))
+            period0[(k, b)] = measure("rate", periodic(k, b))["period(us)"]
+        for k, b in grid:
+            measure("plateau", BurstSpec(k, b, cfg.plateau_factor * period0[(k, b)] + 2.0, bursts=cfg.bursts,
+                                         trials=cfg.trials, warmup=cfg.warmup))
         for k, b in cfg.gap_configs:
             for f in cfg.gap_fractions:
-                measure("aligned-gap", periodic(k, b, f * period0[(k, b)], mode="aligned"))
-    if cfg.free_running:   # the same bursts without the per-burst barrier: producers may drift apart
-        for k, b in grid:
-            measure("free-rate", periodic(k, b, mode="free"))
-        for k, b in cfg.gap_configs[:cfg.free_gaps]:
-            for f in cfg.gap_fractions:
-                measure("free-gap", periodic(k, b, f * period0[(k, b)], mode="free"))
-    for k in cfg.iso_producers:
-        for b in cfg.iso_sizes:
-            measure("isolated", BurstSpec(k, b, 0.0, mode="isolated", bursts=cfg.iso_bursts, trials=cfg.trials,
-                                          warmup=cfg.warmup, settle_us=cfg.settle_us))
-    bar.close()
+                measure("gap", periodic(k, b, f * period0[(k, b)]))
+        if fma:
+            k, b = max(cfg.gap_configs)
+            for iters in cfg.fma_iters:
+                measure("fma", periodic(k, b, gap_kind="fma", fma_iters=iters))
+        if cfg.aligned:        # per-burst barrier without fences: aligned bursts with carry-over
+            for k, b in grid:
+                measure("aligned-rate", periodic(k, b, mode="aligned"))
+            for k, b in cfg.gap_configs:
+                for f in cfg.gap_fractions:
+                    measure("aligned-gap", periodic(k, b, f * period0[(k, b)], mode="aligned"))
+        if cfg.free_running:   # the same bursts without the per-burst barrier: producers may drift apart
+            for k, b in grid:
+                measure("free-rate", periodic(k, b, mode="free"))
+            for k, b in cfg.gap_configs[:cfg.free_gaps]:
+                for f in cfg.gap_fractions:
+                    measure("free-gap", periodic(k, b, f * period0[(k, b)], mode="free"))
+        for k in cfg.iso_producers:
+            for b in cfg.iso_sizes:
+                measure("isolated", BurstSpec(k, b, 0.0, mode="isolated", bursts=cfg.iso_bursts, trials=cfg.trials,
+                                              warmup=cfg.warmup, settle_us=cfg.settle_us))
+    finally:
+        bar.close()
     return pd.DataFrame(points), pd.concat(bursts, ignore_index=True)
 
 
@@ -252,12 +255,16 @@ FILES = ("platform.json", "bursts.parquet", "points.parquet", "points-runs.parqu
          "summary.json")
 
 
-def check_out_dir(out_dir, *, overwrite: bool = False) -> Path:
+def check_out_dir(out_dir, *, overwrite: bool = False, partial: bool = True) -> Path:
     """The output folder, checked before the sweep starts and without creating anything
-    (``xstage.paths.output_folder``): no calibration files in it unless ``overwrite``."""
+    (``xstage.paths.output_folder``): no calibration files in it unless ``overwrite``, nor (``partial``: a sweep's
+    check, not a refit's) the runs an interrupted ``--repeat`` kept (``repeat.check_partial``)."""
     from xstage.paths import output_folder
 
-    return output_folder(out_dir, overwrite=overwrite, holds=FILES)
+    out = output_folder(out_dir, overwrite=overwrite, holds=FILES)
+    if partial:
+        check_partial(out, overwrite)
+    return out
 
 
 def _link_info(gpu: dict) -> dict:
@@ -279,26 +286,42 @@ def _link_info(gpu: dict) -> dict:
 
 def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = False, progress: bool = True,
                     provenance_block: dict | None = None, pool=()) -> dict:
-    """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict."""
+    """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict. With ``cfg.repeat`` > 1
+    each run is kept in OUT/partial as soon as it is measured (``repeat.PartialRuns``), and the folder removed once
+    the final records are written; a stop after a run was kept (Ctrl-C, SIGTERM, an error) raises
+    ``repeat.RunsKept`` from it, naming the kept runs and the refit that fits them."""
     out = check_out_dir(out_dir, overwrite=overwrite)
     if pool:   # the pool's target and GPU before any measurement: a bad --pool must not cost the sweep
         check_pool(pool, cfg.target, runner.describe().get("gpu_name"))
     t = time.perf_counter()
-    points, bursts, runs, repeat_info = sweeps(cfg, runner, progress=progress)
-    volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
-    copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
     described = runner.describe()
     if provenance_block is None:
         from xstage.provenance import provenance
         provenance_block = provenance(with_gpu=described.get("runner") == "gpu")
-    meta = {"config": asdict(cfg), "provenance": provenance_block, "runner": described,
-            "link": _link_info(provenance_block.get("gpu", {}) or {}), "wall_s": time.perf_counter() - t}
+    link = _link_info(provenance_block.get("gpu", {}) or {})
+
+    def meta_now():
+        return {"config": asdict(cfg), "provenance": provenance_block, "runner": runner.describe(), "link": link,
+                "wall_s": time.perf_counter() - t}
+
     name = cfg.name or default_name(cfg.target, described.get("gpu_name", ""), cfg.peer_pattern)
     if not cfg.name and described.get("issue", "store") != "store":   # NVSHMEM device puts (hw/microbench/puts.py)
         name += f"-{described['issue']}"
-    return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
-                  split_args=(cfg.heldout_fraction, cfg.split_seed, cfg.split_rule), model=cfg.model, pool=pool,
-                  runs=runs, repeat_info=repeat_info)
+    split_args = (cfg.heldout_fraction, cfg.split_seed, cfg.split_rule)
+    kept = PartialRuns(out, cfg.repeat, meta_now, split_args, overwrite=overwrite)
+    try:
+        points, bursts, runs, repeat_info = sweeps(cfg, runner, progress=progress,
+                                                   keep=kept.keep if cfg.repeat > 1 else None)
+        volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
+        copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
+        summary = finish(points, bursts, copy, meta_now(), out, name=name, overwrite=overwrite, split_args=split_args,
+                         model=cfg.model, pool=pool, runs=runs, repeat_info=repeat_info)
+    except (KeyboardInterrupt, Exception) as err:
+        if not kept.kept:
+            raise
+        raise kept.stopped(name, pool) from err
+    kept.remove()                                   # the final records hold every run now
+    return summary
 
 
 _RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
@@ -524,7 +547,7 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
             raise InputError("--records", str(src), "holds no points.parquet (a calibration folder)")
         if src.resolve() == out.resolve():
             raise InputError("--records", str(src), "is --out itself: leave out --records to refit in place")
-        out = check_out_dir(out, overwrite=overwrite)
+        out = check_out_dir(out, overwrite=overwrite, partial=False)   # a refit writes no partial/
     points, meta = load_records(src / "points.parquet", "point")
     check_pool(pool, (meta.get("config") or {}).get("target"), (meta.get("runner") or {}).get("gpu_name"), src)
     bursts = None                           # --records: the burst sample stays in SRC (not copied)
