@@ -121,7 +121,11 @@ def register(sub):
                    "(default 1; every run's points go to points-runs.parquet): it takes the instrument's run-to-run "
                    "scatter out of the fit. Measured on the H200's host path with --model two-stage-lockq on small "
                    "knee grids, pre-registered: held-out target met on fresh13 (5 of 5 seeds; 3 of 5 when measured "
-                   "again), missed on fresh14 (0 of 5); docs/calibration/fresh14.md")
+                   "again), missed on fresh14 (0 of 5); docs/calibration/fresh14.md. Each run is kept in "
+                   "OUT/partial/run-<i> as soon as it is measured (removed once the records are written): stopped "
+                   "by Ctrl-C or an error after run 1, the command names the runs kept and the --refit that fits "
+                   "them (exit 130 for Ctrl-C, else nonzero); a sweep into a folder holding partial/ refuses it "
+                   "unless --overwrite")
     p.add_argument("--median-with", action="append", default=None, metavar="SRC",
                    help="with --refit --records A: another run of the same grid, target and GPU (repeatable); the "
                    "fit is on the point-wise median of A and every SRC (for runs made apart; --repeat measures "
@@ -232,6 +236,20 @@ def list_models(args) -> int:
     return 0
 
 
+def runs_kept(err) -> int:
+    """A ``--repeat`` sweep that stopped after keeping runs (``calibrate.RunsKept``): one stderr line naming where it
+    stopped, the runs kept and the refit that fits them; status 130 (Ctrl-C), 143 (SIGTERM), 2 (bad input), else 1."""
+    from xstage.cli.exits import Terminated
+    cause = err.__cause__
+    if isinstance(cause, KeyboardInterrupt):
+        word, status = ("terminated", 143) if isinstance(cause, Terminated) else ("interrupted", 130)
+        print(f"xstage: {word} {err}", file=sys.stderr, flush=True)
+        return status
+    what = (str(cause).splitlines() or [""])[0]
+    print(f"xstage: error: {type(cause).__name__}: {what} ({err.when}): {err.tail}", file=sys.stderr, flush=True)
+    return 2 if isinstance(cause, InputError) else 1
+
+
 def run(args) -> int:
     """Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, large-gap plateau -> T_iss0(K,B),
     isolated bursts -> Q(K)), fit the platform, check the Burst-Gap model against every point, and write
@@ -289,6 +307,8 @@ def run(args) -> int:
                 return 0
             summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite,
                                                 progress=progress_enabled(args), pool=args.pool or ())
+        except calibrate.RunsKept as err:
+            return runs_kept(err)
         finally:
             runner.close()
         say(args, f"[calibrate] wrote {args.out}/platform.json and records")
