@@ -225,6 +225,40 @@ def buffer_bytes(cfg, ring_bytes: int) -> int:
     return int(max(ring_bytes + biggest, 4 * biggest))
 
 
+MISSES_SHOWN = 8   # the human summary lists at most this many held-out pairs that miss (--json: every one)
+
+
+def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
+    """The human block of a summary's ``heldout_misses`` (``xstage.sim.heldout_misses``): a header and the worst
+    ``limit`` pairs (K, B KiB, median error, points off / points, knee ratio). [] where the summary has no such
+    field (no split, an older record) or no held-out pair."""
+    from xstage.sim.heldout_misses import MISS_LIMIT
+    misses, n_pairs = summary.get("heldout_misses"), summary.get("heldout_n_pairs")
+    if misses is None or not n_pairs:
+        return []
+    head = (f"held-out pairs with a point off by > {MISS_LIMIT:.0%}: {len(misses) or 'none'} of {n_pairs} "
+            "held-out pairs")
+    if not misses:
+        return [head]
+    lines = [head + (f" (the worst {limit} by |median error|; --json lists all)" if len(misses) > limit else ""),
+             f"  {'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}"]
+    for m in misses[:limit]:
+        ratio = "-" if m["knee_ratio"] is None else f"{m['knee_ratio']:.2f}"
+        lines.append(f"  {m['producers']:>5}  {m['bytes_per_producer'] / 1024:>7g}  "
+                     f"{m['median_rel_err_T_iss']:>+10.1%}  {str(m['n_off']) + '/' + str(m['n_points']):>5}  "
+                     f"{ratio:>10}")
+    return lines + ["  (knee ratio (V - R T_iss0)/Q(K), V = K B: near 1 at the knee; docs/calibration/method.md)"]
+
+
+def print_summary(summary: dict) -> None:
+    """A calibration summary for a person: its flat keys as a table, then the held-out pairs that miss."""
+    print_table({k: v for k, v in summary.items() if not isinstance(v, dict) and k != "heldout_misses"})
+    lines = miss_lines(summary)
+    if lines:
+        print()
+        print("\n".join(lines))
+
+
 def list_models(args) -> int:
     """``--models``: every model ``--model`` takes, its standing and its page (``MODEL_STANDING``)."""
     rows = model_standing()
@@ -317,5 +351,5 @@ def run(args) -> int:
     if args.json:
         print_json(summary)
     else:
-        print_table({k: v for k, v in summary.items() if not isinstance(v, dict)})
+        print_summary(summary)
     return 0
