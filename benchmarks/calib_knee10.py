@@ -81,17 +81,6 @@ def fit_model(frame, model: str, name: str, target: str = "host"):
     return fit_platform(frame, name=name, target=TARGETS[target], sm_count=132, capacity_law=capacity_law_of(model))
 
 
-def missed_pairs(check, split, limit: float = 0.15):
-    """The held-out lockstep periodic pairs of a model check with a point off by more than ``limit``:
-    (K, B, the pair's check rows, its T_iss relative errors), K then B ascending."""
-    s = np.asarray(split)
-    per = check[(s == "heldout") & (check["mode"] == "periodic").to_numpy()]
-    for (k, b), g in per.groupby(["producers", "bytes_per_producer"]):
-        e = g["rel_err_T_iss"].dropna().to_numpy(float)
-        if (np.abs(e) > limit).any():
-            yield int(k), int(b), g, e
-
-
 def refuse_existing(path: Path, who: str) -> None:
     """Stop where ``path`` exists (one line naming ``who`` and ``path`` on stderr, exit status 2, the project's status
     for bad input): records are never overwritten. The study scripts call it before their scoring, so a taken path

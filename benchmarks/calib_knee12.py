@@ -32,11 +32,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_knee import _write  # noqa: E402
-from calib_knee10 import fit_halves, fit_model, grid_points, missed_pairs, score_on, split_of  # noqa: E402
+from calib_knee10 import fit_halves, fit_model, grid_points, score_on, split_of  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit, fit_two_stage  # noqa: E402
 from xstage.sim.fit_knee import CATCH_BANDS  # noqa: E402
 from xstage.sim.fit_two_stage import check_loss  # noqa: E402
+from xstage.sim.heldout_misses import missed_pairs  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state")
 SEEDS = (0, 1, 2, 3, 4)

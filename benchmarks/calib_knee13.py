@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_knee10 import (fit_halves, fit_model, grid_points, missed_pairs, refuse_existing,  # noqa: E402
-                         split_of, write_new)
+from calib_knee10 import fit_halves, fit_model, grid_points, refuse_existing, split_of, write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import fit as calib_fit  # noqa: E402
 from xstage.sim.fit_knee import KNEE_BELOW, knee_votes  # noqa: E402
+from xstage.sim.heldout_misses import missed_pairs  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state", "two-stage-kneek")
 NEW = "two-stage-kneek"

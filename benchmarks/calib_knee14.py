@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_issue_law import KEYS  # noqa: E402
-from calib_knee10 import (fit_halves, fit_model, grid_points, missed_pairs, refuse_existing,  # noqa: E402
-                         split_of, write_new)
+from calib_knee10 import fit_halves, fit_model, grid_points, refuse_existing, split_of, write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
+from xstage.sim.heldout_misses import missed_pairs  # noqa: E402
 from xstage.sim.platform_fit import check_and_summarize  # noqa: E402
 
 MODELS = ("two-stage-gated2", "two-stage-state", "two-stage-kneek")

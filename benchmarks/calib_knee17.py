@@ -8,8 +8,8 @@ docs/calibration/knee17.md).
 Each row: a model fitted on a grid's fit half (``calib_knee10.split_of``: ``bracket`` seeds 0-4 on fresh11 and
 fresh10, the recorded split on the six earlier host grids), judged on its held-out lockstep periodic points
 (``calib_knee14.judge``: T_iss and period |rel err| median / p90, the held-out pairs with a point off by > 15 %,
-``calib_knee10.missed_pairs``), with the fitted line and rho. ``all_four``: medians <= 0.05 and p90s <= 0.15,
-the rule of fresh11's pre-registration. The JSON is written atomically and never overwrites a file.
+``xstage.sim.heldout_misses.missed_pairs``), with the fitted line and rho. ``all_four``: medians <= 0.05 and p90s
+<= 0.15, the rule of fresh11's pre-registration. The JSON is written atomically and never overwrites a file.
 
 ``fresh12`` (post hoc, read after the pre-registered score of calib_fresh12.py; decides nothing): lockq fitted on
 **every** fresh12 host point and judged on each ``bracket`` seed's held-out half (the upper bound of any own fit),

@@ -35,10 +35,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, all_four  # noqa: E402
-from calib_knee10 import fit_model, grid_points, missed_pairs, refuse_existing, split_of, write_new  # noqa: E402
+from calib_knee10 import fit_model, grid_points, refuse_existing, split_of, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim.fit_knee import lockstep_issue_times_us  # noqa: E402
+from xstage.sim.heldout_misses import missed_pairs  # noqa: E402
 from xstage.sim.platform_fit import check_and_summarize, split_errors  # noqa: E402
 
 MODEL = "two-stage-lockq"

@@ -7,7 +7,10 @@ issue 15) was fitted on its ``fit`` points, so its own platform is checked on bo
 one (older runs, fitted on every point) gets the default split (``split_pairs``, default fraction and
 seed) computed here, and a platform refitted in memory on its ``fit`` points only is checked on both sets
 (``split_source: computed``; ``heldout_platform`` says what that refit gave); the committed files are
-never rewritten. The all-points keys (``median_rel_err_T_iss``, ...) stay the committed platform's.
+never rewritten. The all-points keys (``median_rel_err_T_iss``, ...) stay the committed platform's. The held-out
+pairs that miss (``heldout_misses``, ``heldout_n_miss_pairs``; ``sim.heldout_misses``) come from the same check as the
+held-out figures, so a recorded split gives what ``xstage calibrate`` wrote in summary.json (records written before
+the field get it here too).
 
 Pre-registered figures (``preregistered_*``, session 7): a folder of the ``fresh`` or ``fresh3`` grid (no (K, B)
 pair of the wide one) named ``<base>-fresh`` / ``<base>-fresh3`` whose ``<base>-wide-two-stage-gated`` folder exists
@@ -21,7 +24,8 @@ from xstage.errors import InputError
 from xstage.records import load_records
 from xstage.sim import fit as calib_fit
 from xstage.sim.platform_fit import (DEFAULT_HELDOUT_FRACTION, DEFAULT_MODEL, DEFAULT_SPLIT_SEED, capacity_law_of,
-                                     check_and_summarize, fit_split_platform, split_errors, split_pairs)
+                                     check_and_summarize, fit_split_platform, miss_summary, split_errors,
+                                     split_pairs)
 from xstage.units import KiB, MiB
 
 ROOTS = ("calibration", "calibration-extra")
@@ -52,6 +56,7 @@ def heldout_summary(points, platform, meta: dict | None = None) -> dict:
         split = points["split"].astype(str)
         check = calib_fit.model_check(points, platform)
         out = split_errors(check, split, fraction=config.get("heldout_fraction"), seed=config.get("split_seed"))
+        out.update(miss_summary(check, split, platform))
         out["split_source"] = "recorded"
         return out
     split = split_pairs(points, DEFAULT_HELDOUT_FRACTION, DEFAULT_SPLIT_SEED)
@@ -59,6 +64,7 @@ def heldout_summary(points, platform, meta: dict | None = None) -> dict:
                                   sm_count=platform.sm_count, capacity_law=capacity_law_of(recorded_model(meta)))
     check = calib_fit.model_check(points, refit)
     out = split_errors(check, split, fraction=DEFAULT_HELDOUT_FRACTION, seed=DEFAULT_SPLIT_SEED)
+    out.update(miss_summary(check, split, refit))
     kmax = max(k for k, _ in refit.capacity_points) if not refit.two_stage else refit.sm_count
     out["split_source"] = "computed"
     out["heldout_platform"] = {"R_GBps": refit.drain_rate_GBps, "T_iss0_us_at_32KiB": refit.issue_time0_us(kmax, 32 * KiB),

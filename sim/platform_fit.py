@@ -12,7 +12,8 @@ is reproducible from (fraction, seed) and the set of pairs alone. Per K, the pai
 (the rate / plateau / gap grid) and the isolated-only pairs are split separately; in each, the smallest
 and the largest B stay in the fit (held-out pairs are interpolations in B at a fitted K) and
 round(fraction x n) of the others are held out. ``check_and_summarize(..., split=)`` then reports the
-model check on each set (``fit_*`` and ``heldout_*`` keys beside the all-points ones).
+model check on each set (``fit_*`` and ``heldout_*`` keys beside the all-points ones), and which held-out pairs
+miss (``heldout_misses``: ``xstage.sim.heldout_misses``).
 """
 
 import numpy as np
@@ -20,6 +21,7 @@ import pandas as pd
 
 from xstage.errors import InputError, require_int
 from xstage.sim import fit as calib_fit, fit_free, fit_knee, fit_robust, fit_two_stage
+from xstage.sim.heldout_misses import heldout_misses
 from xstage.units import KiB, MiB
 
 
@@ -509,15 +511,24 @@ def split_errors(check: pd.DataFrame, split: pd.Series, *, fraction=None, seed=N
     return out
 
 
+def miss_summary(check: pd.DataFrame, split, platform) -> dict:
+    """``heldout_misses`` (``xstage.sim.heldout_misses``: the held-out lockstep periodic pairs with a point off by
+    > 15 %, worst first, each with its knee ratio under ``platform``) and ``heldout_n_miss_pairs``."""
+    misses = heldout_misses(check, split, platform)
+    return {"heldout_misses": misses, "heldout_n_miss_pairs": len(misses)}
+
+
 def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None = None, *, fraction=None,
                         seed=None, rule=None) -> tuple[pd.DataFrame, dict]:
     """The model check on every point and its headline figures; with ``split``, the check carries a
-    ``split`` column and the summary the figures of each set (``split_errors``)."""
+    ``split`` column and the summary the figures of each set (``split_errors``) and the held-out pairs that
+    miss (``miss_summary``)."""
     check = calib_fit.model_check(points, platform)
     errs = calib_fit.error_summary(check)
     if split is not None:
         check["split"] = np.asarray(split.reindex(points.index))
         errs.update(split_errors(check, check["split"], fraction=fraction, seed=seed, rule=rule))
+        errs.update(miss_summary(check, check["split"], platform))
     kmax = max(k for k, _ in platform.capacity_points) if not platform.two_stage else platform.sm_count
     by_k = ({str(k): q / MiB for k, q in platform.capacity_points} if not platform.two_stage else
             {str(k): platform.capacity_bytes(k) / MiB for k in sorted({int(k) for k in points["producers"]})})

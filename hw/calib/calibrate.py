@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int, require_positive
+from xstage.hw.calib.repeat import (PartialRuns, RunsKept, check_partial, median_of,  # noqa: F401 - old names
+                                    store_buffer_at_bound, sweeps)
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.sim.burst_summary import summarize_run
 from xstage.sim.platform_fit import (DEFAULT_MODEL, capacity_law_of, check_and_summarize, check_model,
@@ -211,53 +213,40 @@ def sweep(cfg: CalibConfig, runner, *, progress: bool = True, label: str = ""):
     def periodic(k, b, gap=0.0, **kw):
         return BurstSpec(k, b, gap, bursts=cfg.periodic_bursts(k * b), trials=cfg.trials, warmup=cfg.warmup, **kw)
 
-    period0 = {}
-    grid = sorted({(k, b) for k in cfg.producers for b in cfg.sizes} | set(cfg.gap_configs))
-    for k, b in grid:
-        period0[(k, b)] = measure("rate", periodic(k, b))["period(us)"]
-    for k, b in grid:
-        measure("plateau", BurstSpec(k, b, cfg.plateau_factor * period0[(k, b)] + 2.0, bursts=cfg.bursts,
-                                     trials=cfg.trials, warmup=cfg.warmup))
-    for k, b in cfg.gap_configs:
-        for f in cfg.gap_fractions:
-            measure("gap", periodic(k, b, f * period0[(k, b)]))
-    if fma:
-        k, b = max(cfg.gap_configs)
-        for iters in cfg.fma_iters:
-            measure("fma", periodic(k, b, gap_kind="fma", fma_iters=iters))
-    if cfg.aligned:        # per-burst barrier without fences: aligned bursts with carry-over
+    try:                   # the bar ends its line even when a run raises (Ctrl-C): the error line is its own
+        period0 = {}
+        grid = sorted({(k, b) for k in cfg.producers for b in cfg.sizes} | set(cfg.gap_configs))
         for k, b in grid:
-            measure("aligned-rate", periodic(k, b, mode="aligned"))
+            period0[(k, b)] = measure("rate", periodic(k, b))["period(us)"]
+        for k, b in grid:
+            measure("plateau", BurstSpec(k, b, cfg.plateau_factor * period0[(k, b)] + 2.0, bursts=cfg.bursts,
+                                         trials=cfg.trials, warmup=cfg.warmup))
         for k, b in cfg.gap_configs:
             for f in cfg.gap_fractions:
-                measure("aligned-gap", periodic(k, b, f * period0[(k, b)], mode="aligned"))
-    if cfg.free_running:   # the same bursts without the per-burst barrier: producers may drift apart
-        for k, b in grid:
-            measure("free-rate", periodic(k, b, mode="free"))
-        for k, b in cfg.gap_configs[:cfg.free_gaps]:
-            for f in cfg.gap_fractions:
-                measure("free-gap", periodic(k, b, f * period0[(k, b)], mode="free"))
-    for k in cfg.iso_producers:
-        for b in cfg.iso_sizes:
-            measure("isolated", BurstSpec(k, b, 0.0, mode="isolated", bursts=cfg.iso_bursts, trials=cfg.trials,
-                                          warmup=cfg.warmup, settle_us=cfg.settle_us))
-    bar.close()
+                measure("gap", periodic(k, b, f * period0[(k, b)]))
+        if fma:
+            k, b = max(cfg.gap_configs)
+            for iters in cfg.fma_iters:
+                measure("fma", periodic(k, b, gap_kind="fma", fma_iters=iters))
+        if cfg.aligned:        # per-burst barrier without fences: aligned bursts with carry-over
+            for k, b in grid:
+                measure("aligned-rate", periodic(k, b, mode="aligned"))
+            for k, b in cfg.gap_configs:
+                for f in cfg.gap_fractions:
+                    measure("aligned-gap", periodic(k, b, f * period0[(k, b)], mode="aligned"))
+        if cfg.free_running:   # the same bursts without the per-burst barrier: producers may drift apart
+            for k, b in grid:
+                measure("free-rate", periodic(k, b, mode="free"))
+            for k, b in cfg.gap_configs[:cfg.free_gaps]:
+                for f in cfg.gap_fractions:
+                    measure("free-gap", periodic(k, b, f * period0[(k, b)], mode="free"))
+        for k in cfg.iso_producers:
+            for b in cfg.iso_sizes:
+                measure("isolated", BurstSpec(k, b, 0.0, mode="isolated", bursts=cfg.iso_bursts, trials=cfg.trials,
+                                              warmup=cfg.warmup, settle_us=cfg.settle_us))
+    finally:
+        bar.close()
     return pd.DataFrame(points), pd.concat(bursts, ignore_index=True)
-
-
-def sweeps(cfg: CalibConfig, runner, *, progress: bool = True):
-    """The grid measured ``cfg.repeat`` times (``sweep`` each time, one after another). Returns (points, bursts,
-    runs, info): with one run its frames and (None, None); with more, the point-wise median of the runs' points
-    (``xstage.sim.repeat_median.median_run``), every run's bursts with a ``repeat`` column (1, 2, ...), every run's
-    points with the same column, and the median's matching info."""
-    if cfg.repeat == 1:
-        return (*sweep(cfg, runner, progress=progress), None, None)
-    from xstage.sim.repeat_median import median_run
-    runs = [sweep(cfg, runner, progress=progress, label=f" run {i + 1}/{cfg.repeat}") for i in range(cfg.repeat)]
-    points, info = median_run({f"r{i + 1}": p for i, (p, _) in enumerate(runs)}, "--repeat")
-    bursts = pd.concat([b.assign(repeat=i + 1) for i, (_, b) in enumerate(runs)], ignore_index=True)
-    every = pd.concat([p.assign(repeat=i + 1) for i, (p, _) in enumerate(runs)], ignore_index=True)
-    return points, bursts, every, info
 
 
 # --- the whole run and its files -------------------------------------------------------------------
@@ -266,12 +255,16 @@ FILES = ("platform.json", "bursts.parquet", "points.parquet", "points-runs.parqu
          "summary.json")
 
 
-def check_out_dir(out_dir, *, overwrite: bool = False) -> Path:
+def check_out_dir(out_dir, *, overwrite: bool = False, partial: bool = True) -> Path:
     """The output folder, checked before the sweep starts and without creating anything
-    (``xstage.paths.output_folder``): no calibration files in it unless ``overwrite``."""
+    (``xstage.paths.output_folder``): no calibration files in it unless ``overwrite``, nor (``partial``: a sweep's
+    check, not a refit's) the runs an interrupted ``--repeat`` kept (``repeat.check_partial``)."""
     from xstage.paths import output_folder
 
-    return output_folder(out_dir, overwrite=overwrite, holds=FILES)
+    out = output_folder(out_dir, overwrite=overwrite, holds=FILES)
+    if partial:
+        check_partial(out, overwrite)
+    return out
 
 
 def _link_info(gpu: dict) -> dict:
@@ -293,26 +286,42 @@ def _link_info(gpu: dict) -> dict:
 
 def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = False, progress: bool = True,
                     provenance_block: dict | None = None, pool=()) -> dict:
-    """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict."""
+    """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict. With ``cfg.repeat`` > 1
+    each run is kept in OUT/partial as soon as it is measured (``repeat.PartialRuns``), and the folder removed once
+    the final records are written; a stop after a run was kept (Ctrl-C, SIGTERM, an error) raises
+    ``repeat.RunsKept`` from it, naming the kept runs and the refit that fits them."""
     out = check_out_dir(out_dir, overwrite=overwrite)
     if pool:   # the pool's target and GPU before any measurement: a bad --pool must not cost the sweep
         check_pool(pool, cfg.target, runner.describe().get("gpu_name"))
     t = time.perf_counter()
-    points, bursts, runs, repeat_info = sweeps(cfg, runner, progress=progress)
-    volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
-    copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
     described = runner.describe()
     if provenance_block is None:
         from xstage.provenance import provenance
         provenance_block = provenance(with_gpu=described.get("runner") == "gpu")
-    meta = {"config": asdict(cfg), "provenance": provenance_block, "runner": described,
-            "link": _link_info(provenance_block.get("gpu", {}) or {}), "wall_s": time.perf_counter() - t}
+    link = _link_info(provenance_block.get("gpu", {}) or {})
+
+    def meta_now():
+        return {"config": asdict(cfg), "provenance": provenance_block, "runner": runner.describe(), "link": link,
+                "wall_s": time.perf_counter() - t}
+
     name = cfg.name or default_name(cfg.target, described.get("gpu_name", ""), cfg.peer_pattern)
     if not cfg.name and described.get("issue", "store") != "store":   # NVSHMEM device puts (hw/microbench/puts.py)
         name += f"-{described['issue']}"
-    return finish(points, bursts, copy, meta, out, name=name, overwrite=overwrite,
-                  split_args=(cfg.heldout_fraction, cfg.split_seed, cfg.split_rule), model=cfg.model, pool=pool,
-                  runs=runs, repeat_info=repeat_info)
+    split_args = (cfg.heldout_fraction, cfg.split_seed, cfg.split_rule)
+    kept = PartialRuns(out, cfg.repeat, meta_now, split_args, overwrite=overwrite)
+    try:
+        points, bursts, runs, repeat_info = sweeps(cfg, runner, progress=progress,
+                                                   keep=kept.keep if cfg.repeat > 1 else None)
+        volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
+        copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
+        summary = finish(points, bursts, copy, meta_now(), out, name=name, overwrite=overwrite, split_args=split_args,
+                         model=cfg.model, pool=pool, runs=runs, repeat_info=repeat_info)
+    except (KeyboardInterrupt, Exception) as err:
+        if not kept.kept:
+            raise
+        raise kept.stopped(name, pool) from err
+    kept.remove()                                   # the final records hold every run now
+    return summary
 
 
 _RECORD_KEYS = ("kind", "schema_version", "table")   # written by save_records itself, never taken from a loaded meta
@@ -388,20 +397,6 @@ def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
                      "git_commit": (meta.get("provenance") or {}).get("git_commit"), "n_points": int((~clash).sum()),
                      "n_left_out_heldout_pairs": len({p for p, c in zip(pair, clash) if c})})
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), info
-
-
-def store_buffer_at_bound(platform) -> str | None:
-    """A warning where the issue law's store buffer b0 was fitted at the top of its search (``platform_fit.BUFFERS``):
-    the fit half did not identify the issue law, and a small-K burst with B above b0 is then predicted too slow
-    (fresh14, and every other fit of the knee grids that failed its held-out p90: docs/calibration/fresh14.md).
-    None otherwise (and for laws without b0)."""
-    from xstage.sim.platform_fit import BUFFERS
-    b0 = getattr(platform, "store_buffer_bytes", None)
-    if not b0 or b0 < max(BUFFERS):
-        return None
-    return (f"the issue law's store buffer b0 was fitted at the top of its search ({b0 / KiB:g} KiB): the fit half does "
-            "not identify the issue law, and small-K bursts above b0 are likely predicted too slow; measure more (K, B) "
-            "pairs with B above b0 at small K, or read the held-out figures with care (docs/calibration/fresh14.md)")
 
 
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
@@ -520,32 +515,6 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     return summary
 
 
-def median_of(src: Path, points: pd.DataFrame, meta: dict, others, split_args):
-    """``--median-with``: the point-wise median of ``src``'s points and each folder of ``others`` (calibration
-    folders of one grid, target and GPU, each a single run), for a refit. Returns (points, meta, runs, info,
-    split_args): the split is ``split_args`` if given, else the one ``src`` recorded (it depends on the grid's
-    design only), made anew on the median."""
-    from xstage.sim.repeat_median import median_run
-    config = meta.get("config") or {}
-    named = {str(src): points}
-    for other, pts, m in check_pool(others, config.get("target"), (meta.get("runner") or {}).get("gpu_name"), src,
-                                    field="--median-with", self_note=""):
-        if (m.get("config") or {}).get("grid") != config.get("grid"):
-            raise InputError("--median-with", str(other), f"has grid {(m.get('config') or {}).get('grid')!r} "
-                             f"(--records has {config.get('grid')!r})")
-        named[str(other)] = pts
-    for where, pts in named.items():
-        if "n_runs" in pts:
-            raise InputError("--median-with" if where != str(src) else "--records", where,
-                             "is already the median of several runs (xstage calibrate --repeat): name single runs")
-    if split_args is None and "split" in points:
-        split_args = (config.get("heldout_fraction"), config.get("split_seed"), config.get("split_rule") or "pairs")
-    named = {k: v.drop(columns=["split"], errors="ignore") for k, v in named.items()}
-    med, info = median_run(named, "--median-with")
-    runs = pd.concat([p.assign(repeat=i + 1) for i, p in enumerate(named.values())], ignore_index=True)
-    return med, {**meta, "median_of": list(named)}, runs, info, split_args
-
-
 def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_args=None, model: str | None = None,
           records=None, pool=(), median_with=()) -> dict:
     """Re-fit a calibration folder from its points.parquet (no GPU needed). ``records``: the folder to read
@@ -578,7 +547,7 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
             raise InputError("--records", str(src), "holds no points.parquet (a calibration folder)")
         if src.resolve() == out.resolve():
             raise InputError("--records", str(src), "is --out itself: leave out --records to refit in place")
-        out = check_out_dir(out, overwrite=overwrite)
+        out = check_out_dir(out, overwrite=overwrite, partial=False)   # a refit writes no partial/
     points, meta = load_records(src / "points.parquet", "point")
     check_pool(pool, (meta.get("config") or {}).get("target"), (meta.get("runner") or {}).get("gpu_name"), src)
     bursts = None                           # --records: the burst sample stays in SRC (not copied)

@@ -63,6 +63,7 @@ def test_repeat_measures_the_grid_n_times_and_fits_the_median(tmp_path, capsys):
     assert s["repeat"] == 3 and sorted(runs["repeat"].unique()) == [1, 2, 3]
     assert len(runs) == 3 * len(points) and (points["n_runs"] == 3).all()
     assert sorted(pd.read_parquet(out / "bursts.parquet")["repeat"].unique()) == [1, 2, 3]
+    assert not (out / "partial").exists()       # each run was kept there until the records were written
     # the simulator is deterministic: the median of three identical runs is each run
     first = runs[runs["repeat"] == 1].reset_index(drop=True)
     assert points["T_iss(us)"].tolist() == pytest.approx(first["T_iss(us)"].tolist(), rel=1e-12)

@@ -121,7 +121,11 @@ def register(sub):
                    "(default 1; every run's points go to points-runs.parquet): it takes the instrument's run-to-run "
                    "scatter out of the fit. Measured on the H200's host path with --model two-stage-lockq on small "
                    "knee grids, pre-registered: held-out target met on fresh13 (5 of 5 seeds; 3 of 5 when measured "
-                   "again), missed on fresh14 (0 of 5); docs/calibration/fresh14.md")
+                   "again), missed on fresh14 (0 of 5); docs/calibration/fresh14.md. Each run is kept in "
+                   "OUT/partial/run-<i> as soon as it is measured (removed once the records are written): stopped "
+                   "by Ctrl-C or an error after run 1, the command names the runs kept and the --refit that fits "
+                   "them (exit 130 for Ctrl-C, else nonzero); a sweep into a folder holding partial/ refuses it "
+                   "unless --overwrite")
     p.add_argument("--median-with", action="append", default=None, metavar="SRC",
                    help="with --refit --records A: another run of the same grid, target and GPU (repeatable); the "
                    "fit is on the point-wise median of A and every SRC (for runs made apart; --repeat measures "
@@ -221,6 +225,40 @@ def buffer_bytes(cfg, ring_bytes: int) -> int:
     return int(max(ring_bytes + biggest, 4 * biggest))
 
 
+MISSES_SHOWN = 8   # the human summary lists at most this many held-out pairs that miss (--json: every one)
+
+
+def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
+    """The human block of a summary's ``heldout_misses`` (``xstage.sim.heldout_misses``): a header and the worst
+    ``limit`` pairs (K, B KiB, median error, points off / points, knee ratio). [] where the summary has no such
+    field (no split, an older record) or no held-out pair."""
+    from xstage.sim.heldout_misses import MISS_LIMIT
+    misses, n_pairs = summary.get("heldout_misses"), summary.get("heldout_n_pairs")
+    if misses is None or not n_pairs:
+        return []
+    head = (f"held-out pairs with a point off by > {MISS_LIMIT:.0%}: {len(misses) or 'none'} of {n_pairs} "
+            "held-out pairs")
+    if not misses:
+        return [head]
+    lines = [head + (f" (the worst {limit} by |median error|; --json lists all)" if len(misses) > limit else ""),
+             f"  {'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}"]
+    for m in misses[:limit]:
+        ratio = "-" if m["knee_ratio"] is None else f"{m['knee_ratio']:.2f}"
+        lines.append(f"  {m['producers']:>5}  {m['bytes_per_producer'] / 1024:>7g}  "
+                     f"{m['median_rel_err_T_iss']:>+10.1%}  {str(m['n_off']) + '/' + str(m['n_points']):>5}  "
+                     f"{ratio:>10}")
+    return lines + ["  (knee ratio (V - R T_iss0)/Q(K), V = K B: near 1 at the knee; docs/calibration/method.md)"]
+
+
+def print_summary(summary: dict) -> None:
+    """A calibration summary for a person: its flat keys as a table, then the held-out pairs that miss."""
+    print_table({k: v for k, v in summary.items() if not isinstance(v, dict) and k != "heldout_misses"})
+    lines = miss_lines(summary)
+    if lines:
+        print()
+        print("\n".join(lines))
+
+
 def list_models(args) -> int:
     """``--models``: every model ``--model`` takes, its standing and its page (``MODEL_STANDING``)."""
     rows = model_standing()
@@ -230,6 +268,20 @@ def list_models(args) -> int:
     width = max(len(r["standing"]) for r in rows)
     print_table({r["model"]: f"{r['standing']:<{width}}  {r['what']} ({r['page']})" for r in rows})
     return 0
+
+
+def runs_kept(err) -> int:
+    """A ``--repeat`` sweep that stopped after keeping runs (``calibrate.RunsKept``): one stderr line naming where it
+    stopped, the runs kept and the refit that fits them; status 130 (Ctrl-C), 143 (SIGTERM), 2 (bad input), else 1."""
+    from xstage.cli.exits import Terminated
+    cause = err.__cause__
+    if isinstance(cause, KeyboardInterrupt):
+        word, status = ("terminated", 143) if isinstance(cause, Terminated) else ("interrupted", 130)
+        print(f"xstage: {word} {err}", file=sys.stderr, flush=True)
+        return status
+    what = (str(cause).splitlines() or [""])[0]
+    print(f"xstage: error: {type(cause).__name__}: {what} ({err.when}): {err.tail}", file=sys.stderr, flush=True)
+    return 2 if isinstance(cause, InputError) else 1
 
 
 def run(args) -> int:
@@ -289,6 +341,8 @@ def run(args) -> int:
                 return 0
             summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite,
                                                 progress=progress_enabled(args), pool=args.pool or ())
+        except calibrate.RunsKept as err:
+            return runs_kept(err)
         finally:
             runner.close()
         say(args, f"[calibrate] wrote {args.out}/platform.json and records")
@@ -297,5 +351,5 @@ def run(args) -> int:
     if args.json:
         print_json(summary)
     else:
-        print_table({k: v for k, v in summary.items() if not isinstance(v, dict)})
+        print_summary(summary)
     return 0

@@ -36,10 +36,18 @@ def run(args) -> int:
     summary = getattr(importlib.import_module(module_name), function)(folder, args.platform)
     if args.json:
         print_json(summary)
-    elif isinstance(summary, list):
-        for row in summary:
-            print_table(row)
+        return 0
+    show = print_table
+    if args.kind == "calibration":     # the held-out pairs that miss as a block, not a dict on one line
+        from xstage.cli.calib import miss_lines
+
+        def show(row):
+            print_table({k: v for k, v in row.items() if k != "heldout_misses"})
+            lines = miss_lines(row)
+            if lines:
+                print("\n".join(lines))
+    for row in (summary if isinstance(summary, list) else [summary]):
+        show(row)
+        if isinstance(summary, list):
             print()
-    else:
-        print_table(summary)
     return 0

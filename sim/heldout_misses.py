@@ -1,0 +1,57 @@
+"""Which held-out (K, B) pairs a calibration misses, and where they sit against the knee.
+
+The held-out median / p90 of ``check_and_summarize`` say how far the model is off; they do not say where. On the
+H200's host path the misses have two homes (docs/calibration/fresh14.md): (a) the knee, where a lockstep burst's
+excess over the drain during its issue, V - R T_iss0(K, B) with V = K B, is about the outstanding capacity Q(K)
+(fresh14 seed 0: (79, 29 KiB), knee ratio 0.98, -34.5 %), and (b) small K with B above the issue law's store buffer
+b0 (fresh14 seed 0: b0 fitted at 32 KiB, (19, 43 KiB) +113.7 %, knee ratio 0.52). ``heldout_misses`` lists every
+held-out lockstep periodic pair with a point off by more than ``MISS_LIMIT`` (the issue-15 p90 target), its
+median error and its knee ratio under the fitted platform, worst first; ``check_and_summarize`` puts the list in
+the summary (``heldout_misses``, ``heldout_n_miss_pairs``).
+
+``missed_pairs`` is the selection the study scripts made (``benchmarks/calib_knee10.py``, moved here; calib_knee12,
+13, 14 and 19 import it from here): the same pairs, K then B ascending, with their check rows.
+"""
+
+import math
+
+import numpy as np
+
+MISS_LIMIT = 0.15   # a point off by more than this |rel. error| of T_iss makes its pair a miss
+
+
+def missed_pairs(check, split, limit: float = MISS_LIMIT):
+    """The held-out lockstep periodic pairs of a model check with a point off by more than ``limit``:
+    (K, B, the pair's check rows, its T_iss relative errors), K then B ascending."""
+    s = np.asarray(split)
+    per = check[(s == "heldout") & (check["mode"] == "periodic").to_numpy()]
+    for (k, b), g in per.groupby(["producers", "bytes_per_producer"]):
+        e = g["rel_err_T_iss"].dropna().to_numpy(float)
+        if (np.abs(e) > limit).any():
+            yield int(k), int(b), g, e
+
+
+def knee_ratio(platform, producers: int, bytes_per_producer: float) -> float | None:
+    """(V - R T_iss0(K, B)) / Q(K), V = K B, under ``platform``'s lockstep law (``issue_time0_us``,
+    ``drain_rate_Bpus``, ``capacity_bytes``): above 1 a lockstep burst from a drained path fills the X-Stage
+    before its issue ends (Eq. 7's capacity branch binds). This is the pair's position, not the gate of
+    ``two-stage-kneek``, which sits at r(K) (``Platform.lockstep_knee_bytes``). None where Q(K) is not a positive
+    finite number."""
+    k, b = int(producers), float(bytes_per_producer)
+    q = platform.capacity_bytes(k)
+    if not (math.isfinite(q) and q > 0):
+        return None
+    ratio = (k * b - platform.drain_rate_Bpus * platform.issue_time0_us(k, b)) / q
+    return float(ratio) if math.isfinite(ratio) else None
+
+
+def heldout_misses(check, split, platform, limit: float = MISS_LIMIT) -> list[dict]:
+    """Every held-out lockstep periodic pair with a point off by more than ``limit`` (``missed_pairs``), as
+    {producers, bytes_per_producer, median_rel_err_T_iss, n_off, n_points, knee_ratio}, by |median error|
+    descending (ties: K then B ascending). ``n_off`` of ``n_points`` points are off by more than ``limit``;
+    the pair's median may be within it."""
+    rows = [{"producers": k, "bytes_per_producer": b, "median_rel_err_T_iss": float(np.median(e)),
+             "n_off": int((np.abs(e) > limit).sum()), "n_points": int(e.size),
+             "knee_ratio": knee_ratio(platform, k, b)}
+            for k, b, _, e in missed_pairs(check, split, limit)]
+    return sorted(rows, key=lambda r: -abs(r["median_rel_err_T_iss"]))

@@ -1,0 +1,163 @@
+"""``xstage calibrate --repeat N`` stopped part way (Ctrl-C, SIGTERM, a runner error): every run measured before the
+stop is kept in OUT/partial/run-<i> as soon as it is measured, and the command ends on one stderr line naming the
+runs kept, where, and the refit that fits them (``--refit --records run-1 --median-with run-2 ...``); that refit
+gives the fit of the same points. Exit status 130 for Ctrl-C, 143 for SIGTERM, 1 for a runner error; no traceback,
+no final record. A finished sweep removes partial/; a new sweep into a folder holding one refuses (exit 2)."""
+
+import json
+import shlex
+
+import pandas as pd
+import pytest
+
+from xstage.cli import main
+from xstage.cli.exits import Terminated, call
+from xstage.hw.calib import calibrate, repeat
+from xstage.records import load_records
+from xstage.sim import calib_runner
+
+SWEEP = ["calibrate", "--target", "host", "--sim", "h200-pcie-host", "--quick", "--no-copy"]
+SAME = ("split", "heldout_n_pairs", "R_GBps", "T_iss0_us_at_32KiB", "Q_MiB", "t_fixed_us", "model", "n_points",
+        "heldout_p90_rel_err_T_iss", "heldout_median_rel_err_period", "fit_p90_rel_err_T_iss", "fit_n_points")
+
+
+@pytest.fixture
+def runner(monkeypatch):
+    """The simulator runner the CLI builds for --sim, counting its runs (``calls``) and raising ``error`` at run
+    ``stop_at`` (1, 2, ...)."""
+    class Stopping(calib_runner.SimRunner):
+        calls, stop_at, error = 0, None, None
+
+        def run(self, spec):
+            Stopping.calls += 1
+            if Stopping.calls == Stopping.stop_at:
+                raise Stopping.error
+            return super().run(spec)
+
+    monkeypatch.setattr(calib_runner, "SimRunner", Stopping)
+    return Stopping
+
+
+def _sweep(capsys, out, *extra, argv=None):
+    """``xstage calibrate`` as the command line runs it (``exits.call``): (status, summary or None, stderr lines)."""
+    code = call(lambda: main((argv or SWEEP + ["--out", str(out)]) + ["--json", "--quiet", *extra]))
+    got = capsys.readouterr()
+    return code, (json.loads(got.out) if code == 0 else None), got.err.strip().splitlines()
+
+
+def _fit_command(line):
+    """The refit the stop line names, as arguments for ``main``."""
+    argv = shlex.split(line.split("; to fit what was kept: ", 1)[1])
+    assert argv[:2] == ["xstage", "calibrate"], argv
+    return argv[1:]
+
+
+def _same_fit(a: dict, b: dict):
+    for k in SAME:
+        assert a[k] == (pytest.approx(b[k], rel=1e-12, abs=1e-15) if isinstance(b[k], float) else b[k]), k
+
+
+def _per_run(runner, capsys, out):
+    """One run of the grid (its summary), and how many configurations it measures."""
+    code, summary, _ = _sweep(capsys, out)
+    assert code == 0
+    n, runner.calls = runner.calls, 0
+    return summary, n
+
+
+def test_ctrl_c_in_run_2_of_3_keeps_run_1_and_names_the_refit_that_fits_it(tmp_path, capsys, runner):
+    one, n = _per_run(runner, capsys, tmp_path / "one")           # the points run 1 of 3 measures too
+    runner.stop_at, runner.error = n + n // 2, KeyboardInterrupt()
+    out = tmp_path / "o"
+    code, _, err = _sweep(capsys, out, "--repeat", "3")
+    assert code == 130 and runner.calls == n + n // 2
+    assert err == [f"xstage: interrupted in run 2 of 3: kept run 1 in {out / 'partial'}; to fit what was kept: "
+                   f"xstage calibrate --refit --records {out / 'partial' / 'run-1'} --name gpu-pcie-host --out {out}"]
+    # what is kept: run 1, whole, and nothing else (no final record, no temporary folder)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "partial", "partial/run-1", "partial/run-1/bursts.parquet", "partial/run-1/points.parquet"]
+    points, meta = load_records(out / "partial" / "run-1" / "points.parquet", "point")
+    pd.testing.assert_frame_equal(points, pd.read_parquet(tmp_path / "one" / "points.parquet"))   # split included
+    assert meta["repeat_run"] == {"run": 1, "of": 3} and meta["config"]["repeat"] == 3
+    assert (pd.read_parquet(out / "partial" / "run-1" / "bursts.parquet")["repeat"] == 1).all()
+    # a new sweep into the folder refuses: the kept run is not replaced silently
+    before = (out / "partial" / "run-1" / "points.parquet").read_bytes()
+    code, _, again = _sweep(capsys, out, "--repeat", "3")
+    assert code == 2 and len(again) == 1 and again[0].startswith(f"xstage: error: --out(={str(out)!r}) holds "
+                                                                 "partial/"), again
+    assert (out / "partial" / "run-1" / "points.parquet").read_bytes() == before
+    # the named refit fits what was kept into OUT: the fit of the same points (the one-run sweep's)
+    code, kept, _ = _sweep(capsys, None, argv=_fit_command(err[0]))
+    assert code == 0
+    _same_fit(kept, one)
+    assert json.loads((out / "platform.json").read_text())["name"] == "gpu-pcie-host"
+    assert (out / "partial" / "run-1" / "points.parquet").read_bytes() == before      # its source, left as it was
+
+
+@pytest.mark.parametrize("error,status,head", [
+    (RuntimeError("the runner broke\nsecond line"), 1, "xstage: error: RuntimeError: the runner broke (in run 3 of 3)"),
+    (Terminated(), 143, "xstage: terminated in run 3 of 3"),
+])
+def test_a_stop_in_run_3_keeps_runs_1_and_2_and_their_refit_is_the_median_of_two(tmp_path, capsys, runner, error,
+                                                                                   status, head):
+    _, n = _per_run(runner, capsys, tmp_path / "one")
+    code, two, _ = _sweep(capsys, tmp_path / "two", "--repeat", "2")   # the fit of two runs measured in one command
+    assert code == 0 and runner.calls == 2 * n
+    runner.calls, runner.stop_at, runner.error = 0, 2 * n + 1, error
+    out = tmp_path / "o"
+    code, _, err = _sweep(capsys, out, "--repeat", "3")
+    assert code == status and len(err) == 1, err
+    part = out / "partial"
+    assert err[0] == (f"{head}: kept runs 1-2 in {part}; to fit what was kept: xstage calibrate --refit --records "
+                      f"{part / 'run-1'} --median-with {part / 'run-2'} --name gpu-pcie-host --out {out}")
+    assert sorted(p.name for p in part.iterdir()) == ["run-1", "run-2"] and sorted(out.iterdir()) == [part]
+    code, kept, _ = _sweep(capsys, None, argv=_fit_command(err[0]))
+    assert code == 0 and kept["repeat"] == 2
+    every = kept["repeat_points"]["in_every_run"]
+    assert every == two["repeat_points"]["in_every_run"] == two["repeat_points"]["points"]
+    _same_fit(kept, two)
+    runs = pd.read_parquet(out / "points-runs.parquet")
+    assert runs.groupby("repeat").size().tolist() == [len(pd.read_parquet(out / "points.parquet"))] * 2
+
+
+def test_a_stop_in_run_1_keeps_nothing_and_ends_as_before(tmp_path, capsys, runner):
+    runner.stop_at, runner.error = 3, KeyboardInterrupt()
+    out = tmp_path / "o"
+    code, _, err = _sweep(capsys, out, "--repeat", "3")
+    assert (code, err) == (130, ["xstage: interrupted"]) and not out.exists()
+
+
+def test_a_finished_sweep_removes_partial_and_overwrite_replaces_a_kept_one(tmp_path, capsys, runner):
+    _, n = _per_run(runner, capsys, tmp_path / "one")
+    runner.stop_at, runner.error = n + 1, KeyboardInterrupt()
+    out = tmp_path / "o"
+    assert _sweep(capsys, out, "--repeat", "2")[0] == 130 and (out / "partial" / "run-1").is_dir()
+    runner.calls, runner.stop_at = 0, None
+    code, summary, _ = _sweep(capsys, out, "--repeat", "2", "--overwrite")
+    assert code == 0 and summary["repeat"] == 2 and runner.calls == 2 * n
+    assert not (out / "partial").exists() and (out / "points-runs.parquet").is_file()
+
+
+def test_the_moved_names_are_calibrates_too():
+    assert calibrate.sweeps is repeat.sweeps and calibrate.median_of is repeat.median_of
+    assert calibrate.store_buffer_at_bound is repeat.store_buffer_at_bound and calibrate.RunsKept is repeat.RunsKept
+
+
+def test_a_stop_in_the_fit_keeps_every_run_and_the_refit_replaces_what_the_fit_wrote(tmp_path, capsys, runner,
+                                                                                       monkeypatch):
+    def half_written(points, bursts, copy, meta, out, **kw):   # the fit stopped after writing one of its files
+        (out / "points.parquet").write_bytes(b"not records")
+        raise KeyboardInterrupt
+
+    real = calibrate.finish
+    monkeypatch.setattr(calibrate, "finish", half_written)
+    out = tmp_path / "o"
+    code, _, err = _sweep(capsys, out, "--repeat", "2")
+    part = out / "partial"
+    assert code == 130 and err == [
+        f"xstage: interrupted after run 2 of 2: kept runs 1-2 in {part}; to fit what was kept: xstage calibrate "
+        f"--refit --records {part / 'run-1'} --median-with {part / 'run-2'} --name gpu-pcie-host --out {out} "
+        "--overwrite"]
+    monkeypatch.setattr(calibrate, "finish", real)
+    code, kept, _ = _sweep(capsys, None, argv=_fit_command(err[0]))
+    assert code == 0 and kept["repeat"] == 2 and (pd.read_parquet(out / "points.parquet")["n_runs"] == 2).all()
