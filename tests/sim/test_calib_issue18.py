@@ -59,3 +59,15 @@ def test_an_existing_json_is_one_line_and_exit_2_before_any_fit(tmp_path, capsys
     assert stop.value.code == 2 and taken.read_text() == "{}"
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "calib_issue18: error: --json" in err[0]
+
+
+def test_the_committed_insample_bound_reads_back_and_fresh14_misses_even_fitted_on_every_point():
+    s = json.loads((i18.EXTRA / "issue18-insample-posthoc.json").read_text())
+    rows = s["rows"]
+    assert s["post_hoc"] is True and len(rows) == len(i18.FOLDERS) * 2 * 5
+    assert s["seeds_met"] == {f"{g} {i}": sum(r["all_four"] for r in rows if (r["grid"], r["issue_law"]) == (g, i))
+                              for g in i18.FOLDERS for i in ("own", "broad")}
+    assert s["seeds_met"]["fresh14 own"] < 4 and s["seeds_met"]["fresh14 broad"] < 4
+    worst = {(r["seed"], r["issue_law"]): {(k, b): e for k, b, e, *_ in r["misses"]} for r in rows
+             if r["grid"] == "fresh14"}
+    assert all(e < -0.25 for m in worst.values() for (k, b), e in m.items() if (k, b) == (79, 29))
