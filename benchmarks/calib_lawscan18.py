@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, FRACTION, SEEDS, SEEDS_NEEDED, all_four  # noqa: E402
 from calib_knee10 import fit_model, refuse_existing, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
-from calib_pool18 import FOLDERS, folder_of  # noqa: E402
+from calib_pool18 import EXTRA, FOLDERS, folder_of  # noqa: E402,F401  (EXTRA: the tests read the record)
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim.platform_fit import MODEL_STANDING  # noqa: E402
