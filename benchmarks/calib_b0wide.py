@@ -39,9 +39,10 @@ def buffers(grid):
         platform_fit.BUFFERS = saved
 
 
-def folder_of(grid: str, tmp: Path) -> Path:
-    """The folder fitted: the grid's one run, or the point-wise median of its two runs (written once, no split)."""
-    runs = [EXTRA / f"h200-pcie-host-{r}" for r in GRIDS[grid]]
+def folder_of(grid: str, tmp: Path, grids=GRIDS) -> Path:
+    """The folder fitted: the grid's one run (or ``--repeat`` median), or the point-wise median of its runs made apart
+    (written once into ``tmp``, no split); ``grids``: name -> the run folders' suffixes."""
+    runs = [EXTRA / f"h200-pcie-host-{r}" for r in grids[grid]]
     if len(runs) == 1:
         return runs[0]
     out = tmp / f"{grid}-median"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_b0wide import EXTRA, MODEL  # noqa: E402
+from calib_b0wide import folder_of as b0wide_folder_of  # noqa: E402
 from calib_fresh11 import FIGS, SEEDS, SEEDS_NEEDED, one  # noqa: E402
 from calib_knee10 import refuse_existing, write_new  # noqa: E402
-from xstage.hw.calib.calibrate import refit  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 
 POOL = tuple(EXTRA / f"h200-pcie-host-{g}" for g in ("wide", "wide-3525cba", "fresh", "fresh2", "fresh3"))
@@ -27,13 +27,7 @@ CANDIDATES = {"lockq": (), "pool18": POOL}
 
 def folder_of(name: str, tmp: Path) -> Path:
     """The folder fitted: the one run (or ``--repeat`` median) named, or the point-wise median of separate runs."""
-    runs = [EXTRA / f"h200-pcie-host-{r}" for r in FOLDERS[name]]
-    if len(runs) == 1:
-        return runs[0]
-    out = tmp / f"{name}-median"
-    if not out.exists():
-        refit(out, records=runs[0], median_with=runs[1:])
-    return out
+    return b0wide_folder_of(name, tmp, FOLDERS)
 
 
 def decide(rows) -> dict:
