@@ -21,9 +21,13 @@ config and target info, in the platform's notes and in the summary; records with
 ``next``.
 """
 
+import contextlib
 import dataclasses
 import json
+import os
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -399,6 +403,24 @@ def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), info
 
 
+@contextlib.contextmanager
+def staged_files(out: Path, overwrite: bool):
+    """A hidden folder inside ``out`` to write a calibration's files into; when the block ends without an error,
+    each file is moved into ``out`` (an existing one only with ``overwrite``: checked for every file before any is
+    moved). An error or an interrupt inside the block leaves ``out`` as it was: no mix of old and new files."""
+    stage = Path(tempfile.mkdtemp(prefix=".finish-", dir=out))
+    try:
+        yield stage
+        files = sorted(stage.iterdir())
+        taken = [out / f.name for f in files if (out / f.name).exists()]
+        if taken and not overwrite:
+            raise InputError("output", str(taken[0]), "already exists (pass --overwrite to replace it)")
+        for f in files:
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
            model: str | None = None, pool=(), runs=None, repeat_info=None) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
@@ -500,18 +522,19 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     platform = dataclasses.replace(platform, notes={**platform.notes, "model_check": model_errors})
     meta = {**meta, "platform": platform.name, "platform_hash": platform.content_hash}
     out.mkdir(parents=True, exist_ok=True)
-    if bursts is not None:                      # a refit from --records leaves the burst sample in its source
-        save_records(out / "bursts.parquet", "burst", bursts.assign(platform=platform.name), meta, overwrite=overwrite)
-    save_records(out / "points.parquet", "point", points, meta, overwrite=overwrite)
-    if runs is not None:
-        save_records(out / "points-runs.parquet", "point", runs, meta, overwrite=overwrite)
-    save_records(out / "check.parquet", "summary", check, meta, table="calibration_check", overwrite=overwrite)
-    if len(copy):
-        save_records(out / "copy.parquet", "kernel", copy, meta, overwrite=overwrite)
-    from xstage.records.platform import save_platform
-    save_platform(platform, out / "platform.json", overwrite=overwrite)
-    from xstage.records import json_safe as _clean
-    atomic_write_text(out / "summary.json", json.dumps(_clean(summary), indent=2) + "\n", overwrite=overwrite)
+    with staged_files(out, overwrite) as stage:   # every file written first, then moved in together
+        if bursts is not None:                  # a refit from --records leaves the burst sample in its source
+            save_records(stage / "bursts.parquet", "burst", bursts.assign(platform=platform.name), meta)
+        save_records(stage / "points.parquet", "point", points, meta)
+        if runs is not None:
+            save_records(stage / "points-runs.parquet", "point", runs, meta)
+        save_records(stage / "check.parquet", "summary", check, meta, table="calibration_check")
+        if len(copy):
+            save_records(stage / "copy.parquet", "kernel", copy, meta)
+        from xstage.records.platform import save_platform
+        save_platform(platform, stage / "platform.json")
+        from xstage.records import json_safe as _clean
+        atomic_write_text(stage / "summary.json", json.dumps(_clean(summary), indent=2) + "\n")
     return summary
 
 

@@ -161,3 +161,44 @@ def test_a_stop_in_the_fit_keeps_every_run_and_the_refit_replaces_what_the_fit_w
     monkeypatch.setattr(calibrate, "finish", real)
     code, kept, _ = _sweep(capsys, None, argv=_fit_command(err[0]))
     assert code == 0 and kept["repeat"] == 2 and (pd.read_parquet(out / "points.parquet")["n_runs"] == 2).all()
+
+
+def test_a_stop_while_the_files_are_written_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    """``finish`` writes every file into a hidden folder first and moves them in only when all are written: an
+    interrupt half way (here: while platform.json is written, after the parquet files) leaves no new file, no mix
+    of old and new, and no hidden folder behind."""
+    from xstage.hw.calib import calibrate
+    from xstage.records import platform as platform_records
+
+    out = tmp_path / "calib"
+    out.mkdir()
+    (out / "summary.json").write_text("old\n")
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(platform_records, "save_platform", stop)
+    with pytest.raises(KeyboardInterrupt):
+        with calibrate.staged_files(out, overwrite=True) as stage:
+            (stage / "points.parquet").write_bytes(b"new")
+            platform_records.save_platform(None, stage / "platform.json")
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    assert (out / "summary.json").read_text() == "old\n"
+
+
+def test_staged_files_refuse_an_existing_file_before_moving_any(tmp_path):
+    from xstage.errors import InputError
+    from xstage.hw.calib import calibrate
+
+    out = tmp_path / "calib"
+    out.mkdir()
+    (out / "summary.json").write_text("old\n")
+    with pytest.raises(InputError, match="summary.json"):
+        with calibrate.staged_files(out, overwrite=False) as stage:
+            (stage / "points.parquet").write_bytes(b"new")
+            (stage / "summary.json").write_text("new\n")
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"] and (out / "summary.json").read_text() == "old\n"
+    with calibrate.staged_files(out, overwrite=True) as stage:
+        (stage / "points.parquet").write_bytes(b"new")
+        (stage / "summary.json").write_text("new\n")
+    assert sorted(p.name for p in out.iterdir()) == ["points.parquet", "summary.json"]
+    assert (out / "summary.json").read_text() == "new\n"
