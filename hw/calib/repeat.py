@@ -61,8 +61,8 @@ class RunsKept(Exception):
 class PartialRuns:
     """OUT/partial/run-<i>/ (points.parquet with the run's split, bursts.parquet): each run of a ``--repeat`` sweep,
     written as soon as it is measured, so that a stop in a later run loses only that run. Each run is a calibration
-    folder of one run (the records' meta is the sweep's, plus ``repeat_run`` = {run, of}), written into a temporary
-    folder beside and renamed: a run folder is whole or absent. ``stopped`` names what was kept and the refit of it
+    folder of one run (the records' meta is the sweep's with ``config.repeat`` 1, plus ``repeat_run`` = {run, of}),
+    written into a temporary folder beside and renamed: a run folder is whole or absent. ``stopped`` names what was kept and the refit of it
     (``--refit --records run-1 --median-with run-2 ...``: the point-wise median of the kept runs, the split and model
     the sweep's, into OUT); ``remove`` drops the folder once the final records are written. ``meta_now()``: the
     records' meta as of now; ``split_args``: the sweep's (fraction, seed, rule)."""
@@ -79,7 +79,8 @@ class PartialRuns:
             check_partial(self.out, self.overwrite)
             shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        meta = {**self.meta_now(), "repeat_run": {"run": run, "of": self.of}}
+        meta = self.meta_now()          # one run: its config says so; repeat_run names the sweep it came from
+        meta = {**meta, "config": {**(meta.get("config") or {}), "repeat": 1}, "repeat_run": {"run": run, "of": self.of}}
         points, _, meta = _split(points, meta, self.split_args)
         tmp = Path(tempfile.mkdtemp(prefix=f".run-{run}-", suffix=".tmp", dir=self.folder))
         try:

@@ -78,7 +78,7 @@ def test_ctrl_c_in_run_2_of_3_keeps_run_1_and_names_the_refit_that_fits_it(tmp_p
         "partial", "partial/run-1", "partial/run-1/bursts.parquet", "partial/run-1/points.parquet"]
     points, meta = load_records(out / "partial" / "run-1" / "points.parquet", "point")
     pd.testing.assert_frame_equal(points, pd.read_parquet(tmp_path / "one" / "points.parquet"))   # split included
-    assert meta["repeat_run"] == {"run": 1, "of": 3} and meta["config"]["repeat"] == 3
+    assert meta["repeat_run"] == {"run": 1, "of": 3} and meta["config"]["repeat"] == 1   # a folder of one run
     assert (pd.read_parquet(out / "partial" / "run-1" / "bursts.parquet")["repeat"] == 1).all()
     # a new sweep into the folder refuses: the kept run is not replaced silently
     before = (out / "partial" / "run-1" / "points.parquet").read_bytes()
