@@ -5,6 +5,10 @@ judging nothing: the same fit without the per-K step (``issue-law``: lockq with 
 study's way).
 
     python benchmarks/calib_combo18.py --json OUT     # 1 broad fit + 6 folders x 5 seeds lockq fits; ~4 min
+    python benchmarks/calib_combo18.py --records DIR --json OUT   # the pre-registered score of one fresh folder
+
+``--records DIR``: the fresh test frozen in data/calibration-extra/fresh15-preregistration.md -- combo18 on one
+calibration folder (a ``--repeat 2`` median), ``bracket`` seeds 0-4, met iff all four checks at >= 4 of 5 seeds.
 """
 import argparse
 import sys
@@ -24,11 +28,13 @@ from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
 CANDIDATES = {"combo18": 1, "issue-law": 0}     # the index of _fit_both's (lockq, per-K) platform each judges
 
 
-def scan(folders=tuple(FOLDERS), log=print) -> list:
+def scan(folders=tuple(FOLDERS), log=print, records=None) -> list:
+    """combo18 and the issue law alone on each knee folder (or on the one folder ``records``, named by its path)."""
     law, rows = broad_issue_law(), []
     with tempfile.TemporaryDirectory() as d:
-        for grid in folders:
-            points, _ = load_records(folder_of(grid, Path(d)) / "points.parquet", "point")
+        for grid in ([str(records)] if records is not None else folders):
+            where = Path(grid) if records is not None else folder_of(grid, Path(d))
+            points, _ = load_records(where / "points.parquet", "point")
             points = points.reset_index(drop=True)
             for seed in SEEDS:
                 split = split_by_rule(points, "bracket", FRACTION, seed)
@@ -51,11 +57,30 @@ def decide(rows) -> dict:
                                  for g in FOLDERS}}
 
 
+def score_fresh(rows) -> dict:
+    """The fresh test's verdict (fresh15-preregistration.md): combo18 met iff all four checks at >= 4 of 5 seeds."""
+    met = sum(r["all_four"] for r in rows if r["candidate"] == "combo18")
+    return {"rule": "data/calibration-extra/fresh15-preregistration.md", "seeds_met": met,
+            "verdict": "met" if met >= SEEDS_NEEDED else "not met",
+            "beside_issue_law": sum(r["all_four"] for r in rows if r["candidate"] == "issue-law")}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--records", type=Path, help="score this one calibration folder (the fresh test)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_combo18")
+    if args.records is not None:
+        if not (args.records / "points.parquet").is_file():
+            print(f"calib_combo18: error: --records {args.records} holds no points.parquet", file=sys.stderr)
+            raise SystemExit(2)
+        rows = scan(records=args.records)
+        decision = score_fresh(rows)
+        print(decision)
+        write_new(args.json, {"pre_registered": True, "records": str(args.records), "decision": decision,
+                              "rows": rows, "provenance": provenance()}, "calib_combo18")
+        return 0
     rows = scan()
     decision = decide(rows)
     print(decision)
