@@ -80,6 +80,15 @@ fresh14-preregistration.md), built as fresh13: K in {19, 51, 79, 111, 127} x B i
 KiB 0.87 / 1.20) with six pairs between those two (51 x 37 1.02, 79 x 29 / 33 0.99 / 1.13, 111 x 25 / 29 0.98 / 1.14,
 127 x 25 1.03) -- eight gap sweeps, lockstep only, and the isolated sweep at every K on {15, 21, 29, 37, 62, 110, 190}
 KiB. Every K and every B is new to every earlier grid.
+``fresh15`` (session 18): a small lockstep grid for the fresh test of ``combo18`` (data/calibration-extra/
+fresh15-preregistration.md), built as fresh14 on K in {25, 57, 85, 115, 129} x B in {12.5, 18.5, 22.5, 24.5, 26.5,
+28.5, 30.5, 33.5, 40.5, 200.5} KiB: every whole KiB up to 38 is a B of an earlier grid, so the B are half-KiB (each a
+multiple of 16 bytes) -- three B <= 24 KiB and, under the session-7 gated host platform, the knee ratio across 1 at
+every K (25 x 200.5 KiB above 1, 57 x 30.5 / 40.5 KiB 0.89 / 1.19, 85 x 26.5 / 33.5 KiB 0.94 / 1.19, 115 x 22.5 /
+30.5 KiB 0.90 / 1.22, 129 x 22.5 / 28.5 KiB 0.93 / 1.18) with seven pairs between those two (57 x 33.5 0.98, 85 x
+28.5 / 30.5 1.01 / 1.08, 115 x 24.5 / 26.5 / 28.5 0.98 / 1.06 / 1.14, 129 x 24.5 / 26.5 1.02 / 1.10) -- eight gap
+sweeps, lockstep only, and the isolated sweep at every K on {12.5, 22.5, 28.5, 40.5, 64.5, 120.5, 200.5} KiB. Every K
+and every B is new to every earlier grid.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -105,6 +114,7 @@ FRESH11_K = (13, 38, 62, 92, 122)
 FRESH12_K = (17, 42, 68, 100, 126)
 FRESH13_K = (21, 47, 74, 106, 125)
 FRESH14_K = (19, 51, 79, 111, 127)
+FRESH15_K = (25, 57, 85, 115, 129)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -171,6 +181,14 @@ GRIDS = {
                                                                  (79, 34), (51, 34), (51, 43))),
                     iso_producers=FRESH14_K, iso_sizes=tuple(k * KiB for k in (15, 21, 29, 37, 62, 110, 190)),
                     free_gaps=0),
+    # fresh15 (session 18): lockstep, as fresh14 on new K and new (half-KiB) B, for combo18's fresh test (module doc)
+    "fresh15": dict(producers=FRESH15_K, sizes=tuple(int(k * KiB) for k in (12.5, 18.5, 22.5, 24.5, 26.5, 28.5, 30.5,
+                                                                            33.5, 40.5, 200.5)),
+                    gap_configs=tuple((k, int(b * KiB)) for k, b in ((129, 22.5), (129, 28.5), (115, 22.5), (115, 30.5),
+                                                                      (85, 26.5), (85, 33.5), (57, 30.5), (57, 40.5))),
+                    iso_producers=FRESH15_K, iso_sizes=tuple(int(k * KiB) for k in (12.5, 22.5, 28.5, 40.5, 64.5, 120.5,
+                                                                                    200.5)),
+                    free_gaps=0),
 }
 
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
@@ -190,6 +208,7 @@ QUICK_GRIDS = {
     "fresh12": dict(gap_configs=((126, 20 * KiB), (68, 38 * KiB)), free_gaps=0),
     "fresh13": dict(gap_configs=((125, 23 * KiB), (74, 35 * KiB)), free_gaps=0),
     "fresh14": dict(gap_configs=((127, 21 * KiB), (79, 34 * KiB)), free_gaps=0),
+    "fresh15": dict(gap_configs=((129, int(22.5 * KiB)), (85, int(33.5 * KiB))), free_gaps=0),
 }
 
 
@@ -203,7 +222,7 @@ def describe_grid(grid: str) -> str:
     """One line for ``--help``: the grid's K and B, its gap sweeps (how many also free-running) and the isolated
     sweep's K and sizes, read from ``GRIDS`` (the module doc says what each grid is for)."""
     g = grid_fields(grid)
-    kib = lambda sizes: ",".join(f"{b // KiB:g}" for b in sizes)   # noqa: E731
+    kib = lambda sizes: ",".join(f"{b / KiB:g}" for b in sizes)   # noqa: E731  (fresh15: half KiB)
     iso = "at every K" if tuple(g["iso_producers"]) == tuple(g["producers"]) else \
         "at K " + ",".join(map(str, g["iso_producers"]))
     return (f"{grid} (K {','.join(map(str, g['producers']))} x B {kib(g['sizes'])} KiB; {len(g['gap_configs'])} gap "
