@@ -34,7 +34,7 @@ from calib_knee14 import judge  # noqa: E402
 from calib_pool18 import EXTRA, FOLDERS, folder_of  # noqa: E402,F401  (EXTRA: the tests read the record)
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
-from xstage.sim.fit_knee import lockstep_issue_times_us  # noqa: E402
+from xstage.sim.fit_knee import lockstep_arrays, lockstep_issue_times_us  # noqa: E402
 from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
 
 LAW = "two-stage-lockq"
@@ -51,22 +51,11 @@ def per_k_platform(lockq, caps: dict, ks) -> "Platform":  # noqa: F821
     return replace(lockq, capacity_points=points, sm_outstanding_bytes=None, capacity_floor_bytes=q_shared)
 
 
-def _lockstep(points, lockq):
-    lock = points[points["mode"] == "periodic"].dropna(subset=["T_iss(us)"])
-    lock = lock[lock["T_iss(us)"] > 0]
-    K = lock["producers"].to_numpy(float)
-    B = lock["bytes_per_producer"].to_numpy(float)
-    T0 = np.array([lockq.issue_time0_us(int(k), b) for k, b in zip(K, B)])
-    G = np.maximum(lock["gap_measured(us)"].to_numpy(float), 0.0)
-    w = 1.0 / lock.groupby(["producers", "bytes_per_producer"])["T_iss(us)"].transform("size").to_numpy(float)
-    return K, B, T0, G, lock["T_iss(us)"].to_numpy(float), w
-
-
 def search_per_k(points, lockq, points_per_round: int = 25, rounds: int = 3) -> dict:
     """Q(K) per lockstep K of ``points``: lockq's loss on that K's pairs (``lockstep_issue_times_us`` with Q_shared
     the floor and q_sm = (Q - Q_shared)/K, so Q(K) = Q and the floor is min(Q_shared, Q), as the platform has it),
     a log grid over [Q_shared, 1.2 max V] zoomed ``rounds`` times; the line's value wins ties. {K: bytes}."""
-    K, B, T0, G, T, w = _lockstep(points, lockq)
+    K, B, T0, G, T, w = lockstep_arrays(points, lockq)
     R, rho, qs = lockq.drain_rate_Bpus, lockq.capacity_relax_GBps * 1e3, lockq.capacity_points[0][1]
     caps = {}
     for k in sorted(set(K.astype(int))):

@@ -184,6 +184,20 @@ def lockstep_issue_times_us(K, V, T0, G, R: float, q_shared: float, q_sm: float,
     return np.maximum(np.maximum(T0, V / R - G), iso)
 
 
+def lockstep_arrays(points: pd.DataFrame, platform):
+    """The lockstep periodic points with a measured T_iss, as ``fit_lockstep_capacity``'s check reads them: arrays K,
+    B (bytes), T0 = the platform's T_iss0 (us), G = the measured gap (us, >= 0), T = the measured T_iss (us) and the
+    weight of each point, 1/n for the n points of its (K, B) pair."""
+    lock = points[points["mode"] == "periodic"].dropna(subset=["T_iss(us)"])
+    lock = lock[lock["T_iss(us)"] > 0]
+    K = lock["producers"].to_numpy(float)
+    B = lock["bytes_per_producer"].to_numpy(float)
+    T0 = np.array([platform.issue_time0_us(int(k), b) for k, b in zip(K, B)])
+    G = np.maximum(lock["gap_measured(us)"].to_numpy(float), 0.0)
+    weight = 1.0 / lock.groupby(["producers", "bytes_per_producer"])["T_iss(us)"].transform("size").to_numpy(float)
+    return K, B, T0, G, lock["T_iss(us)"].to_numpy(float), weight
+
+
 def fit_lockstep_capacity(points: pd.DataFrame, platform, grid: int = 24, rounds: int = 4) -> dict:
     """``two-stage-lockq`` (knee17): Q_shared, q_sm and rho chosen together by the model check on the lockstep
     periodic points (squared relative T_iss errors, ``lockstep_issue_times_us``; each (K, B) pair weighs one, its
@@ -194,14 +208,8 @@ def fit_lockstep_capacity(points: pd.DataFrame, platform, grid: int = 24, rounds
     [0, 2 Q(K_max) / K_max] (Q(K_max) the platform's, K_max the largest lockstep K) and rho on fit_relax_rate's
     log grid [R/200, 0.95 R], then ``rounds`` finer grids around the best. Returns ``Q_shared_bytes``,
     ``q_sm_bytes``, ``rho_Bpus``, ``loss`` and ``n_points``."""
-    lock = points[points["mode"] == "periodic"].dropna(subset=["T_iss(us)"])
-    lock = lock[lock["T_iss(us)"] > 0]
-    K = lock["producers"].to_numpy(float)
-    B = lock["bytes_per_producer"].to_numpy(float)
-    T0 = np.array([platform.issue_time0_us(int(k), b) for k, b in zip(K, B)])
-    G = np.maximum(lock["gap_measured(us)"].to_numpy(float), 0.0)
-    T, V, R = lock["T_iss(us)"].to_numpy(float), K * B, platform.drain_rate_Bpus
-    weight = 1.0 / lock.groupby(["producers", "bytes_per_producer"])["T_iss(us)"].transform("size").to_numpy(float)
+    K, B, T0, G, T, weight = lockstep_arrays(points, platform)
+    V, R = K * B, platform.drain_rate_Bpus
     k_max = float(K.max())
     q_max = platform.capacity_bytes(int(k_max))
 
