@@ -59,12 +59,15 @@ class WorkerPool(ProcessPoolExecutor):
     def terminate(self) -> None:
         """Cancel what is queued, stop the workers now."""
         workers = list((getattr(self, "_processes", None) or {}).values())  # the executor's own table
+        manager = getattr(self, "_executor_manager_thread", None)            # shutdown() forgets it
         self.shutdown(wait=False, cancel_futures=True)
         for proc in workers:
             if proc.is_alive():
                 proc.terminate()
         for proc in workers:
             proc.join(timeout=5)
+        if manager is not None:   # let it close its wake-up pipe now: at interpreter exit, concurrent.futures'
+            manager.join(timeout=5)   # exit hook could write to that pipe as it closes (CPython 3.11: EBADF on stderr)
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
