@@ -33,3 +33,15 @@ def test_check_output_accepts_an_existing_folder_and_a_new_file_in_it(tmp_path):
     assert check_output("--out", tmp_path, folder=True) == tmp_path
     assert check_output("--out", tmp_path / "new" / "x.csv", suffixes=(".csv",)) == tmp_path / "new" / "x.csv"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["dashboard", "report"])
+def test_dashboard_and_report_refuse_an_unwritable_out_before_simulating(tmp_path, cli, command):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    target = blocker / "pages"
+    code, out, err = cli(command, "--out", str(target))
+    assert code == 2 and out == ""
+    # one line, and no progress line: the check ran before the frames were computed
+    assert err.splitlines() == [f"xstage: error: --out(='{target}') cannot be created ({blocker} is not a folder)"]
+    assert blocker.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]

@@ -68,12 +68,16 @@ def _frames(args, saved: Path | None = None) -> tuple[dict, str]:
 
 
 def _check_out(out: Path, *, folder_must_be_new: bool, overwrite: bool, path: Path) -> None:
-    """Refuse before any long work: ``--out`` a file, or the output exists without ``--overwrite``."""
+    """Refuse before any long work: ``--out`` a file, the output exists without ``--overwrite``, or ``--out``
+    cannot be created or written."""
+    from xstage.paths import writable_folder
+
     if out.exists() and not out.is_dir():
         raise InputError("--out", str(out), "exists and is not a folder")
     taken = (out.is_dir() and any(out.iterdir())) if folder_must_be_new else path.exists()
     if taken and not overwrite:
         raise InputError("--out", str(path), "already exists (pass --overwrite to replace it)")
+    writable_folder("--out", out, out)
 
 
 def run_dashboard(args) -> int:
