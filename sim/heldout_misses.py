@@ -7,7 +7,8 @@ excess over the drain during its issue, V - R T_iss0(K, B) with V = K B, is abou
 b0 (fresh14 seed 0: b0 fitted at 32 KiB, (19, 43 KiB) +113.7 %, knee ratio 0.52). ``heldout_misses`` lists every
 held-out lockstep periodic pair with a point off by more than ``MISS_LIMIT`` (the issue-15 p90 target), its
 median error and its knee ratio under the fitted platform, worst first; ``check_and_summarize`` puts the list in
-the summary (``heldout_misses``, ``heldout_n_miss_pairs``).
+the summary (``heldout_misses``, ``heldout_n_miss_pairs``, and ``heldout_n_checked_pairs``: how many held-out
+pairs were looked at, the misses' denominator).
 
 ``missed_pairs`` is the selection the study scripts made (``benchmarks/calib_knee10.py``, moved here; calib_knee12,
 13, 14 and 19 import it from here): the same pairs, K then B ascending, with their check rows.
@@ -20,15 +21,29 @@ import numpy as np
 MISS_LIMIT = 0.15   # a point off by more than this |rel. error| of T_iss makes its pair a miss
 
 
-def missed_pairs(check, split, limit: float = MISS_LIMIT):
-    """The held-out lockstep periodic pairs of a model check with a point off by more than ``limit``:
-    (K, B, the pair's check rows, its T_iss relative errors), K then B ascending."""
+def _checked(check, split):
+    """(K, B, the pair's check rows, its T_iss relative errors) of every held-out lockstep periodic pair with a
+    T_iss error, K then B ascending: the pairs ``missed_pairs`` chooses from."""
     s = np.asarray(split)
     per = check[(s == "heldout") & (check["mode"] == "periodic").to_numpy()]
     for (k, b), g in per.groupby(["producers", "bytes_per_producer"]):
         e = g["rel_err_T_iss"].dropna().to_numpy(float)
-        if (np.abs(e) > limit).any():
+        if e.size:
             yield int(k), int(b), g, e
+
+
+def checked_pairs(check, split) -> int:
+    """How many held-out pairs ``missed_pairs`` looked at (lockstep periodic pairs with a T_iss error): the
+    denominator of ``heldout_n_miss_pairs``. Pairs held out with only isolated points are not among them."""
+    return sum(1 for _ in _checked(check, split))
+
+
+def missed_pairs(check, split, limit: float = MISS_LIMIT):
+    """The held-out lockstep periodic pairs of a model check with a point off by more than ``limit``:
+    (K, B, the pair's check rows, its T_iss relative errors), K then B ascending."""
+    for k, b, g, e in _checked(check, split):
+        if (np.abs(e) > limit).any():
+            yield k, b, g, e
 
 
 def knee_ratio(platform, producers: int, bytes_per_producer: float) -> float | None:

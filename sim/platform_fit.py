@@ -21,7 +21,7 @@ import pandas as pd
 
 from xstage.errors import InputError, require_int
 from xstage.sim import fit as calib_fit, fit_free, fit_knee, fit_robust, fit_two_stage
-from xstage.sim.heldout_misses import heldout_misses
+from xstage.sim.heldout_misses import checked_pairs, heldout_misses
 from xstage.units import KiB, MiB
 
 
@@ -513,9 +513,11 @@ def split_errors(check: pd.DataFrame, split: pd.Series, *, fraction=None, seed=N
 
 def miss_summary(check: pd.DataFrame, split, platform) -> dict:
     """``heldout_misses`` (``xstage.sim.heldout_misses``: the held-out lockstep periodic pairs with a point off by
-    > 15 %, worst first, each with its knee ratio under ``platform``) and ``heldout_n_miss_pairs``."""
+    > 15 %, worst first, each with its knee ratio under ``platform``), ``heldout_n_miss_pairs`` and
+    ``heldout_n_checked_pairs`` (the held-out lockstep periodic pairs looked at: the misses' denominator)."""
     misses = heldout_misses(check, split, platform)
-    return {"heldout_misses": misses, "heldout_n_miss_pairs": len(misses)}
+    return {"heldout_misses": misses, "heldout_n_miss_pairs": len(misses),
+            "heldout_n_checked_pairs": checked_pairs(check, split)}
 
 
 def check_and_summarize(points: pd.DataFrame, platform, split: pd.Series | None = None, *, fraction=None,

@@ -48,6 +48,16 @@ def test_the_misses_are_fresh14_seed_0s_worst_first(fresh14):
     assert errs == sorted(errs, reverse=True)
 
 
+def test_the_misses_denominator_counts_the_held_out_lockstep_pairs_only(fresh14):
+    out, s = fresh14
+    held = {tuple(p) for p in s["split"]["heldout_pairs"]}
+    points, _ = load_records(FRESH14 / "points.parquet", "point")
+    periodic = points[points["mode"] == "periodic"]
+    want = {(int(k), int(b)) for k, b in zip(periodic["producers"], periodic["bytes_per_producer"])} & held
+    assert s["heldout_n_checked_pairs"] == len(want) == s["heldout_n_pairs"] == 15   # every held-out pair is lockstep here
+    assert s["heldout_n_miss_pairs"] <= s["heldout_n_checked_pairs"]
+
+
 def test_knee_ratios_put_79_29_at_the_knee_and_19_43_below_it(fresh14):
     _, s = fresh14
     ratio = {(m["producers"], m["bytes_per_producer"] // KiB): m["knee_ratio"] for m in s["heldout_misses"]}
@@ -89,7 +99,9 @@ def test_a_calibration_the_model_matches_lists_no_misses(tmp_path):
                                 heldout_fraction=0.5, split_seed=0)
     s = calibrate.run_calibration(cfg, SimRunner(truth), tmp_path / "o", progress=False, provenance_block={})
     assert s["heldout_n_pairs"] > 0 and s["heldout_misses"] == [] and s["heldout_n_miss_pairs"] == 0
-    assert miss_lines(s) == [f"held-out pairs with a point off by > 15%: none of {s['heldout_n_pairs']} held-out pairs"]
+    n = s["heldout_n_checked_pairs"]
+    assert 0 < n <= s["heldout_n_pairs"]
+    assert miss_lines(s) == [f"held-out pairs with a point off by > 15%: none of {n} held-out lockstep pairs"]
 
 
 def test_no_split_no_field_and_an_older_summary_prints_nothing(tmp_path):
@@ -104,9 +116,12 @@ def test_no_split_no_field_and_an_older_summary_prints_nothing(tmp_path):
 def test_the_block_shows_at_most_8_pairs():
     many = [{"producers": k, "bytes_per_producer": 16 * KiB, "median_rel_err_T_iss": 0.5 - k / 100, "n_off": 1,
              "n_points": 2, "knee_ratio": None if k == 1 else 1.0} for k in range(1, 12)]
-    lines = miss_lines({"heldout_misses": many, "heldout_n_pairs": 20})
-    assert lines[0] == ("held-out pairs with a point off by > 15%: 11 of 20 held-out pairs (the worst 8 by "
-                        "|median error|; --json lists all)")
+    lines = miss_lines({"heldout_misses": many, "heldout_n_pairs": 20, "heldout_n_checked_pairs": 16})
+    assert lines[0] == ("held-out pairs with a point off by > 15%: 11 of 16 held-out lockstep pairs (the worst 8 "
+                        "by |median error|; --json lists all)")
+    # a summary written before heldout_n_checked_pairs: the denominator is every held-out pair, and says so
+    assert miss_lines({"heldout_misses": many, "heldout_n_pairs": 20})[0].startswith(
+        "held-out pairs with a point off by > 15%: 11 of 20 held-out pairs (")
     rows = lines[2:-1]
     assert len(rows) == MISSES_SHOWN == 8
     assert rows[0].split() == ["1", "16", "+49.0%", "1/2", "-"] and rows[1].split()[-1] == "1.00"
@@ -119,7 +134,7 @@ def test_calibrate_and_results_print_the_block_and_valid_json(fresh14, capsys, t
     assert main(["calibrate", "--refit", "--records", str(FRESH14), "--model", "two-stage-lockq", "--split-rule",
                  "bracket", "--out", str(again)]) == 0
     text = capsys.readouterr().out
-    block = text[text.index("held-out pairs with a point off by > 15%: 8 of 15 held-out pairs"):].splitlines()
+    block = text[text.index("held-out pairs with a point off by > 15%: 8 of 15 held-out lockstep pairs"):].splitlines()
     assert block[2].split() == ["19", "43", "+113.7%", "2/2", "0.52"]
     assert block[4].split() == ["79", "29", "-34.5%", "1/2", "0.98"]
     assert "heldout_misses" not in text and "heldout_n_miss_pairs" in text
@@ -144,3 +159,15 @@ def test_the_study_scripts_use_the_products_selection(fresh14):
     want = sorted([[m["producers"], m["bytes_per_producer"] // KiB, round(m["median_rel_err_T_iss"], 4), m["n_off"],
                     m["n_points"]] for m in s["heldout_misses"]], key=lambda r: (r[0], r[1]))
     assert k14.held_misses(check, points["split"]) == want
+
+
+def test_on_the_wide_grid_isolated_only_pairs_are_not_in_the_misses_denominator():
+    wide = FRESH14.parent / "h200-pcie-host-wide"
+    s = summarize_results(FRESH14.parents[1], platform="h200-pcie-host-wide")
+    points, _ = load_records(wide / "points.parquet", "point")
+    periodic = points[points["mode"] == "periodic"]
+    lockstep = {(int(k), int(b)) for k, b in zip(periodic["producers"], periodic["bytes_per_producer"])}
+    held = {tuple(p) for p in json.loads((wide / "summary.json").read_text())["split"]["heldout_pairs"]}
+    assert s["heldout_n_checked_pairs"] == len(lockstep & held) < s["heldout_n_pairs"] == len(held)
+    assert miss_lines(s)[0].startswith(f"held-out pairs with a point off by > 15%: {s['heldout_n_miss_pairs']} of "
+                                       f"{s['heldout_n_checked_pairs']} held-out lockstep pairs")

@@ -233,11 +233,13 @@ def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
     ``limit`` pairs (K, B KiB, median error, points off / points, knee ratio). [] where the summary has no such
     field (no split, an older record) or no held-out pair."""
     from xstage.sim.heldout_misses import MISS_LIMIT
-    misses, n_pairs = summary.get("heldout_misses"), summary.get("heldout_n_pairs")
+    misses = summary.get("heldout_misses")
+    n_pairs, kind = summary.get("heldout_n_checked_pairs"), "held-out lockstep pairs"
+    if n_pairs is None:   # a record written before the field: every held-out pair, isolated-only ones too
+        n_pairs, kind = summary.get("heldout_n_pairs"), "held-out pairs"
     if misses is None or not n_pairs:
         return []
-    head = (f"held-out pairs with a point off by > {MISS_LIMIT:.0%}: {len(misses) or 'none'} of {n_pairs} "
-            "held-out pairs")
+    head = f"held-out pairs with a point off by > {MISS_LIMIT:.0%}: {len(misses) or 'none'} of {n_pairs} {kind}"
     if not misses:
         return [head]
     lines = [head + (f" (the worst {limit} by |median error|; --json lists all)" if len(misses) > limit else ""),
