@@ -21,13 +21,9 @@ config and target info, in the platform's notes and in the summary; records with
 ``next``.
 """
 
-import contextlib
 import dataclasses
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int, require_positive
+from xstage.hw.calib.staged import staged_files
 from xstage.hw.calib.repeat import (PartialRuns, RunsKept, check_partial, median_of,  # noqa: F401 - old names
                                     store_buffer_at_bound, sweeps)
 from xstage.hw.microbench.spec import BurstSpec
@@ -401,24 +398,6 @@ def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
                      "git_commit": (meta.get("provenance") or {}).get("git_commit"), "n_points": int((~clash).sum()),
                      "n_left_out_heldout_pairs": len({p for p, c in zip(pair, clash) if c})})
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), info
-
-
-@contextlib.contextmanager
-def staged_files(out: Path, overwrite: bool):
-    """A hidden folder inside ``out`` to write a calibration's files into; when the block ends without an error,
-    each file is moved into ``out`` (an existing one only with ``overwrite``: checked for every file before any is
-    moved). An error or an interrupt inside the block leaves ``out`` as it was: no mix of old and new files."""
-    stage = Path(tempfile.mkdtemp(prefix=".finish-", dir=out))
-    try:
-        yield stage
-        files = sorted(stage.iterdir())
-        taken = [out / f.name for f in files if (out / f.name).exists()]
-        if taken and not overwrite:
-            raise InputError("output", str(taken[0]), "already exists (pass --overwrite to replace it)")
-        for f in files:
-            os.replace(f, out / f.name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
 
 
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,

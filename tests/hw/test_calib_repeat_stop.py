@@ -5,6 +5,7 @@ gives the fit of the same points. Exit status 130 for Ctrl-C, 143 for SIGTERM, 1
 no final record. A finished sweep removes partial/; a new sweep into a folder holding one refuses (exit 2)."""
 
 import json
+import os
 import shlex
 
 import pandas as pd
@@ -202,3 +203,31 @@ def test_staged_files_refuse_an_existing_file_before_moving_any(tmp_path):
         (stage / "summary.json").write_text("new\n")
     assert sorted(p.name for p in out.iterdir()) == ["points.parquet", "summary.json"]
     assert (out / "summary.json").read_text() == "new\n"
+
+
+def test_a_stage_left_by_a_killed_fit_is_removed_by_the_next_and_no_other(tmp_path):
+    import subprocess
+    import sys
+
+    from xstage.hw.calib import calibrate
+    from xstage.hw.calib.staged import stale_stages
+
+    out = tmp_path / "calib"
+    out.mkdir()
+    # a fit killed by SIGKILL while writing: its stage folder stays behind
+    code = ("import os, signal, sys; from pathlib import Path; from xstage.hw.calib.staged import staged_files\n"
+            "with staged_files(Path(sys.argv[1]), True) as stage:\n"
+            "    (stage / 'points.parquet').write_bytes(b'half')\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", code, str(out)])
+    assert killed.returncode == -9
+    left = [p for p in out.iterdir()]
+    assert len(left) == 1 and left[0].name.startswith(".finish-") and stale_stages(out) == left
+    alive = out / f".finish-{__import__('socket').gethostname()}-{os.getpid()}-abc"   # this process: running
+    other = out / ".finish-another-host-1-abc"                                        # another host's
+    alive.mkdir()
+    other.mkdir()
+    assert stale_stages(out) == left
+    with calibrate.staged_files(out, overwrite=False) as stage:
+        (stage / "summary.json").write_text("new\n")
+    assert sorted(p.name for p in out.iterdir()) == sorted([alive.name, other.name, "summary.json"])
