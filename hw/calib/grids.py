@@ -191,6 +191,34 @@ GRIDS = {
                     free_gaps=0),
 }
 
+# what each grid is for, for `xstage calibrate --grids`: (role, page under docs/calibration/, one line)
+GRID_ROLE = {
+    "default": ("default", "first-runs.md", "the first 4 x 4 grid; enough for the default model v1"),
+    "wide": ("recommended", "wide-rerun.md", "pairs between and beyond the default grid, every gap sweep also "
+             "free-running; with --model two-stage-gated2 it met the held-out targets on host and local"),
+    "fresh": ("study", "two-stage-gated.md", "session 7: every K new to wide, to test a wide-fitted platform"),
+    "fresh2": ("study", "two-stage-gated.md", "session 7: a small grid new to wide and fresh"),
+    "fresh3": ("study", "fresh3.md", "session 8: about wide's size, ten capacity-limited gap sweeps"),
+    "fresh4": ("study", "free-running.md", "session 8: free-running bursts at large volume after long gaps"),
+    "fresh5": ("study", "issue-law.md", "session 8: lockstep, large K x mid B, for two-stage-gated2's issue law"),
+    "fresh7": ("study", "free-local.md", "session 9: free-running law's own terms on local HBM, larger volumes"),
+    "fresh10": ("study", "knee10.md", "session 10: lockstep knee pairs at every K, for a pooled host fit (--pool)"),
+    "fresh11": ("study", "fresh11.md", "session 13: the knee straddled at every K, for two-stage-gated2-span-cc"),
+    "fresh12": ("study", "knee17.md", "session 14: as fresh11 on new K, for two-stage-lockq's own-split refit"),
+    "fresh13": ("study", "knee21.md", "session 15: as fresh12 on new K and B, measured twice (repeat-median)"),
+    "fresh14": ("study", "fresh14.md", "session 17: as fresh13 on new K and B, for --repeat 2"),
+    "fresh15": ("study", "combo18.md", "session 18: as fresh14 on new K and half-KiB B, combo18's fresh test "
+                "(not yet measured)"),
+}
+
+
+def grid_rows() -> list[dict]:
+    """One row per grid, as ``xstage calibrate --grids`` prints them: its role (default, recommended, study), what it
+    is for, its page, and its shape (``describe_grid``)."""
+    return [{"grid": name, "role": GRID_ROLE[name][0], "what": GRID_ROLE[name][2],
+             "page": "docs/calibration/" + GRID_ROLE[name][1], "shape": describe_grid(name)} for name in GRIDS]
+
+
 QUICK_RUNS = dict(gap_fractions=(0.25, 0.5, 0.75, 1.0, 1.5), bursts=12, iso_bursts=4, trials=2,
                   steady_bytes=16 * MiB, max_bursts=128)
 QUICK_GRIDS = {

@@ -18,7 +18,7 @@ import sys
 from xstage.cli.common import (add_command, add_json, add_quiet, int_list, number, number_list,
                                print_json, print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
-from xstage.hw.calib.grids import GRIDS, describe_grid
+from xstage.hw.calib.grids import GRIDS, grid_rows
 from xstage.sim.platform_fit import DEFAULT_MODEL, MODELS, RECOMMENDED_MODEL, model_standing
 from xstage.units import parse_size
 
@@ -40,7 +40,7 @@ def register(sub):
     p.add_argument("--target", choices=("host", "local", "peer"), default=None,
                    help="host: pinned host memory mapped into the GPU (PCIe); local: this GPU's HBM (control); "
                    "peer: the next rank's GPU through torch symmetric memory (torchrun, >= 2 GPUs)")
-    p.add_argument("--out", default=None, help="output folder (required unless --models)")
+    p.add_argument("--out", default=None, help="output folder (required unless --models or --grids)")
     p.add_argument("--name", default="", help="platform name (default: <gpu>-pcie-host / -local / -peer / -peer-a2a)")
     p.add_argument("--peer-pattern", default="next", metavar="{next,all}",
                    help="peer target only. next (default): every rank's producers store into the next rank's buffer; "
@@ -48,9 +48,8 @@ def register(sub):
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
     p.add_argument("--grid", default="default", metavar="{" + ",".join(GRIDS) + "}",
                    help="the (K, B) grid (default: default; recommended: wide, with --model two-stage-gated2; the fresh "
-                   "grids are each a held-out study's new pairs; hw/calib/grids.py says what each is for): "
-                   + "; ".join(describe_grid(g) for g in GRIDS) + ". --producers, --sizes, --gap-configs, "
-                   "--iso-producers and --iso-sizes override it")
+                   "grids are each a held-out study's new pairs). --grids lists every grid with its K, B, sweeps and "
+                   "page. --producers, --sizes, --gap-configs, --iso-producers and --iso-sizes override it")
     p.add_argument("--heldout-fraction", type=str, default=None, metavar="F",
                    help="share of (K, B) pairs held out of the fit and checked separately (0 <= F < 1; default "
                    "0.3 for a sweep; --refit keeps the recorded split unless F is given; 0: fit on every point)")
@@ -101,6 +100,9 @@ def register(sub):
                    help=f"the platform model fitted (default {DEFAULT_MODEL}; recommended: {RECOMMENDED_MODEL} with "
                    "--grid wide, docs/calibration/wide-rerun.md). --models lists every model with its standing on the "
                    "H200 and its page; --refit keeps the recorded model unless this is given")
+    p.add_argument("--grids", action="store_true", help="list the grids --grid takes, with each one's role "
+                   "(default, recommended, study), what it is for, its page and its K, B and sweeps, then exit (no "
+                   "--out needed; --json for the rows)")
     p.add_argument("--models", action="store_true", help="list the models --model takes, with each one's standing "
                    "(default, recommended, alternative, superseded, refuted, not qualified, opt-in), what it measured "
                    "and its page, then exit (no --out needed; --json for the rows)")
@@ -261,6 +263,19 @@ def print_summary(summary: dict) -> None:
         print("\n".join(lines))
 
 
+def list_grids(args) -> int:
+    """``--grids``: every grid ``--grid`` takes, its role, what it is for, its page and its shape (``grid_rows``)."""
+    rows = grid_rows()
+    if args.json:
+        print_json({"default": "default", "recommended": "wide", "grids": rows})
+        return 0
+    width = max(len(r["role"]) for r in rows)
+    for r in rows:
+        print(f"{r['grid']:<8} {r['role']:<{width}}  {r['what']} ({r['page']})")
+        print(f"{'':<8} {'':<{width}}  {r['shape'][len(r['grid']) + 1:]}")
+    return 0
+
+
 def list_models(args) -> int:
     """``--models``: every model ``--model`` takes, its standing and its page (``MODEL_STANDING``)."""
     rows = model_standing()
@@ -290,10 +305,12 @@ def run(args) -> int:
     """Run the remote-store microbenchmark sweeps (zero-gap periodic bursts -> R, large-gap plateau -> T_iss0(K,B),
     isolated bursts -> Q(K)), fit the platform, check the Burst-Gap model against every point, and write
     platform.json plus the raw records (Parquet) into --out. Progress goes to stderr."""
+    if args.grids:
+        return list_grids(args)
     if args.models:
         return list_models(args)
     if args.out is None or not str(args.out).strip():
-        raise InputError("--out", args.out, "is required (the output folder) unless --models is given")
+        raise InputError("--out", args.out, "is required (the output folder) unless --models or --grids is given")
     from xstage.hw.calib import calibrate
 
     if args.records is not None and not args.refit:
