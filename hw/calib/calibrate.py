@@ -400,6 +400,16 @@ def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), info
 
 
+def drain_not_seen(summary: dict) -> str | None:
+    """A warning where no zero-gap rate point waited for the drain (``R_is_lower_bound``): R is then the fastest rate
+    measured, not a drain rate. None otherwise."""
+    if not summary.get("R_is_lower_bound"):
+        return None
+    return (f"R was not measured as a drain rate: no zero-gap rate point waited for the drain, so R is the fastest rate "
+            f"measured ({summary['R_GBps']:.4g} GB/s). On local HBM this is expected (nothing backpressures); on a "
+            "link, the runs may be too short to fill the X-Stage (--quick): lengthen them (--steady, --max-bursts)")
+
+
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
            model: str | None = None, pool=(), runs=None, repeat_info=None) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
@@ -496,6 +506,9 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
         summary["free_rate_GBps_max"] = float((free_pts["volume(bytes)"] / free_pts["period(us)"]).max() / 1e3)
     summary["R_drain_dominated_points"] = int(fit["R"]["n_used"])
     summary["R_is_lower_bound"] = not fit["R"]["drain_limited"]
+    warnings = [w for w in (at_bound, drain_not_seen(summary)) if w]
+    if warnings:
+        summary["warnings"] = warnings
     model_errors = {k: summary[k] for k in summary if "rel_err" in k or k.startswith("n_") or k.endswith("n_points")
                     or k.endswith("n_pairs")}
     platform = dataclasses.replace(platform, notes={**platform.notes, "model_check": model_errors})

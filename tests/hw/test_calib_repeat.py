@@ -135,3 +135,22 @@ def test_a_store_buffer_fitted_at_its_bound_is_flagged(tmp_path, capsys):
     out = capsys.readouterr()
     assert "store_buffer_at_bound" not in json.loads(out.out) and "warning" not in out.err
     assert calibrate.store_buffer_at_bound(type("V1", (), {"store_buffer_bytes": None})()) is None
+
+
+def test_an_r_that_is_not_a_drain_rate_is_flagged(tmp_path, capsys):
+    # the recommended calibration's dry run with --quick on the simulator: its short runs never wait for the drain,
+    # so R is the fastest rate measured (above the truth's 52.8 GB/s), and the command says so
+    assert main(["calibrate", "--sim", "h200-pcie-host", "--target", "host", "--grid", "wide", "--model",
+                 "two-stage-gated", "--quick", "--out", str(tmp_path / "q"), "--json", "--quiet"]) == 0
+    out = capsys.readouterr()
+    s = json.loads(out.out)
+    assert s["R_is_lower_bound"] is True and s["R_GBps"] > 60
+    err = out.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("xstage: warning: R was not measured as a drain rate")
+    assert f"({s['R_GBps']:.4g} GB/s)" in err[0] and s["warnings"] == [err[0][len("xstage: warning: "):]]
+    # the committed wide host run: R read from drain-limited points, no warning
+    assert main(["calibrate", "--refit", "--records", str(EXTRA / "h200-pcie-host-wide"), "--out",
+                 str(tmp_path / "w"), "--json"]) == 0
+    out = capsys.readouterr()
+    s = json.loads(out.out)
+    assert s["R_is_lower_bound"] is False and "warnings" not in s and "warning" not in out.err

@@ -365,8 +365,8 @@ def run(args) -> int:
         finally:
             runner.close()
         say(args, f"[calibrate] wrote {args.out}/platform.json and records")
-    if summary.get("warning"):
-        print(f"xstage: warning: {summary['warning']}", file=sys.stderr, flush=True)
+    for warning in summary.get("warnings") or ([summary["warning"]] if summary.get("warning") else []):
+        print(f"xstage: warning: {warning}", file=sys.stderr, flush=True)
     if args.json:
         print_json(summary)
     else:
