@@ -20,6 +20,7 @@ from xstage.compare import attention as att
 from xstage.compare import moe as moe_cmp
 from xstage.compare.calibration import calibration_frames
 from xstage.compare.errors_table import error_table
+from xstage.compare.heldout_frames import heldout_frames
 from xstage.compare.measured import (Measured, burst_records, calibration_points, default_platforms,  # noqa: F401
                                      load_measured, moe_sweep_records)
 from xstage.compare.replays import simulate_moe_tiles
@@ -169,6 +170,8 @@ def collect(data_dir=None, platforms=None, *, quick: bool = False, progress=None
     out["spans"] = spans_page_frames(m, quick)
     say("MoE speedups (Fig. 8)")
     out["moe"] = moe_page_frames(m, quick)
+    say("held-out validation of the calibrations")
+    out["heldout"] = heldout_frames(data_dir)
     say("FlashAttention + All-to-All (Fig. 11, Table 3)")
     out["attention"] = attention_page_frames(m, quick)
     out["errors"] = error_table(out)

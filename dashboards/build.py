@@ -5,7 +5,7 @@
     index = build_dashboards(Path("out/dash"), collect())     # data/ of the checkout, every platform
 
 Pages: index, calibration-<platform> and whatif-<platform> for each platform, timeline, spans, moe,
-attention, compare. The frames (``xstage.compare.collect``) are written once into ``frames/`` of the
+attention, compare, heldout. The frames (``xstage.compare.collect``) are written once into ``frames/`` of the
 folder as records (``xstage.compare.store``) and every page is drawn from what was saved: this
 package draws, it neither simulates nor compares. A page whose records don't exist shows a "No data
 yet: run ..." note instead of failing. The folder is built beside its final path and renamed into
@@ -16,8 +16,8 @@ import html
 from pathlib import Path
 
 from xstage.compare.store import load_frames, save_frames, write_folder
-from xstage.dashboards import (page_attention, page_calibration, page_compare, page_moe, page_spans, page_timeline,
-                               page_whatif)
+from xstage.dashboards import (page_attention, page_calibration, page_compare, page_heldout, page_moe, page_spans,
+                               page_timeline, page_whatif)
 from xstage.dashboards.html import Page, write_page, write_plotly_js
 
 FRAMES = "frames"
@@ -30,6 +30,7 @@ DESCRIPTIONS = {
     "moe": "Fig. 8: interleaved over expert-wave speedups across configurations",
     "attention": "Fig. 11 and Table 3: FlashAttention + All-to-All residual and speedup vs M",
     "compare": "simulated vs measured: error metrics and parity plots",
+    "heldout": "every calibration's held-out (K, B) pairs: errors against the capacity knee, per-pair maps",
 }
 
 
@@ -46,6 +47,8 @@ def make_pages(collected: dict) -> list[Page]:
     pages.append(page_moe.moe_page(collected["moe"]))
     pages.append(page_attention.attention_page(collected["attention"]))
     pages.append(page_compare.compare_page(collected))
+    if "heldout" in collected:          # frames saved before the page existed lack it
+        pages.append(page_heldout.heldout_page(collected["heldout"]))
     return pages
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xstage.dashboards import page_attention, page_calibration, page_compare, page_moe, page_spans, page_timeline
+from xstage.dashboards import (page_attention, page_calibration, page_compare, page_heldout, page_moe, page_spans,
+                               page_timeline)
 from xstage.dashboards.html import write_text
 from xstage.errors import InputError
 
@@ -77,6 +78,9 @@ def report_markdown(collected: dict) -> str:
          collected["attention"].get("hw") is None),
         ("Simulated vs measured", page_compare.tables(collected), collected["errors"].empty),
     ]
+    if "heldout" in collected:
+        sections.append(("Held-out validation of the calibrations", page_heldout.tables(collected["heldout"]),
+                         collected["heldout"]["folders"].empty))
     for title, tables, simulated_only in sections:
         lines += [f"## {title}", ""]
         if simulated_only:

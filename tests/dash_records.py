@@ -11,6 +11,7 @@ import pandas as pd
 
 from xstage.compare.replays import simulate_fa_tiles, simulate_moe_tiles
 from xstage.records import COLUMNS, save_records
+from xstage.records.platform import save_platform
 from xstage.sim.bursts import BurstConfig, simulate_bursts
 from xstage.sim.platform import load_platform
 
@@ -54,6 +55,15 @@ def write_measured_like(folder: Path, *, points: bool = False) -> Path:
     if points:
         save_records(folder / "calibration" / "paper-b200" / "points.parquet", "point",
                      simulated_points(p, scale=1.03), {**meta, "platform": "paper-b200"})
+    # a calibration folder with a recorded split, for the held-out page: every other lockstep pair held out
+    split = simulated_points(p, scale=1.03)
+    pairs = sorted({(k, b) for k, b in zip(split["producers"], split["bytes_per_producer"])})
+    held = set(pairs[::2])
+    split["split"] = ["heldout" if (k, b) in held else "fit" for k, b in zip(split["producers"],
+                                                                              split["bytes_per_producer"])]
+    extra = folder / "calibration-extra" / "paper-b200-split"
+    save_records(extra / "points.parquet", "point", split, {**meta, "platform": "paper-b200"})
+    save_platform(p, extra / "platform.json")
 
     tiles, _ = simulate_moe_tiles(MOE_CONFIG, p)
     tiles = tiles.assign(source="hw")

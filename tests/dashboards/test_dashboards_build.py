@@ -14,7 +14,8 @@ from xstage.dashboards.page_timeline import timeline_page
 from xstage.dashboards.report import markdown_table, report_markdown
 from xstage.records import COLUMNS
 
-PAGES = {"index", "calibration-paper-b200", "whatif-paper-b200", "timeline", "spans", "moe", "attention", "compare"}
+PAGES = {"index", "calibration-paper-b200", "whatif-paper-b200", "timeline", "spans", "moe", "attention", "compare",
+         "heldout"}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_pages_are_drawn_from_the_frames_saved_beside_them(built, collected):
 
 def test_pages_without_records_say_what_to_run(built):
     folder = built.parent
-    for name in ("timeline", "spans", "moe", "attention", "compare", "calibration-paper-b200"):
+    for name in ("timeline", "spans", "moe", "attention", "compare", "calibration-paper-b200", "heldout"):
         text = folder.joinpath(f"{name}.html").read_text()
         assert 'data-xstage-nodata="1"' in text and "No data yet" in text and "<code>" in text, name
     assert 'data-xstage-nodata="1"' not in folder.joinpath("whatif-paper-b200.html").read_text()
@@ -95,7 +96,7 @@ def test_measured_records_fill_every_page_and_the_error_table(tmp_path):
     assert speed["speedup_sign_agreement"].notna().all()
     assert len(c["attention"]["tiles"]) == 1 and set(c["timeline"]["hw"]) == {"expert_wave", "interleaved"}
     index = build_dashboards(tmp_path / "dash", c)
-    for name in ("timeline", "spans", "moe", "attention", "compare", "calibration-paper-b200"):
+    for name in ("timeline", "spans", "moe", "attention", "compare", "calibration-paper-b200", "heldout"):
         assert 'data-xstage-nodata="1"' not in index.parent.joinpath(f"{name}.html").read_text(), name
     assert "measured + simulated" in index.read_text()
 
@@ -105,7 +106,7 @@ def test_report_has_a_section_and_tables_for_every_page(collected):
     for heading in ("## Calibration (Fig. 3 a-d): paper-b200", "## What-if explorer: paper-b200",
                     "## Schedule timeline (Fig. 9)", "## Remote-store spans and stalls (Fig. 10, Table 2)",
                     "## MoE speedups (Fig. 8)", "## FlashAttention + All-to-All (Fig. 11, Table 3)",
-                    "## Simulated vs measured"):
+                    "## Simulated vs measured", "## Held-out validation of the calibrations"):
         assert heading in md
     assert md.count("|---|") >= 10
     assert "_No measured records yet" in md
