@@ -14,8 +14,10 @@ LEAD = ("Each calibration with a recorded split was fitted on part of its (K, B)
         "aggregate issue time T_iss over the pair's points, against the pair's knee ratio (V - R T_iss0)/Q(K), "
         "V = K B, which is near 1 where a burst from a drained path just fills the X-Stage. The issue-15 target is "
         f"a held-out p90 within {MISS_LIMIT:.0%}; docs/calibration.md says where each model stands.")
-# the (K, B) maps drawn, where the records hold them: the recommended grid on both targets and a knee grid
-MAP_FOLDERS = ("h200-pcie-host-wide-two-stage-gated", "h200-local-wide-two-stage-gated", "h200-pcie-host-fresh14")
+# the (K, B) maps drawn, where the records hold them: the recommended calibration (two-stage-gated2 on the wide grid's
+# pre-registered re-run) on both targets, and a knee grid
+MAP_FOLDERS = ("h200-pcie-host-wide-3525cba-two-stage-gated2", "h200-local-wide-3525cba-two-stage-gated2",
+               "h200-pcie-host-fresh14")
 ERR_CLIP = 0.3      # the maps' colour scale saturates at +-30 %
 
 

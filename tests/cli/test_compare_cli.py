@@ -56,7 +56,9 @@ def test_compare_every_kind_of_record(tmp_path, capsys):
     files = sorted(str(p) for p in records.write_measured_like(tmp_path).rglob("*.parquet"))
     assert main(["compare", *files, "--json", "--out", str(tmp_path / "all.parquet")]) == 0
     metrics = json.loads(capsys.readouterr().out)
-    assert set(metrics) == {"bursts", "attention", "moe", "attention_tiles", "tiles"}
+    assert set(metrics) == {"calibration points", "bursts", "attention", "moe", "attention_tiles", "tiles"}
     assert metrics["moe"]["speedup_sign_agreement"] == 1.0
+    # the split calibration folder's points: simulated T_iss x 1.03, re-simulated on paper-b200
+    assert metrics["calibration points"]["issue_median_rel_err"] == pytest.approx(0.03 / 1.03, rel=1e-6)
     rows = pd.read_parquet(tmp_path / "all.parquet")
-    assert set(rows["experiment"]) == {"bursts", "attention", "moe", "attention tiles", "tiles"}
+    assert set(rows["experiment"]) == {"calibration points", "bursts", "attention", "moe", "attention tiles", "tiles"}

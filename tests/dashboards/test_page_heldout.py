@@ -14,7 +14,7 @@ from xstage.dashboards.page_heldout import MAP_FOLDERS, heldout_page, tables
 from xstage.records import load_records
 
 EXTRA = Path(__file__).resolve().parents[2] / "data" / "calibration-extra"
-NAMES = ("h200-pcie-host-fresh14", "h200-local-wide-two-stage-gated")
+NAMES = ("h200-pcie-host-fresh14", "h200-local-wide-3525cba-two-stage-gated2")
 
 
 @pytest.fixture(scope="module")
