@@ -30,6 +30,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh_heldout import EXTRA, KEYS, load_points  # noqa: E402
 
+from xstage.hw.calib import estimate  # noqa: E402
 from xstage.hw.calib.calibrate import CalibConfig, plan_size  # noqa: E402
 from xstage.hw.calib.grids import GRIDS, capacity_limited, grid_fields  # noqa: E402
 from xstage.sim import fit as calib_fit  # noqa: E402
@@ -48,7 +49,6 @@ GATED_HOST = EXTRA / "h200-pcie-host-wide-two-stage-gated" / "platform.json"
 TIMED = (("wide", "host", "h200-pcie-host-wide"), ("wide", "local", "h200-local-wide"),
          ("fresh", "host", "h200-pcie-host-fresh"), ("fresh2", "host", "h200-pcie-host-fresh2"),
          ("fresh2", "local", "h200-local-fresh2"))
-BARRIER_US = 1.1   # the lockstep barrier's time (docs/calibration.md: 0.99-1.28 us)
 
 
 def design_points(grid: str) -> pd.DataFrame:
@@ -70,23 +70,10 @@ def fitted_sweeps(grid: str, platform, seed: int, fraction: float = FRACTION) ->
 
 
 def kernel_seconds(grid: str, platform, target: str) -> tuple[float, int]:
-    """(an estimate of the sweep's kernel time in s, its configurations): every run's bursts x the platform's
-    closed-form period (max(V/R, T_iss0 + barrier + gap)), warm-up and trials counted."""
+    """(an estimate of the sweep's kernel time in s, its configurations): ``xstage.hw.calib.estimate.kernel_seconds``
+    (moved there in session 19) on the grid's configuration."""
     cfg = CalibConfig(target=target, **grid_fields(grid))
-    R, reps = platform.drain_rate_GBps * 1e3, cfg.trials + cfg.warmup
-    t0 = platform.issue_time0_us
-    p0 = lambda k, b: max(k * b / R, t0(k, b) + BARRIER_US)  # noqa: E731
-    total = 0.0
-    for k, b in sorted({(k, b) for k in cfg.producers for b in cfg.sizes} | set(cfg.gap_configs)):
-        total += reps * cfg.periodic_bursts(k * b) * p0(k, b) * (2 if cfg.free_running else 1)   # rate, free-rate
-        total += reps * cfg.bursts * (t0(k, b) + cfg.plateau_factor * p0(k, b) + 2.0)            # plateau
-    for i, (k, b) in enumerate(cfg.gap_configs):
-        per = sum(max(k * b / R, t0(k, b) + BARRIER_US + f * p0(k, b)) for f in cfg.gap_fractions)
-        total += reps * cfg.periodic_bursts(k * b) * per * (2 if i < cfg.free_gaps else 1)
-    for k in cfg.iso_producers:
-        for b in cfg.iso_sizes:
-            total += reps * cfg.iso_bursts * (k * b / R + t0(k, b) + cfg.settle_us + 5.0)
-    return total / 1e6, plan_size(cfg)
+    return estimate.kernel_seconds(cfg, platform), plan_size(cfg)
 
 
 def _platform_for(target: str) -> Platform:
