@@ -27,7 +27,7 @@ from xstage.sim import fit as calib_fit
 from xstage.sim.heldout_misses import MISS_LIMIT, knee_ratio
 from xstage.sim.platform_fit import miss_summary, split_errors
 
-FOLDER_KEYS = ("heldout_median_rel_err_T_iss", "heldout_p90_rel_err_T_iss", "heldout_median_rel_err_period",
+FOLDER_KEYS = ("heldout_meets_targets", "heldout_median_rel_err_T_iss", "heldout_p90_rel_err_T_iss", "heldout_median_rel_err_period",
                "heldout_p90_rel_err_period", "heldout_n_pairs", "heldout_n_checked_pairs", "heldout_n_miss_pairs")
 
 

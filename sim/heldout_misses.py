@@ -19,6 +19,30 @@ import math
 import numpy as np
 
 MISS_LIMIT = 0.15   # a point off by more than this |rel. error| of T_iss makes its pair a miss
+# issue 15's held-out targets on lockstep periodic points: median and p90 |relative error| of T_iss and of the period
+TARGETS = (("heldout_median_rel_err_T_iss", 0.05), ("heldout_p90_rel_err_T_iss", 0.15),
+           ("heldout_median_rel_err_period", 0.05), ("heldout_p90_rel_err_period", 0.15))
+
+
+def meets_targets(figures: dict) -> bool | None:
+    """Whether held-out figures (``platform_fit.split_errors``) meet every one of ``TARGETS``; None where one of them
+    is missing or not a number (no held-out lockstep point)."""
+    values = [figures.get(key) for key, _ in TARGETS]
+    if any(v is None or not math.isfinite(v) for v in values):
+        return None
+    return all(v <= limit for v, (_, limit) in zip(values, TARGETS))
+
+
+def verdict(figures: dict) -> str | None:
+    """One line for a person: the held-out check against issue 15's targets, naming each figure that misses."""
+    meets = meets_targets(figures)
+    if meets is None:
+        return None
+    if meets:
+        return "held-out check: meets the targets (median <= 5 %, p90 <= 15 % of T_iss and of the period)"
+    misses = [f"{key[len('heldout_'):]} {figures[key]:.1%} > {limit:.0%}" for key, limit in TARGETS
+              if figures[key] > limit]
+    return "held-out check: misses the targets: " + ", ".join(misses)
 
 
 def _checked(check, split):

@@ -21,7 +21,7 @@ import pandas as pd
 
 from xstage.errors import InputError, require_int
 from xstage.sim import fit as calib_fit, fit_free, fit_knee, fit_robust, fit_two_stage
-from xstage.sim.heldout_misses import checked_pairs, heldout_misses
+from xstage.sim.heldout_misses import checked_pairs, heldout_misses, meets_targets
 from xstage.units import KiB, MiB
 
 
@@ -508,6 +508,7 @@ def split_errors(check: pd.DataFrame, split: pd.Series, *, fraction=None, seed=N
         text = rule_text(rule)
         out["split_rule"] = rule
     out["split"] = {"rule": text, "heldout_pairs": [list(p) for p in held]}
+    out["heldout_meets_targets"] = meets_targets(out)
     return out
 
 

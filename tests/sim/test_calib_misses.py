@@ -101,7 +101,9 @@ def test_a_calibration_the_model_matches_lists_no_misses(tmp_path):
     assert s["heldout_n_pairs"] > 0 and s["heldout_misses"] == [] and s["heldout_n_miss_pairs"] == 0
     n = s["heldout_n_checked_pairs"]
     assert 0 < n <= s["heldout_n_pairs"]
-    assert miss_lines(s) == [f"held-out pairs with a point off by > 15%: none of {n} held-out lockstep pairs"]
+    assert s["heldout_meets_targets"] is True
+    assert miss_lines(s) == ["held-out check: meets the targets (median <= 5 %, p90 <= 15 % of T_iss and of the period)",
+                             f"held-out pairs with a point off by > 15%: none of {n} held-out lockstep pairs"]
 
 
 def test_no_split_no_field_and_an_older_summary_prints_nothing(tmp_path):
@@ -169,5 +171,17 @@ def test_on_the_wide_grid_isolated_only_pairs_are_not_in_the_misses_denominator(
     lockstep = {(int(k), int(b)) for k, b in zip(periodic["producers"], periodic["bytes_per_producer"])}
     held = {tuple(p) for p in json.loads((wide / "summary.json").read_text())["split"]["heldout_pairs"]}
     assert s["heldout_n_checked_pairs"] == len(lockstep & held) < s["heldout_n_pairs"] == len(held)
-    assert miss_lines(s)[0].startswith(f"held-out pairs with a point off by > 15%: {s['heldout_n_miss_pairs']} of "
+    assert miss_lines(s)[1].startswith(f"held-out pairs with a point off by > 15%: {s['heldout_n_miss_pairs']} of "
                                        f"{s['heldout_n_checked_pairs']} held-out lockstep pairs")
+
+
+def test_the_verdict_names_each_held_out_figure_that_misses(fresh14):
+    _, s = fresh14
+    assert s["heldout_meets_targets"] is False
+    assert miss_lines(s)[0] == f"held-out check: misses the targets: p90_rel_err_T_iss {s['heldout_p90_rel_err_T_iss']:.1%} > 15%"
+    assert s["heldout_p90_rel_err_T_iss"] > 0.15 and s["heldout_median_rel_err_T_iss"] <= 0.05
+    figures = {key: 0.01 for key, _ in hm.TARGETS}
+    assert hm.meets_targets(figures) is True
+    assert hm.meets_targets({**figures, "heldout_median_rel_err_period": float("nan")}) is None
+    assert hm.verdict({**figures, "heldout_median_rel_err_T_iss": 0.06, "heldout_p90_rel_err_period": 0.2}) == (
+        "held-out check: misses the targets: median_rel_err_T_iss 6.0% > 5%, p90_rel_err_period 20.0% > 15%")

@@ -237,7 +237,7 @@ def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
     """The human block of a summary's ``heldout_misses`` (``xstage.sim.heldout_misses``): a header and the worst
     ``limit`` pairs (K, B KiB, median error, points off / points, knee ratio). [] where the summary has no such
     field (no split, an older record) or no held-out pair."""
-    from xstage.sim.heldout_misses import MISS_LIMIT
+    from xstage.sim.heldout_misses import MISS_LIMIT, verdict
     misses = summary.get("heldout_misses")
     n_pairs, kind = summary.get("heldout_n_checked_pairs"), "held-out lockstep pairs"
     if n_pairs is None:   # a record written before the field: every held-out pair, isolated-only ones too
@@ -245,9 +245,10 @@ def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
     if misses is None or not n_pairs:
         return []
     head = f"held-out pairs with a point off by > {MISS_LIMIT:.0%}: {len(misses) or 'none'} of {n_pairs} {kind}"
+    first = [v] if (v := verdict(summary)) else []
     if not misses:
-        return [head]
-    lines = [head + (f" (the worst {limit} by |median error|; --json lists all)" if len(misses) > limit else ""),
+        return first + [head]
+    lines = first + [head + (f" (the worst {limit} by |median error|; --json lists all)" if len(misses) > limit else ""),
              f"  {'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}"]
     for m in misses[:limit]:
         ratio = "-" if m["knee_ratio"] is None else f"{m['knee_ratio']:.2f}"
