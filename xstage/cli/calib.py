@@ -373,8 +373,6 @@ def run(args) -> int:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
         cfg = build_config(args)
         calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
-        if not args.sim:
-            say(args, f"[calibrate] {estimate_line(sweep_estimate(cfg))}")
         calibrate.check_pool(args.pool or (), args.target)            # the GPU: once the runner is open
         if args.sim:
             from xstage.sim.calib_runner import SimRunner
@@ -396,6 +394,8 @@ def run(args) -> int:
                                timeout_ms=args.timeout_ms, ring_bytes=ring, peer_pattern=cfg.peer_pattern,
                                backend=args.backend, issue=args.issue)
         rank = int(os.environ.get("RANK", "0"))
+        if not args.sim and rank == 0:       # every check passed and the GPU is open: what the sweep will take
+            say(args, f"[calibrate] {estimate_line(sweep_estimate(cfg))}")
         try:
             if rank != 0:  # other ranks drive their own peer stores (the same sweeps); rank 0 records
                 calibrate.sweeps(cfg, runner, progress=False)
