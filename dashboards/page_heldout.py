@@ -74,7 +74,9 @@ def heldout_page(frames: dict) -> Page:
         return page
     if ((pairs["split"] == "heldout") & pairs["knee_ratio"].notna()).any():
         page.figure(_knee_figure(pairs),
-                    f"Dotted: the +-{MISS_LIMIT:.0%} band; dashed: the knee. Hover for the folder and the pair.")
+                    f"Dotted: the +-{MISS_LIMIT:.0%} band; dashed: the knee. The axes open on knee ratios -1.5 to 4 "
+                    "and errors -60 to +120 %; double-click the plot to show every pair. Hover for the folder and "
+                    "the pair.")
     else:
         page.text("No held-out lockstep pair with a knee ratio: the held-out pairs hold isolated points only.")
     for folder in [f for f in MAP_FOLDERS if f in set(folders["folder"])]:
