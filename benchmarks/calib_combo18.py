@@ -9,6 +9,8 @@ study's way).
 
 ``--records DIR``: the fresh test frozen in data/calibration-extra/fresh15-preregistration.md -- combo18 on one
 calibration folder (a ``--repeat 2`` median), ``bracket`` seeds 0-4, met iff all four checks at >= 4 of 5 seeds.
+``--preregistration FILE`` names the pre-registration the record cites (default fresh15's; fresh16's, session 21,
+freezes the same score on a second grid); it changes nothing else.
 """
 import argparse
 import sys
@@ -57,10 +59,13 @@ def decide(rows) -> dict:
                                  for g in FOLDERS}}
 
 
-def score_fresh(rows) -> dict:
+FRESH_RULE = "data/calibration-extra/fresh15-preregistration.md"
+
+
+def score_fresh(rows, rule: str = FRESH_RULE) -> dict:
     """The fresh test's verdict (fresh15-preregistration.md): combo18 met iff all four checks at >= 4 of 5 seeds."""
     met = sum(r["all_four"] for r in rows if r["candidate"] == "combo18")
-    return {"rule": "data/calibration-extra/fresh15-preregistration.md", "seeds_met": met,
+    return {"rule": rule, "seeds_met": met,
             "verdict": "met" if met >= SEEDS_NEEDED else "not met",
             "beside_issue_law": sum(r["all_four"] for r in rows if r["candidate"] == "issue-law")}
 
@@ -69,6 +74,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--records", type=Path, help="score this one calibration folder (the fresh test)")
+    ap.add_argument("--preregistration", default=FRESH_RULE, help="the pre-registration the record cites")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_combo18")
     if args.records is not None:
@@ -76,7 +82,7 @@ def main(argv=None) -> int:
             print(f"calib_combo18: error: --records {args.records} holds no points.parquet", file=sys.stderr)
             raise SystemExit(2)
         rows = scan(records=args.records)
-        decision = score_fresh(rows)
+        decision = score_fresh(rows, args.preregistration)
         print(decision)
         write_new(args.json, {"pre_registered": True, "records": str(args.records), "decision": decision,
                               "rows": rows, "provenance": provenance()}, "calib_combo18")

@@ -28,7 +28,9 @@ nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperat
   --format=csv > "$D/gpu.txt" 2>&1
 
 step "pytest -m gpu (every GPU-marked test)"
-timeout -k 5 "$(( $(left) - 200 ))" python3 -m pytest -q -p no:cacheprovider -m gpu -rs tests/hw tests/sim tests/compare \
+# the device call travels without data/ (device_tree.sh hide): modules that read records at import fail to
+# collect; those hold no GPU test, so collection errors are reported and the run goes on
+timeout -k 5 "$(( $(left) - 200 ))" python3 -m pytest -q -p no:cacheprovider -m gpu -rs --continue-on-collection-errors tests/hw tests/sim tests/compare \
   tests/cli > "$D/pytest.txt" 2>&1
 echo "pytest exit status $?" | tee -a "$D/pytest.txt" >&2
 tail -n 15 "$D/pytest.txt" >&2

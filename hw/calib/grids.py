@@ -89,6 +89,15 @@ every K (25 x 200.5 KiB above 1, 57 x 30.5 / 40.5 KiB 0.89 / 1.19, 85 x 26.5 / 3
 28.5 / 30.5 1.01 / 1.08, 115 x 24.5 / 26.5 / 28.5 0.98 / 1.06 / 1.14, 129 x 24.5 / 26.5 1.02 / 1.10) -- eight gap
 sweeps, lockstep only, and the isolated sweep at every K on {12.5, 22.5, 28.5, 40.5, 64.5, 120.5, 200.5} KiB. Every K
 and every B is new to every earlier grid.
+``fresh16`` (session 21): a second fresh test of ``combo18``, pre-registered after fresh15 met
+(data/calibration-extra/fresh16-preregistration.md), built as fresh15 on K in {23, 55, 83, 113, 131} x B in {11.75,
+21.25, 23.25, 25.25, 29.25, 31.25, 32.25, 35.25, 45.25, 210.25} KiB: every B a quarter-KiB (x.25 or x.75 KiB, each a
+multiple of 256 bytes) new to every earlier grid -- three B <= 24 KiB and, under the session-7 gated host platform, the
+knee ratio across 1 at every K (23 x 210.25 KiB above 1, 55 x 32.25 / 45.25 KiB 0.92 / 1.30, 83 x 25.25 / 35.25 KiB
+0.88 / 1.24, 113 x 23.25 / 31.25 KiB 0.92 / 1.24, 131 x 21.25 / 29.25 KiB 0.88 / 1.22) with eight pairs between those
+two (55 x 35.25 1.01, 83 x 29.25 / 31.25 / 32.25 1.03 / 1.10 / 1.13, 113 x 25.25 / 29.25 1.00 / 1.16, 131 x 23.25 /
+25.25 0.97 / 1.05) -- eight gap sweeps, lockstep only, and the isolated sweep at every K on {11.75, 23.25, 29.25,
+45.25, 66.25, 118.25, 210.25} KiB. Every K and every B is new to every earlier grid.
 ``quick`` shortens the runs (bursts, trials, volume) and the gap sweeps; on the default grid it also
 shrinks the grid (the old ``--quick``), on the wide grid it keeps every (K, B) pair, so a dry run on the
 simulator exercises the whole wide grid.
@@ -115,6 +124,7 @@ FRESH12_K = (17, 42, 68, 100, 126)
 FRESH13_K = (21, 47, 74, 106, 125)
 FRESH14_K = (19, 51, 79, 111, 127)
 FRESH15_K = (25, 57, 85, 115, 129)
+FRESH16_K = (23, 55, 83, 113, 131)
 FRESH3_OTHER_SWEEPS = tuple((k, b * KiB) for k, b in ((4, 224), (26, 14), (64, 6), (132, 14)))
 
 GRIDS = {
@@ -189,6 +199,15 @@ GRIDS = {
                     iso_producers=FRESH15_K, iso_sizes=tuple(int(k * KiB) for k in (12.5, 22.5, 28.5, 40.5, 64.5, 120.5,
                                                                                     200.5)),
                     free_gaps=0),
+    # fresh16 (session 21): lockstep, as fresh15 on new K and new (quarter-KiB) B, combo18's second fresh test
+    "fresh16": dict(producers=FRESH16_K, sizes=tuple(int(k * KiB) for k in (11.75, 21.25, 23.25, 25.25, 29.25, 31.25,
+                                                                            32.25, 35.25, 45.25, 210.25)),
+                    gap_configs=tuple((k, int(b * KiB)) for k, b in ((131, 21.25), (131, 29.25), (113, 23.25),
+                                                                      (113, 31.25), (83, 25.25), (83, 35.25),
+                                                                      (55, 32.25), (55, 45.25))),
+                    iso_producers=FRESH16_K, iso_sizes=tuple(int(k * KiB) for k in (11.75, 23.25, 29.25, 45.25, 66.25,
+                                                                                    118.25, 210.25)),
+                    free_gaps=0),
 }
 
 # what each grid is for, for `xstage calibrate --grids`: (role, page under docs/calibration/, one line)
@@ -208,7 +227,9 @@ GRID_ROLE = {
     "fresh13": ("study", "knee21.md", "session 15: as fresh12 on new K and B, measured twice (repeat-median)"),
     "fresh14": ("study", "fresh14.md", "session 17: as fresh13 on new K and B, for --repeat 2"),
     "fresh15": ("study", "combo18.md", "session 18: as fresh14 on new K and half-KiB B, combo18's fresh test "
-                "(not yet measured)"),
+                "(met, 4 of 5 seeds)"),
+    "fresh16": ("study", "combo18.md", "session 21: as fresh15 on new K and quarter-KiB B, combo18's second fresh "
+                "test"),
 }
 
 
@@ -237,6 +258,7 @@ QUICK_GRIDS = {
     "fresh13": dict(gap_configs=((125, 23 * KiB), (74, 35 * KiB)), free_gaps=0),
     "fresh14": dict(gap_configs=((127, 21 * KiB), (79, 34 * KiB)), free_gaps=0),
     "fresh15": dict(gap_configs=((129, int(22.5 * KiB)), (85, int(33.5 * KiB))), free_gaps=0),
+    "fresh16": dict(gap_configs=((131, int(21.25 * KiB)), (83, int(35.25 * KiB))), free_gaps=0),
 }
 
 
@@ -250,7 +272,7 @@ def describe_grid(grid: str) -> str:
     """One line for ``--help``: the grid's K and B, its gap sweeps (how many also free-running) and the isolated
     sweep's K and sizes, read from ``GRIDS`` (the module doc says what each grid is for)."""
     g = grid_fields(grid)
-    kib = lambda sizes: ",".join(f"{b / KiB:g}" for b in sizes)   # noqa: E731  (fresh15: half KiB)
+    kib = lambda sizes: ",".join(f"{b / KiB:g}" for b in sizes)   # noqa: E731  (fresh15-16: half, quarter KiB)
     iso = "at every K" if tuple(g["iso_producers"]) == tuple(g["producers"]) else \
         "at K " + ",".join(map(str, g["iso_producers"]))
     return (f"{grid} (K {','.join(map(str, g['producers']))} x B {kib(g['sizes'])} KiB; {len(g['gap_configs'])} gap "
