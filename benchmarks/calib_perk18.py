@@ -6,7 +6,8 @@ own Q(K): a 1-D search minimising lockq's own loss (squared relative T_iss error
 ``fit_knee.lockstep_issue_times_us``) on that K's lockstep points, with rho and the floor kept. The line's Q(K) is
 the first candidate and is replaced only by a strictly lower loss, so no K fits worse than under lockq.
 
-The platform written for it (``per_k_platform``): ``capacity_points`` at every K of the folder (and K = 1 and
+The per-K step lives in the product since session 21 (``xstage.sim.fit_knee.search_per_k``, ``per_k_platform``;
+``xstage calibrate --per-k-capacity``), moved there unchanged. The platform written for it (``per_k_platform``): ``capacity_points`` at every K of the folder (and K = 1 and
 ``sm_count``, so the interpolation between them is the line wherever no K is searched), ``sm_outstanding_bytes``
 None, and ``capacity_floor_bytes`` = lockq's Q_shared, so each K relaxes at lockq's rho to min(Q_shared, Q(K)) --
 lockq's own floor (``Platform.queue_options``: Q_shared(K) = Q_shared there). With every searched Q(K) set to the
@@ -22,10 +23,7 @@ and a fresh grid.
 import argparse
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, FRACTION, SEEDS, SEEDS_NEEDED, all_four  # noqa: E402
@@ -34,51 +32,12 @@ from calib_knee14 import judge  # noqa: E402
 from calib_pool18 import EXTRA, FOLDERS, folder_of  # noqa: E402,F401  (EXTRA: the tests read the record)
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
-from xstage.sim.fit_knee import lockstep_arrays, lockstep_issue_times_us  # noqa: E402
+from xstage.sim.fit_knee import per_k_platform, search_per_k  # noqa: E402,F401  (moved to the product, session 21)
 from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
 
 LAW = "two-stage-lockq"
 CANDIDATES = ("lockq", "lockq-perK")
 SCANS = ("insample", "heldout")
-
-
-def per_k_platform(lockq, caps: dict, ks) -> "Platform":  # noqa: F821
-    """lockq's platform with Q(K) = ``caps[K]`` where given and the line's Q_shared + K q_sm at every other K of
-    ``ks`` (plus 1 and ``sm_count``), relaxing at lockq's rho to lockq's floor Q_shared."""
-    q_shared = lockq.capacity_points[0][1]          # max(Q_shared, 1 byte), as lockq's platform holds it
-    anchors = sorted({1, int(lockq.sm_count), *(int(k) for k in ks), *caps})
-    points = tuple((k, float(caps.get(k, lockq.capacity_bytes(k)))) for k in anchors)
-    return replace(lockq, capacity_points=points, sm_outstanding_bytes=None, capacity_floor_bytes=q_shared)
-
-
-def search_per_k(points, lockq, points_per_round: int = 25, rounds: int = 3) -> dict:
-    """Q(K) per lockstep K of ``points``: lockq's loss on that K's pairs (``lockstep_issue_times_us`` with Q_shared
-    the floor and q_sm = (Q - Q_shared)/K, so Q(K) = Q and the floor is min(Q_shared, Q), as the platform has it),
-    a log grid over [Q_shared, 1.2 max V] zoomed ``rounds`` times; the line's value wins ties. {K: bytes}."""
-    K, B, T0, G, T, w = lockstep_arrays(points, lockq)
-    R, rho, qs = lockq.drain_rate_Bpus, lockq.capacity_relax_GBps * 1e3, lockq.capacity_points[0][1]
-    caps = {}
-    for k in sorted(set(K.astype(int))):
-        m = K == k
-
-        def loss(q):
-            t = lockstep_issue_times_us(K[m], K[m] * B[m], T0[m], G[m], R, qs, (q - qs) / k, rho)
-            return float(np.sum(w[m] * ((t - T[m]) / T[m]) ** 2))
-        line = lockq.capacity_bytes(k)
-        best = (loss(line), np.log(line))
-        lo, hi = np.log(max(qs, 1.0)), np.log(1.2 * k * float(B[m].max()))
-        for _ in range(rounds + 1):
-            if hi <= lo:
-                break
-            grid = np.linspace(lo, hi, points_per_round)
-            for x in grid:
-                value = loss(float(np.exp(x)))
-                if value < best[0] - 1e-12:
-                    best = (value, float(x))
-            step = grid[1] - grid[0]
-            lo, hi = best[1] - step, best[1] + step
-        caps[k] = float(line) if best[1] == np.log(line) else float(np.exp(best[1]))
-    return caps
 
 
 def sanity(points, lockq, split) -> dict:

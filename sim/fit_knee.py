@@ -12,6 +12,8 @@ points (``fit_two_stage.check_loss``), alternating with rho.
 - ``lockstep_issue_times_us``, ``fit_lockstep_capacity`` (``two-stage-lockq``, knee17): no gate; the two-stage
   line Q(K) = Q_shared + K q_sm and rho read together from the lockstep pairs by the model check, so each K's
   knee is placed by the line through its neighbours' pairs as well as its own.
+- ``search_per_k``, ``per_k_platform`` (``xstage calibrate --per-k-capacity``, perk18 / combo18): after lockq's fit,
+  each lockstep K of the fit gets its own Q(K) by lockq's loss on that K's pairs, rho and the floor kept.
 
 Pure numpy/pandas; docs/calibration/knee11.md, knee12.md, knee13.md, knee17.md give the figures.
 """
@@ -231,3 +233,45 @@ def fit_lockstep_capacity(points: pd.DataFrame, platform, grid: int = 24, rounds
                 np.linspace(best[3] - steps[2], min(best[3] + steps[2], np.log(0.95 * R)), 9)]
     return {"Q_shared_bytes": best[1], "q_sm_bytes": best[2], "rho_Bpus": float(np.exp(best[3])), "loss": best[0],
             "n_points": int(len(T))}
+
+
+def per_k_platform(lockq, caps: dict, ks):
+    """``two-stage-lockq``'s platform ``lockq`` with Q(K) = ``caps[K]`` where given and the line's Q_shared + K q_sm
+    at every other K of ``ks`` (plus 1 and ``sm_count``), relaxing at lockq's rho to lockq's floor Q_shared
+    (perk18, docs/calibration/lawscan18.md): ``capacity_points`` at those K, ``sm_outstanding_bytes`` None and
+    ``capacity_floor_bytes`` = Q_shared, so with every ``caps[K]`` on the line it judges exactly as ``lockq``."""
+    q_shared = lockq.capacity_points[0][1]          # max(Q_shared, 1 byte), as lockq's platform holds it
+    anchors = sorted({1, int(lockq.sm_count), *(int(k) for k in ks), *caps})
+    points = tuple((k, float(caps.get(k, lockq.capacity_bytes(k)))) for k in anchors)
+    return replace(lockq, capacity_points=points, sm_outstanding_bytes=None, capacity_floor_bytes=q_shared)
+
+
+def search_per_k(points, lockq, points_per_round: int = 25, rounds: int = 3) -> dict:
+    """Q(K) per lockstep K of ``points`` (perk18): lockq's loss on that K's pairs (``lockstep_issue_times_us`` with
+    Q_shared the floor and q_sm = (Q - Q_shared)/K, so Q(K) = Q and the floor is min(Q_shared, Q), as
+    ``per_k_platform`` has it), a log grid over [Q_shared, 1.2 max V] zoomed ``rounds`` times; the line's value wins
+    ties, so no K fits worse than under lockq. {K: bytes}."""
+    K, B, T0, G, T, w = lockstep_arrays(points, lockq)
+    R, rho, qs = lockq.drain_rate_Bpus, lockq.capacity_relax_GBps * 1e3, lockq.capacity_points[0][1]
+    caps = {}
+    for k in sorted(set(K.astype(int))):
+        m = K == k
+
+        def loss(q):
+            t = lockstep_issue_times_us(K[m], K[m] * B[m], T0[m], G[m], R, qs, (q - qs) / k, rho)
+            return float(np.sum(w[m] * ((t - T[m]) / T[m]) ** 2))
+        line = lockq.capacity_bytes(k)
+        best = (loss(line), np.log(line))
+        lo, hi = np.log(max(qs, 1.0)), np.log(1.2 * k * float(B[m].max()))
+        for _ in range(rounds + 1):
+            if hi <= lo:
+                break
+            grid = np.linspace(lo, hi, points_per_round)
+            for x in grid:
+                value = loss(float(np.exp(x)))
+                if value < best[0] - 1e-12:
+                    best = (value, float(x))
+            step = grid[1] - grid[0]
+            lo, hi = best[1] - step, best[1] + step
+        caps[k] = float(line) if best[1] == np.log(line) else float(np.exp(best[1]))
+    return caps

@@ -16,6 +16,8 @@ model check on each set (``fit_*`` and ``heldout_*`` keys beside the all-points 
 miss (``heldout_misses``: ``xstage.sim.heldout_misses``).
 """
 
+import copy
+
 import numpy as np
 import pandas as pd
 
@@ -96,7 +98,9 @@ MODEL_STANDING = {
     "two-stage-lockq": ("opt-in", "knee17.md", "span-cc with Q_shared, q_sm and rho read from the lockstep pairs; "
                         "own-split refit on fresh12, pre-registered: host 0 of 5 seeds, local 5 of 5; fitted on the "
                         "point-wise median of two runs (--repeat 2), pre-registered: fresh13 host 5 of 5 (knee21), "
-                        "fresh14 host 0 of 5, fresh13 measured again 3 of 5 (fresh14)"),
+                        "fresh14 host 0 of 5, fresh13 measured again 3 of 5 (fresh14); with --issue-law (knee10's five broad host "
+                        "grids) and --per-k-capacity (combo18), pre-registered: fresh15 host 4 of 5, fresh16 2 of 5 "
+                        "(combo18.md)"),
 }
 
 
@@ -152,7 +156,7 @@ def drain_seen_pairs(points: pd.DataFrame) -> set:
 
 
 def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int, tensor_TFLOPs=None,
-                 notes=None, iterations: int = 6, capacity_law: str = "points"):
+                 notes=None, iterations: int = 6, capacity_law: str = "points", issue_law: dict | None = None):
     """Fit M_X from a points frame. Returns (Platform, fit dict).
 
     ``capacity_law`` ``points`` (schema 1): one Q per isolated K, piecewise linear in K. ``shared+per_sm``
@@ -167,9 +171,15 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     (it predicts at least 15 % less than measured), R to the drain-dominated zero-gap points, Q(K)
     to the isolated and plateau points of each isolated K; the three fits alternate until stable.
     The first T_iss0 fit, before any Q is known, trims points measured > 1.3x its prediction.
+
+    ``issue_law`` (the gated2 family only: ``GATED2_LAWS``): an issue law held fixed -- ``fit["T_iss0"]`` of another
+    fit of the same law (``issue_law_of``) -- returned wherever the fit would fit one, so everything else is fitted
+    around it (``xstage calibrate --issue-law``; combo18, docs/calibration/combo18.md).
     """
     if capacity_law not in CAPACITY_LAWS:
         raise InputError("capacity_law", capacity_law, f"must be one of {', '.join(CAPACITY_LAWS)}")
+    if issue_law is not None and capacity_law not in GATED2_LAWS:
+        raise InputError("issue_law", capacity_law, "holds only for the overlap issue law (the gated2 family)")
     from xstage.sim.platform import Platform
 
     points = points.dropna(subset=["T_iss(us)"])
@@ -210,6 +220,8 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
     kept = {}                                            # law16 diagnostic: the last issue fit's points
 
     def law_fit(use):
+        if issue_law is not None:                        # held fixed (combo18): a copy, as a fit would return one
+            return copy.deepcopy(issue_law)
         t0 = calib_fit.fit_issue_time0(K[use], B[use], T[use], skew=robust, buffers=BUFFERS if robust else None)
         if overlap:                                      # b0 from the additive law, then the overlap law
             t0 = fit_two_stage.fit_issue_time0_overlap(K[use], B[use], T[use], t0.get("store_buffer_bytes") or 0.0,
@@ -393,6 +405,15 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         platform, fit["free_capacity"] = fit_robust.fit_free_law(points, platform)
         platform, fit["free_law"] = fit_free.fit_free_issue_law(points, platform)   # free bursts' own P, b0, I, R
     return platform, fit
+
+
+LAW_KEYS = ("t_fixed_us", "producer_issue_GBps", "injection_GBps", "start_skew_us", "store_buffer_bytes")   # issue law
+
+
+def issue_law_of(fit: dict) -> dict:
+    """The issue law a ``fit_platform`` fit ended with (``fit["T_iss0"]`` less its count of capacity-explained
+    points), as ``fit_platform(issue_law=...)`` takes it."""
+    return {k: copy.deepcopy(v) for k, v in fit["T_iss0"].items() if k != "n_capacity_limited_excluded"}
 
 
 def _with_free_law(platform, points):

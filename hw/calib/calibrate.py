@@ -38,7 +38,7 @@ from xstage.hw.calib.repeat import (PartialRuns, RunsKept, check_partial, median
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.sim.burst_summary import summarize_run
 from xstage.sim.platform_fit import (DEFAULT_MODEL, capacity_law_of, check_and_summarize, check_model,
-                                     check_split_args, fit_platform, split_pairs)
+                                     check_split_args, fit_platform, issue_law_of, split_pairs)
 from xstage.units import KiB, MiB
 
 PHASES = ("rate", "plateau", "gap", "fma", "isolated", "free-rate", "free-gap", "aligned-rate", "aligned-gap")
@@ -286,7 +286,7 @@ def _link_info(gpu: dict) -> dict:
 
 
 def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = False, progress: bool = True,
-                    provenance_block: dict | None = None, pool=()) -> dict:
+                    provenance_block: dict | None = None, pool=(), issue_law=(), per_k_capacity: bool = False) -> dict:
     """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict. With ``cfg.repeat`` > 1
     each run is kept in OUT/partial as soon as it is measured (``repeat.PartialRuns``), and the folder removed once
     the final records are written; a stop after a run was kept (Ctrl-C, SIGTERM, an error) raises
@@ -294,6 +294,9 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     out = check_out_dir(out_dir, overwrite=overwrite)
     if pool:   # the pool's target and GPU before any measurement: a bad --pool must not cost the sweep
         check_pool(pool, cfg.target, runner.describe().get("gpu_name"))
+    check_combo(cfg.model, issue_law, per_k_capacity)
+    if issue_law:
+        check_pool(issue_law, cfg.target, runner.describe().get("gpu_name"), field="--issue-law")
     t = time.perf_counter()
     described = runner.describe()
     if provenance_block is None:
@@ -316,11 +319,12 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
         volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
         copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
         summary = finish(points, bursts, copy, meta_now(), out, name=name, overwrite=overwrite, split_args=split_args,
-                         model=cfg.model, pool=pool, runs=runs, repeat_info=repeat_info)
+                         model=cfg.model, pool=pool, runs=runs, repeat_info=repeat_info, issue_law=issue_law,
+                         per_k_capacity=per_k_capacity)
     except (KeyboardInterrupt, Exception) as err:
         if not kept.kept:
             raise
-        raise kept.stopped(name, pool) from err
+        raise kept.stopped(name, pool, combo_argv(issue_law, per_k_capacity)) from err
     kept.remove()                                   # the final records hold every run now
     return summary
 
@@ -400,6 +404,41 @@ def pooled_rows(pool: list, heldout_pairs: set) -> tuple[pd.DataFrame, list]:
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), info
 
 
+COMBO_MODEL = "two-stage-lockq"   # --issue-law and --per-k-capacity: the law combo18 was measured with
+
+
+def check_combo(model, issue_law=(), per_k_capacity: bool = False) -> None:
+    """``--issue-law`` / ``--per-k-capacity`` go with ``--model two-stage-lockq`` only (combo18's law; the per-K step
+    reads lockq's line and rho): one InputError naming the flag otherwise. ``model`` None: checked later, against
+    the recorded model (a refit)."""
+    if model is None or model == COMBO_MODEL:
+        return
+    for flag, given in (("--issue-law", list(issue_law or ())), ("--per-k-capacity", per_k_capacity)):
+        if given:
+            raise InputError(flag, given if flag == "--issue-law" else model,
+                             f"goes with --model {COMBO_MODEL} only (the model fitted is {model})")
+
+
+def combo_argv(issue_law=(), per_k_capacity: bool = False) -> list:
+    """The command-line flags that repeat ``issue_law`` / ``per_k_capacity`` (a kept run's refit command)."""
+    argv = []
+    for folder in issue_law or ():
+        argv += ["--issue-law", str(folder)]
+    return argv + (["--per-k-capacity"] if per_k_capacity else [])
+
+
+def fixed_issue_law(issue_law, *, target: str, gpu_name, heldout_pairs: set, model: str, sm_count: int):
+    """The issue law of ``--issue-law`` folders (``check_pool``'d): ``model`` fitted on their fit halves together
+    (``pooled_rows``, less any pair held out here) and its issue law kept (``issue_law_of``), to be held fixed in
+    this run's fit (combo18: knee10's five broad host grids; docs/calibration/combo18.md). Returns (law, info)."""
+    from xstage.sim.platform_fit import LAW_KEYS
+    rows, info = pooled_rows(check_pool(issue_law, target, gpu_name, field="--issue-law"), heldout_pairs)
+    _, fit = fit_platform(rows, name="issue-law", target=target, sm_count=sm_count,
+                          capacity_law=capacity_law_of(model))
+    law = issue_law_of(fit)
+    return law, {"records": info, **{k: law.get(k) for k in LAW_KEYS}}
+
+
 def drain_not_seen(summary: dict) -> str | None:
     """A warning where no zero-gap rate point waited for the drain (``R_is_lower_bound``): R is then the fastest rate
     measured, not a drain rate. None otherwise."""
@@ -411,7 +450,8 @@ def drain_not_seen(summary: dict) -> str | None:
 
 
 def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool, split_args=None,
-           model: str | None = None, pool=(), runs=None, repeat_info=None) -> dict:
+           model: str | None = None, pool=(), runs=None, repeat_info=None, issue_law=(),
+           per_k_capacity: bool = False) -> dict:
     """Fit + check + write (shared by a fresh run and ``--refit``). Each file keeps its record kind:
     a meta block loaded from a record file loses its ``kind`` (and ``table``) first. With a split (new from
     ``split_args``, or recorded in the points), the platform is fitted on the ``fit`` points only and the
@@ -420,11 +460,15 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     calibration folders of the same target and GPU (``check_pool``) whose fit halves join the fit
     (``pooled_rows``); the check, the split and the records written stay this run's own. ``runs`` / ``repeat_info``:
     the grid was measured more than once and ``points`` is the point-wise median (``sweeps``, ``median_of``): every
-    run's points go to points-runs.parquet, the matching info to the summary and the platform's notes."""
+    run's points go to points-runs.parquet, the matching info to the summary and the platform's notes.
+    ``issue_law`` (calibration folders) / ``per_k_capacity`` (``--model two-stage-lockq`` only; combo18,
+    docs/calibration/combo18.md): the issue law fitted on those folders is held fixed (``fixed_issue_law``), and
+    after the fit each lockstep K of this run's fit half gets its own Q(K) (``fit_knee.search_per_k``)."""
     from xstage.records import atomic_write_text, save_records
 
     meta = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
     model = check_model(model if model is not None else meta["config"].get("model", DEFAULT_MODEL), "--model")
+    check_combo(model, issue_law, per_k_capacity)
     meta = {**meta, "config": {**meta["config"], "model": model}}
     points, split, meta = _split(points, meta, split_args)
     target = meta["config"]["target"]
@@ -470,8 +514,40 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
                            "check is on the median too.")
     notes["model"] = (f"{model}: fitted by `xstage calibrate --model {model}` (capacity law {capacity_law_of(model)!r}; "
                       "docs/calibration.md, 'Choosing the model').")
-    platform, fit = fit_platform(fitted, name=name, target=target, sm_count=int(meta["runner"].get("sm_count", 132)),
-                                 tensor_TFLOPs=tensor, notes=notes, capacity_law=capacity_law_of(model))
+    sm_count = int(meta["runner"].get("sm_count", 132))
+    law, law_info = None, None
+    if issue_law:
+        held = set() if split is None else {(int(k), int(b)) for k, b in zip(
+            points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])}
+        law, law_info = fixed_issue_law(issue_law, target=target, gpu_name=meta["runner"].get("gpu_name"),
+                                        heldout_pairs=held, model=model, sm_count=sm_count)
+        meta = {**meta, "config": {**meta["config"], "issue_law": [p["records"] for p in law_info["records"]]}}
+        notes["issue_law"] = (
+            "The issue law held fixed (xstage calibrate --issue-law; combo18, docs/calibration/combo18.md): fitted "
+            f"with {model} on the fit halves of " + "; ".join(f"{p['records']} ({p['n_points']} points)"
+                                                              for p in law_info["records"])
+            + f": t_fixed {law['t_fixed_us']:.3f} us, P {law['producer_issue_GBps']:.1f} GB/s above b0 "
+            f"{(law.get('store_buffer_bytes') or 0) / KiB:.0f} KiB, start skew {law.get('start_skew_us') or 0:.3f} us, "
+            + ("no ceiling" if law.get("injection_GBps") is None else f"ceiling {law['injection_GBps']:.1f} GB/s")
+            + "; everything else is this run's own fit.")
+    platform, fit = fit_platform(fitted, name=name, target=target, sm_count=sm_count,
+                                 tensor_TFLOPs=tensor, notes=notes, capacity_law=capacity_law_of(model),
+                                 issue_law=law)
+    per_k = None
+    if per_k_capacity:
+        from xstage.sim import fit_knee
+        own = points if split is None else points[split.to_numpy() == "fit"]
+        line = platform                             # lockq's: Q(K) on the line Q_shared + K q_sm
+        caps = fit_knee.search_per_k(own, line)
+        platform = fit_knee.per_k_platform(line, caps, points["producers"])
+        per_k = {"Q_MiB": {str(k): q / MiB for k, q in sorted(caps.items())},
+                 "Q_line_MiB": {str(k): line.capacity_bytes(k) / MiB for k in sorted(caps)}}
+        meta = {**meta, "config": {**meta["config"], "per_k_capacity": True}}
+        platform = dataclasses.replace(platform, notes={**platform.notes, "per_k_capacity": (
+            "Q(K) per lockstep K of the fit half (xstage calibrate --per-k-capacity; perk18 / combo18, "
+            "docs/calibration/combo18.md): lockq's loss on that K's pairs, rho and the floor Q_shared kept; "
+            + ", ".join(f"K={k}: {per_k['Q_MiB'][k]:.3f} MiB (line {per_k['Q_line_MiB'][k]:.3f})"
+                        for k in per_k["Q_MiB"]) + ".")})
     if pattern == "all":
         platform = dataclasses.replace(platform, description="Calibrated by `xstage calibrate --target peer "
                                        "--peer-pattern all` (all-to-all).")
@@ -489,6 +565,10 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
         summary["repeat_points"] = repeat_info
     if pool_info:
         summary["pool"] = pool_info
+    if law_info is not None:
+        summary["issue_law"] = law_info
+    if per_k is not None:
+        summary["per_k_capacity"] = per_k
     if split is not None:
         summary["grid"] = meta["config"].get("grid", "default")
     if len(copy):
@@ -531,7 +611,7 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
 
 
 def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_args=None, model: str | None = None,
-          records=None, pool=(), median_with=()) -> dict:
+          records=None, pool=(), median_with=(), issue_law=(), per_k_capacity: bool = False) -> dict:
     """Re-fit a calibration folder from its points.parquet (no GPU needed). ``records``: the folder to read
     (e.g. committed measured records); its files are only read and everything goes to ``out_dir``, a folder
     free of calibration files (or ``overwrite``). Without ``records``, ``out_dir`` itself is refitted and every
@@ -541,7 +621,9 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
     seed), else the recorded one, else none (records from before the split are fitted on every point, as they
     were). ``model``: the platform model (``MODELS``); None keeps the recorded one (v1 for older records).
     ``pool``: other calibration folders whose fit halves join the fit (``finish``). ``median_with``: other runs of
-    the same grid (``median_of``; needs ``records``): the fit is on the point-wise median of ``records`` and them."""
+    the same grid (``median_of``; needs ``records``): the fit is on the point-wise median of ``records`` and them.
+    ``issue_law`` / ``per_k_capacity``: as ``finish`` (not kept from the records: a refit fits them only when
+    given)."""
     from xstage.records import load_records
 
     if model is not None:
@@ -565,6 +647,9 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
         out = check_out_dir(out, overwrite=overwrite, partial=False)   # a refit writes no partial/
     points, meta = load_records(src / "points.parquet", "point")
     check_pool(pool, (meta.get("config") or {}).get("target"), (meta.get("runner") or {}).get("gpu_name"), src)
+    check_combo(model, issue_law, per_k_capacity)
+    check_pool(issue_law, (meta.get("config") or {}).get("target"), (meta.get("runner") or {}).get("gpu_name"),
+               field="--issue-law")
     bursts = None                           # --records: the burst sample stays in SRC (not copied)
     if records is None and (src / "bursts.parquet").exists():
         bursts, _ = load_records(src / "bursts.parquet", "burst")
@@ -576,4 +661,4 @@ def refit(out_dir, *, name: str | None = None, overwrite: bool = False, split_ar
         meta = {**meta, "refit_of": str(src)}
     return finish(points, bursts, copy, meta, out, name=name or meta.get("platform") or "refit",
                   overwrite=True if records is None else overwrite, split_args=split_args, model=model, pool=pool,
-                  runs=runs, repeat_info=repeat_info)
+                  runs=runs, repeat_info=repeat_info, issue_law=issue_law, per_k_capacity=per_k_capacity)

@@ -94,7 +94,7 @@ class PartialRuns:
         self.kept.append(self.folder / f"run-{run}")
         return self.kept[-1]
 
-    def stopped(self, name: str, pool=()) -> RunsKept:
+    def stopped(self, name: str, pool=(), extra=()) -> RunsKept:
         """What was kept and the command that fits it, once the sweep stopped (at least one run kept)."""
         from xstage.hw.calib.calibrate import FILES
         n = len(self.kept)
@@ -104,7 +104,7 @@ class PartialRuns:
         argv += ["--name", name]
         for folder in pool or ():
             argv += ["--pool", str(folder)]
-        argv += ["--out", str(self.out)]
+        argv += [*extra, "--out", str(self.out)]
         if any((self.out / f).exists() for f in FILES):   # an --overwrite sweep's older files, or the fit's own
             argv.append("--overwrite")
         when = f"in run {n + 1} of {self.of}" if n < self.of else f"after run {n} of {self.of}"

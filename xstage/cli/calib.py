@@ -5,6 +5,8 @@
     xstage calibrate --refit --overwrite --out data/calibration/h200-pcie-host   # re-fit stored points, no GPU
     xstage calibrate --refit --records data/calibration-extra/h200-pcie-host-wide --model two-stage-relax --out DIR
     xstage calibrate --refit --records NEW --pool OLD1 --pool OLD2 --model two-stage-gated2 --out DIR  # pooled fit
+    xstage calibrate --target host --grid fresh15 --repeat 2 --model two-stage-lockq --split-rule bracket \
+        --issue-law BROAD1 --issue-law BROAD2 --per-k-capacity --out DIR      # combo18 on a knee grid (opt-in)
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
     xstage calibrate --target host --grid wide --heldout-fraction 0.3 --split-seed 0 --out DIR   # issue 15
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
@@ -121,6 +123,18 @@ def register(sub):
                    "Measured: it meets the held-out targets of local calibrations from a small grid; on host it "
                    "fixed the small committed grids post hoc but missed a fresh knee grid's p90 (pre-registered; "
                    "docs/calibration/knee10.md)")
+    p.add_argument("--issue-law", action="append", default=None, metavar="SRC",
+                   help="with --model two-stage-lockq: a broad calibration folder of the same target and GPU "
+                   "(repeatable); the model is fitted on the fit halves of every SRC together and its issue law "
+                   "(t_fixed, P, b0, skew, ceiling) is held fixed in this fit, everything else fitted here (combo18; "
+                   "a --refit fits it only when given again). Measured on the H200's host path with "
+                   "--per-k-capacity and knee10's five broad grids (data/calibration-extra/h200-pcie-host-wide, "
+                   "-wide-3525cba, -fresh, -fresh2, -fresh3), pre-registered: held-out target met on fresh15 (4 of 5 "
+                   "seeds), missed on fresh16 (2 of 5); docs/calibration/combo18.md")
+    p.add_argument("--per-k-capacity", action="store_true",
+                   help="with --model two-stage-lockq: after the fit, each K with lockstep points in the fit half "
+                   "gets its own Q(K) by lockq's loss on that K's pairs (rho and the floor kept; the line's value "
+                   "unless a lower loss is found); with --issue-law, combo18 (docs/calibration/combo18.md)")
     p.add_argument("--repeat", type=str, default="1", metavar="N",
                    help="measure the whole grid N times in a row and fit on the point-wise median of the runs "
                    "(default 1; every run's points go to points-runs.parquet): it takes the instrument's run-to-run "
@@ -367,13 +381,16 @@ def run(args) -> int:
             raise InputError("--records", args.records, "must name a calibration folder")
         summary = calibrate.refit(args.out, name=args.name or None, overwrite=args.overwrite,
                                   split_args=split_args(args), model=model_arg(args), records=args.records,
-                                  pool=args.pool or (), median_with=args.median_with or ())
+                                  pool=args.pool or (), median_with=args.median_with or (),
+                                  issue_law=args.issue_law or (), per_k_capacity=args.per_k_capacity)
     else:
         if args.target is None:
             raise InputError("--target", None, "is required (host, local or peer) unless --refit is given")
         cfg = build_config(args)
         calibrate.check_out_dir(args.out, overwrite=args.overwrite)   # before the runner and the sweep
         calibrate.check_pool(args.pool or (), args.target)            # the GPU: once the runner is open
+        calibrate.check_combo(cfg.model, args.issue_law, args.per_k_capacity)
+        calibrate.check_pool(args.issue_law or (), args.target, field="--issue-law")
         if args.sim:
             from xstage.sim.calib_runner import SimRunner
             from xstage.sim.platform import load_platform
@@ -401,7 +418,9 @@ def run(args) -> int:
                 calibrate.sweeps(cfg, runner, progress=False)
                 return 0
             summary = calibrate.run_calibration(cfg, runner, args.out, overwrite=args.overwrite,
-                                                progress=progress_enabled(args), pool=args.pool or ())
+                                                progress=progress_enabled(args), pool=args.pool or (),
+                                                issue_law=args.issue_law or (),
+                                                per_k_capacity=args.per_k_capacity)
         except calibrate.RunsKept as err:
             return runs_kept(err)
         finally:
