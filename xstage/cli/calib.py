@@ -20,6 +20,7 @@ import sys
 from xstage.cli.common import (add_command, add_json, add_quiet, int_list, number, number_list,
                                print_json, print_table, progress_enabled, say, size_list)
 from xstage.errors import InputError, require_int
+from xstage.hw.calib.estimate import loo_text
 from xstage.hw.calib.grids import GRIDS, grid_rows
 from xstage.sim.platform_fit import DEFAULT_MODEL, MODELS, RECOMMENDED_MODEL, model_standing
 from xstage.units import parse_size
@@ -104,7 +105,8 @@ def register(sub):
                    "H200 and its page; --refit keeps the recorded model unless this is given")
     p.add_argument("--estimate", action="store_true", help="print how many configurations the sweep runs and how long "
                    "it should hold the GPU (a time model fitted on the committed H200 sweeps: leave-one-out error "
-                   "median 10.5 %% on host, 12.9 %% on local), then exit without measuring (needs --target; no --out)")
+                   f"median {loo_text(p90=False, percent='%%')}), then exit without measuring (needs --target; no "
+                   "--out)")
     p.add_argument("--grids", action="store_true", help="list the grids --grid takes, with each one's role "
                    "(default, recommended, study), what it is for, its page and its K, B and sweeps, then exit (no "
                    "--out needed; --json for the rows)")
@@ -310,7 +312,7 @@ def print_estimate(args) -> int:
     else:
         print_table(e)
         print(f"({estimate_line(e)}; hw/calib/estimate.py: leave-one-out error of the time model, median / p90, "
-              "host 10.5 / 16.3 %, local 12.9 / 32.6 %)")
+              f"{loo_text()})")
     return 0
 
 
