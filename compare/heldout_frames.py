@@ -24,7 +24,7 @@ import pandas as pd
 from xstage.compare.calibration_records import _folders, recorded_model
 from xstage.records import load_records
 from xstage.sim import fit as calib_fit
-from xstage.sim.heldout_misses import MISS_LIMIT, knee_ratio
+from xstage.sim.heldout_misses import MISS_LIMIT, knee_ratio, periodic_pairs
 from xstage.sim.platform_fit import miss_summary, split_errors
 
 FOLDER_KEYS = ("heldout_meets_targets", "heldout_median_rel_err_T_iss", "heldout_p90_rel_err_T_iss", "heldout_median_rel_err_period",
@@ -37,17 +37,11 @@ def folder_pairs(points: pd.DataFrame, platform) -> tuple[pd.DataFrame, dict]:
     check = calib_fit.model_check(points, platform)
     figures = split_errors(check, split)
     figures.update(miss_summary(check, split, platform))
-    per = check.assign(split=split.to_numpy())
-    per = per[per["mode"] == "periodic"]
-    rows = []
-    for (k, b), g in per.groupby(["producers", "bytes_per_producer"]):
-        e = g["rel_err_T_iss"].dropna().to_numpy(float)
-        if not e.size:
-            continue
-        rows.append({"producers": int(k), "bytes_per_producer": int(b), "KiB": b / 1024,
-                     "split": "heldout" if (g["split"] == "heldout").any() else "fit",
-                     "median_rel_err_T_iss": float(np.median(e)), "n_points": int(e.size),
-                     "n_off": int((np.abs(e) > MISS_LIMIT).sum()), "knee_ratio": knee_ratio(platform, k, b)})
+    rows = [{"producers": k, "bytes_per_producer": b, "KiB": b / 1024,
+             "split": "heldout" if (g["split"] == "heldout").any() else "fit",
+             "median_rel_err_T_iss": float(np.median(e)), "n_points": int(e.size),
+             "n_off": int((np.abs(e) > MISS_LIMIT).sum()), "knee_ratio": knee_ratio(platform, k, b)}
+            for k, b, g, e in periodic_pairs(check, split, heldout_only=False)]
     return pd.DataFrame(rows), figures
 
 

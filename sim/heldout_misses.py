@@ -45,15 +45,21 @@ def verdict(figures: dict) -> str | None:
     return "held-out check: misses the targets: " + ", ".join(misses)
 
 
-def _checked(check, split):
-    """(K, B, the pair's check rows, its T_iss relative errors) of every held-out lockstep periodic pair with a
-    T_iss error, K then B ascending: the pairs ``missed_pairs`` chooses from."""
-    s = np.asarray(split)
-    per = check[(s == "heldout") & (check["mode"] == "periodic").to_numpy()]
+def periodic_pairs(check, split, heldout_only: bool = True):
+    """(K, B, the pair's check rows with their ``split``, its T_iss relative errors) of every lockstep periodic pair
+    of a model check with a T_iss error, K then B ascending; ``heldout_only``: the held-out pairs only (the pairs
+    ``missed_pairs`` chooses from), else every pair (``compare.heldout_frames.folder_pairs``)."""
+    s = np.asarray(split).astype(str)
+    keep = (check["mode"] == "periodic").to_numpy() & ((s == "heldout") if heldout_only else True)
+    per = check.assign(split=s)[keep]
     for (k, b), g in per.groupby(["producers", "bytes_per_producer"]):
         e = g["rel_err_T_iss"].dropna().to_numpy(float)
         if e.size:
             yield int(k), int(b), g, e
+
+
+def _checked(check, split):
+    return periodic_pairs(check, split)
 
 
 def checked_pairs(check, split) -> int:
