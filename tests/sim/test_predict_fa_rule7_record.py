@@ -12,7 +12,8 @@ from xstage.sim.platform import load_platform
 
 from .bench_scripts import load_script
 
-RECORDS = {name: f"predictions/fa-rule7-{name}-h200-pcie-host.json" for name in ("fit", "preregistered", "pers10")}
+RECORDS = {name: f"predictions/fa-rule7-{name}-h200-pcie-host.json" for name in ("fit", "preregistered", "pers10",
+                                                                                    "pers11")}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_d7_is_the_grids_best_and_the_grid_is_the_codes(mod, recs):
         assert sum(mod.PP.within(p, r["measured_E_res_us"]) for p, r in zip(pred, rows)) == grid[d][0]
 
 
-@pytest.mark.parametrize("name", ["fit", "preregistered", "pers10"])
+@pytest.mark.parametrize("name", ["fit", "preregistered", "pers10", "pers11"])
 def test_recorded_answers_are_the_codes(mod, recs, name):
     rec = recs[name]
     platform, d7 = load_platform(rec["platform"]), rec["seventh_rule"]["d7"]
@@ -81,6 +82,29 @@ def test_pers10_was_predicted_before_it_was_measured(recs):
             assert abs(p[f"{k}_E_res_us"] - r[f"{k}_E_res_us"]) < most
     s = judged["summary"]["all"]
     assert (s["rule7"]["n"], s["rule7"]["within"]) == (20, sum(r["rule7_within"] for r in judged["rows"]))
+
+
+
+def test_pers11_is_out_of_sample_rows_at_the_fits_M_judged_by_the_frozen_rule(mod, recs):
+    """pers11 (session 21's default sweep) came after the rule and its fit and is not in the fit, but repeats the
+    fit's M and configuration: new rows, not new M. Every one of its 20 answers is the code's at the frozen d7."""
+    fit, judged = recs["fit"], recs["pers11"]
+    _, meta = load_records(data_dir() / "attention-fa4/pers11/attention-fa4-kernel.parquet", "kernel")
+    assert fit["provenance"]["date"] < meta["provenance"]["date"]
+    assert "attention-fa4/pers11" not in mod.FIT_RUNS and judged["mode"] == "judged"
+    assert judged["seventh_rule"]["d7"] == fit["seventh_rule"]["d7"]
+    assert judged["seventh_rule"]["runs"] == fit["seventh_rule"]["runs"]
+    assert {r["M"] for r in judged["rows"]} == {8192, 16384, 32768, 65536} <= {r["M"] for r in fit["rows"]}
+    rows = mod.run_rows(data_dir(), "attention-fa4/pers11")
+    assert [(r["M"], r["variant"]) for r in rows] == [(r["M"], r["variant"]) for r in judged["rows"]]
+    platform, d7 = load_platform(judged["platform"]), judged["seventh_rule"]["d7"]
+    for r, rec in zip(rows, judged["rows"]):
+        mod.predict(r, platform, judged["fa4_law"], judged["sixth_rule"], d7)
+        assert r["measured_E_res_us"] == rec["measured_E_res_us"]
+        assert r["rule7_E_res_us"] == pytest.approx(rec["rule7_E_res_us"], abs=1e-6)
+    s = judged["summary"]["all"]["rule7"]
+    assert (s["n"], s["within"]) == (20, sum(r["rule7_within"] for r in rows))
+    assert [(r["M"], r["variant"]) for r in rows if not r["rule7_within"]] == [(32768, "fused_vmm_pers")]
 
 
 def test_bad_input_is_one_line_and_nothing_written(mod, tmp_path):
