@@ -15,7 +15,9 @@ the score's split), on the held-out half's lockstep periodic points:
   the median (the truth the score judged against).
 - **combo18**: refitted at s by calib_combo18's own functions (the broad issue law held by ``stands``, ``_fit_both``
   on the median's fit half, ``_row`` to judge), checked equal to the committed score's row (fresh15, fresh16) or the
-  session-18 post hoc row (fresh14, combo18-posthoc.json) to 1e-9, misses included.
+  session-18 post hoc row (fresh14, combo18-posthoc.json) to 1e-9, misses included; of its held-out points off
+  the median by > 15 % (``points_off``), how many it puts between the two runs and how many the runs themselves hold
+  > 15 % apart; and, secondary, its |e| against each run alone.
 - **per missed pair** (every held-out pair combo18 misses at some seed): at each of its lockstep periodic points the
   two runs' T_iss, the median's, and combo18's prediction at every seed that holds the pair out.
 
@@ -36,8 +38,8 @@ import calib_combo18 as combo18  # noqa: E402
 from calib_fresh11 import FIGS, FRACTION, SEEDS  # noqa: E402
 from calib_fresh14 import runs_of  # noqa: E402
 from calib_knee10 import refuse_existing, write_new  # noqa: E402
-from calib_knee18 import (KEY, LIMIT, heldout_mask, held_pairs_of, instrument_all_four, instrument_heldout,  # noqa: E402
-                          matched, ordered_pairs, rel, verdict)
+from calib_knee18 import (KEY, LIMIT, _q, heldout_mask, held_pairs_of, instrument_all_four,  # noqa: E402
+                          instrument_heldout, matched, ordered_pairs, rel, verdict)
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim import fit as calib_fit  # noqa: E402
@@ -112,6 +114,18 @@ def with_model(m, points, check, seed: int):
     return m.merge(p[KEY + [f"combo18_s{seed}"]], on=KEY, how="left")
 
 
+def points_off(sub, seed: int, limit: float = MISS_LIMIT) -> dict:
+    """Of the held-out points (``sub``) where combo18 is off the median by > ``limit``: how many, how many with its
+    prediction between the two runs' T_iss (inclusive), and how many where the runs themselves are > ``limit`` apart
+    (either run as the prediction of the other)."""
+    c = sub[f"combo18_s{seed}"].to_numpy(float)
+    r1, r2, med = (sub[f"T_iss(us)_{n}"].to_numpy(float) for n in RUNS + ("median",))
+    off = np.abs(c / med - 1) > limit
+    between = (np.minimum(r1, r2) <= c) & (c <= np.maximum(r1, r2))
+    apart = np.maximum(np.abs(r1 / r2 - 1), np.abs(r2 / r1 - 1)) > limit
+    return {"n": int(off.sum()), "between_runs": int((off & between).sum()), "runs_apart": int((off & apart).sum())}
+
+
 def pair_points(m, k: int, b: int, seeds) -> list:
     """The matched lockstep points of (k, b): each run's T_iss, the median's, combo18's prediction at ``seeds``."""
     at = m[(m["producers"] == k) & (m["bytes_per_producer"] == b)]
@@ -158,10 +172,12 @@ def one_grid(grid: str, law, log=print) -> dict:
              "instrument": {**{k: v for k, v in inst.items() if k != "by_pair"}, "all_four": instrument_all_four(inst),
                             "by_pair": inst["by_pair"],
                             "misses": {f"{a}->{b}": instrument_misses(sub, a, b) for a, b in ordered_pairs(RUNS)}},
-             "run_vs_median": {k: v for k, v in instrument_heldout(m, list(RUNS) + ["median"], mask,
-                                                                   truth="median").items()},
+             "run_vs_median": instrument_heldout(m, list(RUNS) + ["median"], mask, truth="median"),
              "combo18": {**{k: row[f"heldout_{k}"] for k in FIGS}, "all_four": row["all_four"],
                          "misses": row["misses"], "matches_committed": True}}
+        r["combo18_points_off"] = points_off(sub, seed)
+        pred = sub[f"combo18_s{seed}"].to_numpy(float)
+        r["combo18_vs_each_run"] = {n: _q(pred / sub[f"T_iss(us)_{n}"].to_numpy(float) - 1) for n in RUNS}
         g["by_seed"].append(r)
         e = np.abs(sub[f"combo18_s{seed}"].to_numpy(float) / sub["T_iss(us)_median"].to_numpy(float) - 1)
         assert abs(float(np.percentile(e, 90)) - row["heldout_p90_rel_err_T_iss"]) < 1e-9, (grid, seed)
@@ -174,7 +190,8 @@ def one_grid(grid: str, law, log=print) -> dict:
         log(f"{grid} seed {seed} (n {r['n_points']}): instrument T_iss {i['median_T_iss']:.1%} / {i['p90_T_iss']:.1%} "
             f"period {i['median_period']:.1%} / {i['p90_period']:.1%}; combo18 "
             f"{row['heldout_median_rel_err_T_iss']:.1%} / {row['heldout_p90_rel_err_T_iss']:.1%} "
-            f"{'met' if row['all_four'] else 'not met'}; instrument misses {i['misses']}", flush=True)
+            f"{'met' if row['all_four'] else 'not met'}; its points off > 15 % {r['combo18_points_off']}; "
+            f"instrument misses {i['misses']}", flush=True)
     for (k, b), seeds in sorted(missed.items()):
         held_at = [s for s in SEEDS if (k, b) in held_by_seed[s]]
         g["missed_pairs"].append({"K": k, "B_bytes": b, "B_KiB": b / 1024, "missed_at_seeds": seeds,
