@@ -25,7 +25,7 @@ case "${1:-}" in
   restore)
     git checkout -- data && echo "data/ restored" ;;
   prelude)
-    sha=${2:-$(git rev-parse HEAD)}
+    sha=$(git rev-parse --verify "${2:-HEAD}^{commit}") || exit 2   # always the full hash (session 21: a hand-built one went wrong)
     echo "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 XSTAGE_GIT_COMMIT=$sha; python3 -m pip install -q --no-deps --no-index .whl/*.whl && python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . || exit 9;" ;;
   *)
     sed -n 2,12p "$0"; exit 2 ;;
