@@ -485,9 +485,10 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
         notes["issue_path"] = (f"{meta['runner'].get('issue', 'store')}: "
                                f"{info.get('issue', 'st.global.v4 (16-byte stores) through the peer pointer')}; "
                                f"symmetric memory from {info.get('backend', 'torch-symm-mem')}")
+    held_pairs = set() if split is None else {(int(k), int(b)) for k, b in zip(
+        points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])}
     if split is not None:
-        held = sorted({(int(k), int(b) // KiB) for k, b in
-                       zip(points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])})
+        held = sorted({(k, b // KiB) for k, b in held_pairs})
         notes["heldout_split"] = (f"Fitted on the 'fit' points only ({int((split == 'fit').sum())} of {len(points)}); "
                                   f"held out (K, B KiB): {held or 'none'}; heldout_fraction "
                                   f"{meta['config'].get('heldout_fraction')}, split_seed "
@@ -496,9 +497,7 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     pool_info = []
     if pool:
         pool = check_pool(pool, target, meta["runner"].get("gpu_name"))
-        held = set() if split is None else {(int(k), int(b)) for k, b in zip(
-            points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])}
-        extra, pool_info = pooled_rows(pool, held)
+        extra, pool_info = pooled_rows(pool, held_pairs)
         fitted = pd.concat([fitted.drop(columns=["split"], errors="ignore"), extra], ignore_index=True)
         meta = {**meta, "config": {**meta["config"], "pool": [p["records"] for p in pool_info]}}
         notes["pool"] = ("Fitted together with the fit halves of " + "; ".join(
@@ -517,10 +516,8 @@ def finish(points, bursts, copy, meta, out: Path, *, name: str, overwrite: bool,
     sm_count = int(meta["runner"].get("sm_count", 132))
     law, law_info = None, None
     if issue_law:
-        held = set() if split is None else {(int(k), int(b)) for k, b in zip(
-            points["producers"][split == "heldout"], points["bytes_per_producer"][split == "heldout"])}
         law, law_info = fixed_issue_law(issue_law, target=target, gpu_name=meta["runner"].get("gpu_name"),
-                                        heldout_pairs=held, model=model, sm_count=sm_count)
+                                        heldout_pairs=held_pairs, model=model, sm_count=sm_count)
         meta = {**meta, "config": {**meta["config"], "issue_law": [p["records"] for p in law_info["records"]]}}
         notes["issue_law"] = (
             "The issue law held fixed (xstage calibrate --issue-law; combo18, docs/calibration/combo18.md): fitted "
