@@ -31,9 +31,9 @@ from calib_pool18 import EXTRA, FOLDERS, POOL, folder_of  # noqa: E402
 from xstage.hw.calib.calibrate import check_pool, pooled_rows  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.sim import platform_fit  # noqa: E402
+from xstage.sim.platform_fit import LAW_KEYS  # noqa: E402
 
 FITTERS = {"calib_fit": "fit_issue_time0", "fit_two_stage": "fit_issue_time0_overlap"}
-LAW_KEYS = ("t_fixed_us", "producer_issue_GBps", "injection_GBps", "start_skew_us", "store_buffer_bytes")
 
 
 class _Stand:

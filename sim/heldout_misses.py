@@ -58,20 +58,16 @@ def periodic_pairs(check, split, heldout_only: bool = True):
             yield int(k), int(b), g, e
 
 
-def _checked(check, split):
-    return periodic_pairs(check, split)
-
-
 def checked_pairs(check, split) -> int:
     """How many held-out pairs ``missed_pairs`` looked at (lockstep periodic pairs with a T_iss error): the
     denominator of ``heldout_n_miss_pairs``. Pairs held out with only isolated points are not among them."""
-    return sum(1 for _ in _checked(check, split))
+    return sum(1 for _ in periodic_pairs(check, split))
 
 
 def missed_pairs(check, split, limit: float = MISS_LIMIT):
     """The held-out lockstep periodic pairs of a model check with a point off by more than ``limit``:
     (K, B, the pair's check rows, its T_iss relative errors), K then B ascending."""
-    for k, b, g, e in _checked(check, split):
+    for k, b, g, e in periodic_pairs(check, split):
         if (np.abs(e) > limit).any():
             yield k, b, g, e
 

@@ -98,9 +98,9 @@ MODEL_STANDING = {
     "two-stage-lockq": ("opt-in", "knee17.md", "span-cc with Q_shared, q_sm and rho read from the lockstep pairs; "
                         "own-split refit on fresh12, pre-registered: host 0 of 5 seeds, local 5 of 5; fitted on the "
                         "point-wise median of two runs (--repeat 2), pre-registered: fresh13 host 5 of 5 (knee21), "
-                        "fresh14 host 0 of 5, fresh13 measured again 3 of 5 (fresh14); with --issue-law (knee10's five broad host "
-                        "grids) and --per-k-capacity (combo18), pre-registered: fresh15 host 4 of 5, fresh16 2 of 5 "
-                        "(combo18.md)"),
+                        "fresh14 host 0 of 5, fresh13 measured again 3 of 5 (fresh14); with --issue-law (knee10's five "
+                        "broad host grids) and --per-k-capacity (combo18), pre-registered: fresh15 host 4 of 5, "
+                        "fresh16 2 of 5 (combo18.md)"),
 }
 
 

@@ -37,8 +37,8 @@ from xstage.hw.calib.repeat import (PartialRuns, RunsKept, check_partial, median
                                     store_buffer_at_bound, sweeps)
 from xstage.hw.microbench.spec import BurstSpec
 from xstage.sim.burst_summary import summarize_run
-from xstage.sim.platform_fit import (DEFAULT_MODEL, capacity_law_of, check_and_summarize, check_model,
-                                     check_split_args, fit_platform, issue_law_of, split_pairs)
+from xstage.sim.platform_fit import (DEFAULT_MODEL, LAW_KEYS, capacity_law_of, check_and_summarize,
+                                     check_model, check_split_args, fit_platform, issue_law_of, split_pairs)
 from xstage.units import KiB, MiB
 
 PHASES = ("rate", "plateau", "gap", "fma", "isolated", "free-rate", "free-gap", "aligned-rate", "aligned-gap")
@@ -413,10 +413,11 @@ def check_combo(model, issue_law=(), per_k_capacity: bool = False) -> None:
     the recorded model (a refit)."""
     if model is None or model == COMBO_MODEL:
         return
-    for flag, given in (("--issue-law", list(issue_law or ())), ("--per-k-capacity", per_k_capacity)):
-        if given:
-            raise InputError(flag, given if flag == "--issue-law" else model,
-                             f"goes with --model {COMBO_MODEL} only (the model fitted is {model})")
+    why = f"goes with --model {COMBO_MODEL} only (the model fitted is {model})"
+    if issue_law:
+        raise InputError("--issue-law", list(issue_law), why)
+    if per_k_capacity:
+        raise InputError("--per-k-capacity", model, why)
 
 
 def combo_argv(issue_law=(), per_k_capacity: bool = False) -> list:
@@ -431,7 +432,6 @@ def fixed_issue_law(issue_law, *, target: str, gpu_name, heldout_pairs: set, mod
     """The issue law of ``--issue-law`` folders (``check_pool``'d): ``model`` fitted on their fit halves together
     (``pooled_rows``, less any pair held out here) and its issue law kept (``issue_law_of``), to be held fixed in
     this run's fit (combo18: knee10's five broad host grids; docs/calibration/combo18.md). Returns (law, info)."""
-    from xstage.sim.platform_fit import LAW_KEYS
     rows, info = pooled_rows(check_pool(issue_law, target, gpu_name, field="--issue-law"), heldout_pairs)
     _, fit = fit_platform(rows, name="issue-law", target=target, sm_count=sm_count,
                           capacity_law=capacity_law_of(model))
