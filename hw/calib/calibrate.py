@@ -23,6 +23,7 @@ config and target info, in the platform's notes and in the summary; records with
 
 import dataclasses
 import json
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -128,9 +129,17 @@ class CalibConfig:
                               "gap_configs": tuple(sorted({(min(k, sm_count), b) for k, b in self.gap_configs}))})
 
 
+def gpu_slug(gpu_name: str) -> str:
+    """The model part of a GPU's name: "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA H200" -> "h200" (the first word of
+    letters then digits; else the last word; "gpu" for none)."""
+    words = ["".join(ch for ch in w if ch.isalnum() or ch == "-") for w in gpu_name.lower().replace("nvidia", "").split()]
+    words = [w for w in words if w]
+    model = [w for w in words if re.fullmatch(r"[a-z]+\d+[a-z0-9-]*", w)]
+    return (model or words or ["gpu"])[0 if model else -1]
+
+
 def default_name(target: str, gpu_name: str = "", peer_pattern: str = "next") -> str:
-    slug = "".join(ch for ch in gpu_name.lower().replace("nvidia", "").split(" ")[-1] if ch.isalnum() or ch == "-")
-    slug = slug or "gpu"
+    slug = gpu_slug(gpu_name)
     suffix = {"host": "pcie-host", "local": "local", "peer": "peer"}[target]
     if target == "peer" and peer_pattern == "all":
         suffix = "peer-a2a"

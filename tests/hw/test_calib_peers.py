@@ -127,6 +127,14 @@ def test_pattern_checks():
     assert calibrate.default_name("peer", "NVIDIA H200") == "h200-peer"
 
 
+def test_default_name_takes_the_model_word_of_the_gpu_name():
+    assert calibrate.default_name("host", "NVIDIA H100 80GB HBM3") == "h100-pcie-host"
+    assert calibrate.default_name("local", "NVIDIA H100 PCIe") == "h100-local"
+    assert calibrate.default_name("host", "NVIDIA B200") == "b200-pcie-host"
+    assert calibrate.default_name("host", "NVIDIA GeForce RTX 4090") == "4090-pcie-host"
+    assert calibrate.default_name("host", "") == "gpu-pcie-host"
+
+
 # --- the microbenchmark on a fake GPU, W ranks in one process -----------------------------------
 
 def _words(args):
