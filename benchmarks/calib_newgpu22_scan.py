@@ -1,0 +1,78 @@
+"""newgpu22 scan (session 22, POST HOC, decides nothing): after the recommended calibration missed on the H100
+(``calib_newgpu22.py``), which of the product's laws meets the held-out targets on the H100's wide grids, and how do
+the same laws do on the H200's wide grids? Each folder's points split by the product's default rule (``pairs``, 0.3,
+seeds 0-4), each law fitted on the fit half (``calib_knee10.fit_model``, the product's ``fit_platform``), judged on
+the held-out half (``calib_knee14.judge``). A law that passes here is a candidate only, for a rule written first.
+
+    python benchmarks/calib_newgpu22_scan.py --json OUT     # 8 laws x 4 folders x 5 seeds = 160 fits; ~15 min
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calib_fresh11 import FIGS, FRACTION, SEEDS, all_four  # noqa: E402
+from calib_knee10 import fit_model, refuse_existing, write_new  # noqa: E402
+from calib_knee14 import judge  # noqa: E402
+from xstage.provenance import provenance  # noqa: E402
+from xstage.records import load_records  # noqa: E402
+from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
+
+EXTRA = Path(__file__).resolve().parents[1] / "data" / "calibration-extra"
+FOLDERS = {"h100-pcie-host": "host", "h100-local": "local", "h200-pcie-host-wide": "host", "h200-local-wide": "local"}
+LAWS = ("v1", "two-stage-gated", "two-stage-gated2", "two-stage-gated3", "two-stage-knee2", "two-stage-state",
+        "two-stage-kneek", "two-stage-lockq")
+
+
+def scan(folders=FOLDERS, laws=LAWS, log=print) -> list:
+    rows = []
+    for folder, target in folders.items():
+        points, _ = load_records(EXTRA / folder / "points.parquet", "point")
+        points = points.drop(columns=["split"], errors="ignore").reset_index(drop=True)
+        for law in laws:
+            for seed in SEEDS:
+                split = split_by_rule(points, "pairs", FRACTION, seed)
+                fit_half = points[split.to_numpy() == "fit"]
+                try:
+                    plat, _ = fit_model(fit_half, law, f"scan-{folder}", target)
+                except Exception as exc:   # a law that cannot fit this half: recorded, not hidden
+                    rows.append({"folder": folder, "law": law, "seed": seed, "error": f"{type(exc).__name__}: {exc}"})
+                    continue
+                j = judge(plat, points, split)
+                r = {"folder": folder, "law": law, "seed": seed, **{f"heldout_{k}": j[f"heldout_{k}"] for k in FIGS},
+                     "misses": j["misses"]}
+                r["all_four"] = all_four(r)
+                rows.append(r)
+            mine = [r for r in rows if (r["folder"], r["law"]) == (folder, law) and "error" not in r]
+            p90 = [r["heldout_p90_rel_err_T_iss"] for r in mine]
+            med = [r["heldout_median_rel_err_T_iss"] for r in mine]
+            log(f"{folder:22s} {law:18s} seeds met {sum(r['all_four'] for r in mine)}/{len(SEEDS)}, T_iss median "
+                f"{min(med, default=float('nan')):.1%}-{max(med, default=float('nan')):.1%}, p90 "
+                f"{min(p90, default=float('nan')):.1%}-{max(p90, default=float('nan')):.1%}", flush=True)
+    return rows
+
+
+def summary(rows) -> dict:
+    out = {}
+    for law in dict.fromkeys(r["law"] for r in rows):
+        out[law] = {f: sum(r.get("all_four", False) for r in rows if (r["law"], r["folder"]) == (law, f))
+                    for f in dict.fromkeys(r["folder"] for r in rows)}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, required=True)
+    args = ap.parse_args(argv)
+    refuse_existing(args.json, "calib_newgpu22_scan")
+    rows = scan()
+    s = summary(rows)
+    for law, v in s.items():
+        print(f"{law:18s} {v}")
+    write_new(args.json, {"post_hoc": True, "note": "each law on each wide folder's pairs split, seeds 0-4; decides "
+                          "nothing", "summary": s, "rows": rows, "provenance": provenance()}, "calib_newgpu22_scan")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
