@@ -289,7 +289,10 @@ PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),     
                ("predictions/fa-rules56-pers9-h200-pcie-host.json", "rule6_congestion", ("rule5",)),
                # pers10 (M = 20K, 28K, 40K, 56K, 60K, never measured before): the seventh rule (every FA4 kernel under
                # the sixth rule's stall, one fitted drift d7), pre-registered before the run; the fifth and sixth beside it
-               ("predictions/fa-rule7-pers10-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")))
+               ("predictions/fa-rule7-pers10-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
+               # pers11 (session 21, the default 8K-64K sweep on another H200, at the fit's M): the seventh rule out of
+               # sample but not pre-registered (held out: no row of pers11 was fitted)
+               ("predictions/fa-rule7-pers11-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")))
 
 
 def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:

@@ -102,7 +102,7 @@ def test_pers9_gets_the_sixth_rule_and_the_fifth_beside_it():
             tag = v[len("fused_"):]
             assert r[f"e_res_predicted_{tag}_us"] == x["rule6_congestion_E_res_us"]
             assert r[f"e_res_predicted_by_rule5_{tag}_us"] == x["rule5_E_res_us"]
-    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run not in ("pers9", "pers10")
+    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run not in ("pers9", "pers10", "pers11")
                    for k in r)
 
 
@@ -123,4 +123,23 @@ def test_pers10_gets_the_seventh_rule_and_the_fifth_and_sixth_beside_it():
             tag = v[len("fused_"):]
             assert r[f"e_res_predicted_{tag}_us"] == x["rule7_E_res_us"]
             assert r[f"e_res_predicted_by_rule5_{tag}_us"] == x["rule5_E_res_us"]
+            assert r[f"e_res_predicted_by_rule6_congestion_{tag}_us"] == x["rule6_congestion_E_res_us"]
+
+
+def test_pers11_gets_the_seventh_rule_out_of_sample():
+    """pers11 (session 21, the default sweep on another H200, at M the seventh rule was fitted at but on no row of
+    this run) carries the seventh rule's answers, held out, with the fifth and sixth beside them."""
+    rows = _fa4(summarize(data_dir()))
+    path, column, also = PREDICTIONS[6]
+    assert (path, column, also) == ("predictions/fa-rule7-pers11-h200-pcie-host.json", "rule7",
+                                    ("rule5", "rule6_congestion"))
+    rec = json.loads((data_dir() / path).read_text())
+    mine = [x for x in rec["rows"] if x["set"] == "attention-fa4/pers11"]
+    assert len(mine) == 20
+    for M in sorted({x["M"] for x in mine}):
+        r = rows[("pers11", M)]
+        assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (path, column, True)
+        for x in (x for x in mine if x["M"] == M):
+            tag = x["variant"][len("fused_"):]
+            assert r[f"e_res_predicted_{tag}_us"] == x["rule7_E_res_us"]
             assert r[f"e_res_predicted_by_rule6_congestion_{tag}_us"] == x["rule6_congestion_E_res_us"]
