@@ -2,13 +2,20 @@
 data/calibration-extra/h100-newgpu-preregistration.md (written before the call).
 
     python benchmarks/calib_newgpu22.py --json data/calibration-extra/h100-newgpu22-scores.json   # ~3 min, no GPU
+    python benchmarks/calib_newgpu22.py --second --json data/calibration-extra/h100-second-scores.json   # ~3 min
 
 Primary 1 / 2: the held-out figures each wide run's own command wrote (summary.json, split ``pairs`` 0.3 seed 0),
 host and local; met iff all four of issue 15's checks (``heldout_misses.meets_targets``). Secondary, deciding
 nothing: seeds 1-4 refitted with the product's own ``xstage calibrate --refit`` on the same records; the second host
 run's own verdict; combo18 (``--issue-law <host r1> --per-k-capacity``) on the H100's fresh16 folder, ``bracket``
-seeds 0-4, met iff all four checks at >= 4 of 5; the H200's bundled platform on the H100's host points. The JSON is
-written atomically and a file already there is never overwritten.
+seeds 0-4, met iff all four checks at >= 4 of 5; the H200's bundled platform on the H100's host points.
+
+``--second``: the H100's second call, frozen in data/calibration-extra/h100-second-preregistration.md. Primary A:
+combo18 on the H100's fresh15 folder (the issue law of ``h100-pcie-host``), met iff all four checks at >= 4 of 5
+``bracket`` seeds. Primary B: the committed ``h100-pcie-host/platform.json`` unchanged on every lockstep point of the
+H100's ``fresh`` folder, met iff all four checks. Beside them: the fresh folder's and ``h100-local-r2``'s own
+held-out figures, ``h100-local``'s platform on ``h100-local-r2``, combo18 with the issue law of the second host run.
+The JSON is written atomically and a file already there is never overwritten.
 """
 import argparse
 import json
@@ -28,6 +35,8 @@ from xstage.sim.heldout_misses import TARGETS, meets_targets  # noqa: E402
 RULE = "data/calibration-extra/h100-newgpu-preregistration.md"
 EXTRA = Path(__file__).resolve().parents[1] / "data" / "calibration-extra"
 HOST, LOCAL, HOST2, KNEE = "h100-pcie-host", "h100-local", "h100-pcie-host-r2", "h100-pcie-host-fresh16"
+KNEE2, BROAD, LOCAL2 = "h100-pcie-host-fresh15", "h100-pcie-host-fresh", "h100-local-r2"     # the second call
+RULE2 = "data/calibration-extra/h100-second-preregistration.md"
 SEEDS_NEEDED = 4          # combo18's fresh rule: all four checks at >= 4 of 5 seeds
 
 
@@ -71,6 +80,34 @@ def carried(platform_name: str, folder: str) -> dict:
             "heldout_half": {k: half[k] for k in keys}}
 
 
+def combo18(folder: str, law_from: str, log=print) -> dict:
+    """combo18 (``--issue-law law_from --per-k-capacity``, lockq, ``bracket``) on one knee folder, seeds 0-4."""
+    rows = [refit(folder, s, "--model", "two-stage-lockq", "--split-rule", "bracket", "--issue-law",
+                  str(EXTRA / law_from), "--per-k-capacity", log=log) for s in range(5)]
+    met = sum(bool(r["meets"]) for r in rows)
+    return {"issue_law_from": law_from, "met": met, "verdict": "met" if met >= SEEDS_NEEDED else "not met",
+            "rows": rows}
+
+
+def carried_verdict(platform_file: str, folder: str) -> dict:
+    """``carried`` of a committed platform file on every lockstep point of a folder, with issue 15's verdict."""
+    c = carried(str(EXTRA / platform_file), folder)
+    meets = meets_targets({f"heldout_{k}": v for k, v in c["every_point"].items()})
+    return {**c, "meets": meets, "verdict": "met" if meets else "not met"}
+
+
+def score_second(log=print) -> dict:
+    a, b = combo18(KNEE2, HOST, log=log), carried_verdict(f"{HOST}/platform.json", BROAD)
+    log(f"primary A (combo18 on {KNEE2}): {a['met']} of 5, {a['verdict']}")
+    log(f"primary B ({HOST} platform on {BROAD}): {b['every_point']}, {b['verdict']}")
+    return {"pre_registered": True, "rule": RULE2,
+            "primary": {"A_combo18_fresh15": a, "B_wide_platform_on_fresh": b},
+            "secondary": {"fresh_own": own(BROAD), "local_r2_own": own(LOCAL2),
+                          "local_platform_on_local_r2": carried_verdict(f"{LOCAL}/platform.json", LOCAL2),
+                          "combo18_fresh15_law_from_r2": combo18(KNEE2, HOST2, log=log)},
+            "provenance": provenance()}
+
+
 def score(log=print) -> dict:
     primary = {"host": own(HOST), "local": own(LOCAL)}
     for k, v in primary.items():
@@ -94,8 +131,16 @@ def score(log=print) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--second", action="store_true", help="score the H100's second call (h100-second-preregistration.md)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_newgpu22")
+    if args.second:
+        result = score_second()
+        p = result["primary"]
+        print(f"primary A {p['A_combo18_fresh15']['verdict']} ({p['A_combo18_fresh15']['met']} of 5), primary B "
+              f"{p['B_wide_platform_on_fresh']['verdict']}")
+        write_new(args.json, result, "calib_newgpu22")
+        return 0
     result = score()
     s = result["secondary"]
     print(f"primary: host {result['primary']['host']['verdict']}, local {result['primary']['local']['verdict']}; "
