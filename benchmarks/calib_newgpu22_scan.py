@@ -4,7 +4,13 @@ the same laws do on the H200's wide grids? Each folder's points split by the pro
 seeds 0-4), each law fitted on the fit half (``calib_knee10.fit_model``, the product's ``fit_platform``), judged on
 the held-out half (``calib_knee14.judge``). A law that passes here is a candidate only, for a rule written first.
 
-    python benchmarks/calib_newgpu22_scan.py --json OUT     # 8 laws x 4 folders x 5 seeds = 160 fits; ~15 min
+    python benchmarks/calib_newgpu22_scan.py --json OUT     # 8 laws x 4 folders x 5 seeds = 160 fits; ~30 min
+    python benchmarks/calib_newgpu22_scan.py --instrument --json OUT   # the two host runs against each other; ~5 s
+
+``--instrument``: the H100's first call measured the wide host grid twice (``h100-pcie-host``, ``-r2``); on each
+``pairs`` seed's held-out half of run 1, each run's points as the prediction of the other's, matched point for point
+(``calib_knee18.matched`` / ``instrument_heldout``, knee18's instrument figure): whether the instrument itself meets
+issue 15's targets where the model missed.
 """
 import argparse
 import sys
@@ -14,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_fresh11 import FIGS, FRACTION, SEEDS, all_four  # noqa: E402
 from calib_knee10 import fit_model, refuse_existing, write_new  # noqa: E402
 from calib_knee14 import judge  # noqa: E402
+from calib_knee18 import heldout_mask, instrument_heldout, matched  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
@@ -52,6 +59,25 @@ def scan(folders=FOLDERS, laws=LAWS, log=print) -> list:
     return rows
 
 
+def instrument(first="h100-pcie-host", second="h100-pcie-host-r2", log=print) -> list:
+    """Per ``pairs`` seed: the two runs' lockstep points on run 1's held-out pairs, each the other's prediction."""
+    runs = {}
+    for name in (first, second):
+        points, _ = load_records(EXTRA / name / "points.parquet", "point")
+        runs[name] = points.drop(columns=["split"], errors="ignore").reset_index(drop=True)
+    m, rows = matched(runs), []
+    for seed in SEEDS:
+        split = split_by_rule(runs[first], "pairs", FRACTION, seed).to_numpy()
+        held = {(int(k), int(b)) for k, b, x in zip(runs[first]["producers"], runs[first]["bytes_per_producer"], split)
+                if x == "heldout"}
+        mask = heldout_mask(m, held)
+        r = {"seed": seed, "n_points": int(mask.sum()), **instrument_heldout(m, (first, second), mask)}
+        rows.append(r)
+        log(f"seed {seed}: T_iss {r['median_T_iss']:.1%} / {r['p90_T_iss']:.1%}, period {r['median_period']:.1%} / "
+            f"{r['p90_period']:.1%} (n {r['n_points']})")
+    return rows
+
+
 def summary(rows) -> dict:
     out = {}
     for law in dict.fromkeys(r["law"] for r in rows):
@@ -63,8 +89,14 @@ def summary(rows) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--instrument", action="store_true", help="the two host runs against each other (no fits)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_newgpu22_scan")
+    if args.instrument:
+        write_new(args.json, {"post_hoc": True, "note": "the H100's two wide host runs of one call, each predicting the "
+                              "other on run 1's pairs-split held-out halves; decides nothing", "rows": instrument(),
+                              "provenance": provenance()}, "calib_newgpu22_scan")
+        return 0
     rows = scan()
     s = summary(rows)
     for law, v in s.items():
