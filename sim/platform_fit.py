@@ -84,7 +84,8 @@ MODEL_STANDING = {
                          "free-running issue law; free T_iss p90 26.9 % on fresh2"),
     "two-stage-gated2": ("recommended", "wide-rerun.md", "two-stage-gated with the start skew overlapping the "
                          "aggregate ceiling; a fresh --grid wide run, pre-registered: held-out host T_iss 3.2 / "
-                         "10.0 %, local 2.4 / 4.2 %"),
+                         "10.0 %, local 2.4 / 4.2 %; on an H100 (session 22, pre-registered) not met: host 6.3 / "
+                         "27.6 %, local 5.04 / 14.8 % (newgpu22.md)"),
     "two-stage-gated3": ("refuted", "knee.md", "capacity relaxing exponentially; no better on an own-grid refit"),
     "two-stage-knee": ("refuted", "knee11.md", "a lockstep burst that never fills Q(K) issues at T_iss0"),
     "two-stage-knee2": ("refuted", "knee11.md", "two-stage-knee with Q(K) per K and one relaxing floor"),
@@ -100,7 +101,8 @@ MODEL_STANDING = {
                         "point-wise median of two runs (--repeat 2), pre-registered: fresh13 host 5 of 5 (knee21), "
                         "fresh14 host 0 of 5, fresh13 measured again 3 of 5 (fresh14); with --issue-law (knee10's five "
                         "broad host grids) and --per-k-capacity (combo18), pre-registered: fresh15 host 4 of 5, "
-                        "fresh16 2 of 5 (combo18.md)"),
+                        "fresh16 2 of 5 (combo18.md); on an H100, the issue law from its wide run: fresh16 5 of 5, "
+                        "fresh15 0 of 5 (newgpu22.md)"),
 }
 
 

@@ -50,7 +50,8 @@ def register(sub):
                    "all: all-to-all, each rank's K producers spread over the W-1 other ranks (producer p -> rank "
                    "(r + 1 + p mod (W-1)) mod W), every rank sending at once, ranks aligned before every trial")
     p.add_argument("--grid", default="default", metavar="{" + ",".join(GRIDS) + "}",
-                   help="the (K, B) grid (default: default; recommended: wide, with --model two-stage-gated2; the fresh "
+                   help="the (K, B) grid (default: default; recommended: wide, with --model two-stage-gated2, which meets "
+                   "the held-out targets on the H200 and not on an H100, docs/calibration/newgpu22.md; the fresh "
                    "grids are each a held-out study's new pairs). --grids lists every grid with its K, B, sweeps and "
                    "page. --producers, --sizes, --gap-configs, --iso-producers and --iso-sizes override it")
     p.add_argument("--heldout-fraction", type=str, default=None, metavar="F",
@@ -132,7 +133,8 @@ def register(sub):
                    "a --refit fits it only when given again). Measured on the H200's host path with "
                    "--per-k-capacity and knee10's five broad grids (data/calibration-extra/h200-pcie-host-wide, "
                    "-wide-3525cba, -fresh, -fresh2, -fresh3), pre-registered: held-out target met on fresh15 (4 of 5 "
-                   "seeds), missed on fresh16 (2 of 5); docs/calibration/combo18.md")
+                   "seeds), missed on fresh16 (2 of 5); on an H100 with its own wide run as SRC, met on fresh16 (5 of "
+                   "5), missed on fresh15 (0 of 5); docs/calibration/combo18.md, docs/calibration/newgpu22.md")
     p.add_argument("--per-k-capacity", action="store_true",
                    help="with --model two-stage-lockq: after the fit, each K with lockstep points in the fit half "
                    "gets its own Q(K) by lockq's loss on that K's pairs (rho and the floor kept; the line's value "
