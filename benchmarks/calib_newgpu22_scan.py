@@ -6,6 +6,17 @@ the held-out half (``calib_knee14.judge``). A law that passes here is a candidat
 
     python benchmarks/calib_newgpu22_scan.py --json OUT     # 8 laws x 4 folders x 5 seeds = 160 fits; ~30 min
     python benchmarks/calib_newgpu22_scan.py --instrument --json OUT   # the two host runs against each other; ~5 s
+    python benchmarks/calib_newgpu22_scan.py --insample --json OUT     # each law fitted on every point; ~5 min
+    python benchmarks/calib_newgpu22_scan.py --gpus --json OUT         # the two GPUs' wide host points side by side
+
+``--gpus``: the H100's and the H200's wide host grids (the same grid, ``h100-pcie-host`` and ``h200-pcie-host-wide``)
+point for point: the ratio of the measured T_iss per phase (median over the (K, B) pairs both measured), and per K
+the capacity a backpressured isolated burst sees, V - R T_iss (R each run's fitted drain rate; backpressured: T_iss
+over 0.3 V/R), the median over B.
+
+``--insample``: lawscan18's upper bound on the H100's wide host and local grids: each law fitted on EVERY point of the
+folder (its held-out pairs included), judged on each ``pairs`` seed's held-out half. A law that misses here cannot
+pass that grid from any fit half.
 
 ``--instrument``: the H100's first call measured the wide host grid twice (``h100-pcie-host``, ``-r2``); on each
 ``pairs`` seed's held-out half of run 1, each run's points as the prediction of the other's, matched point for point
@@ -13,6 +24,7 @@ the held-out half (``calib_knee14.judge``). A law that passes here is a candidat
 issue 15's targets where the model missed.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -59,6 +71,61 @@ def scan(folders=FOLDERS, laws=LAWS, log=print) -> list:
     return rows
 
 
+def insample(folders=("h100-pcie-host", "h100-local"), laws=LAWS, log=print) -> list:
+    """Each law fitted on every point of each folder, judged on the ``pairs`` seeds' held-out halves."""
+    rows = []
+    for folder in folders:
+        target = FOLDERS[folder]
+        points, _ = load_records(EXTRA / folder / "points.parquet", "point")
+        points = points.drop(columns=["split"], errors="ignore").reset_index(drop=True)
+        for law in laws:
+            try:
+                plat, _ = fit_model(points, law, f"insample-{folder}", target)
+            except Exception as exc:   # a law that cannot fit this grid: recorded, not hidden
+                rows.append({"folder": folder, "law": law, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            for seed in SEEDS:
+                j = judge(plat, points, split_by_rule(points, "pairs", FRACTION, seed))
+                r = {"folder": folder, "law": law, "seed": seed, **{f"heldout_{k}": j[f"heldout_{k}"] for k in FIGS},
+                     "misses": j["misses"]}
+                r["all_four"] = all_four(r)
+                rows.append(r)
+            mine = [r for r in rows if (r["folder"], r["law"]) == (folder, law) and "seed" in r]
+            log(f"{folder:22s} {law:18s} in-sample seeds met {sum(r['all_four'] for r in mine)}/{len(SEEDS)}, T_iss "
+                f"median {min(r['heldout_median_rel_err_T_iss'] for r in mine):.1%}-"
+                f"{max(r['heldout_median_rel_err_T_iss'] for r in mine):.1%}, p90 "
+                f"{min(r['heldout_p90_rel_err_T_iss'] for r in mine):.1%}-"
+                f"{max(r['heldout_p90_rel_err_T_iss'] for r in mine):.1%}", flush=True)
+    return rows
+
+
+def gpus(h100="h100-pcie-host", h200="h200-pcie-host-wide") -> dict:
+    """Per phase, the H100/H200 ratio of the measured T_iss; per K, the backpressured isolated capacity (MiB)."""
+    import pandas as pd
+
+    pts, rate = {}, {}
+    for name in (h100, h200):
+        pts[name], _ = load_records(EXTRA / name / "points.parquet", "point")
+        rate[name] = json.loads((EXTRA / name / "summary.json").read_text())["R_GBps"] * 1e3   # bytes per us
+    key = ["phase", "mode", "producers", "bytes_per_producer"]
+    ratios = {}
+    for phase in pts[h100]["phase"].unique():
+        a, b = (pts[n][pts[n]["phase"] == phase].groupby(key)["T_iss(us)"].median() for n in (h100, h200))
+        r = (a / b).dropna()
+        if len(r):
+            ratios[str(phase)] = {"n_pairs": int(len(r)), "median": float(r.median()), "p10": float(r.quantile(0.1)),
+                                  "p90": float(r.quantile(0.9))}
+    capacity = {}
+    for name in (h100, h200):
+        iso = pts[name][pts[name]["phase"] == "isolated"]
+        V = iso["producers"] * iso["bytes_per_producer"]
+        held = iso["T_iss(us)"] > 0.3 * V / rate[name]
+        q = ((V - rate[name] * iso["T_iss(us)"]) / 2**20)[held]
+        capacity[name] = {int(k): float(v) for k, v in q.groupby(iso["producers"][held]).median().items()}
+    return {"t_iss_ratio_h100_over_h200": ratios, "backpressured_isolated_capacity_MiB": capacity,
+            "R_GBps": {n: rate[n] / 1e3 for n in rate}, "pandas": pd.__version__}
+
+
 def instrument(first="h100-pcie-host", second="h100-pcie-host-r2", log=print) -> list:
     """Per ``pairs`` seed: the two runs' lockstep points on run 1's held-out pairs, each the other's prediction."""
     runs = {}
@@ -90,8 +157,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--instrument", action="store_true", help="the two host runs against each other (no fits)")
+    ap.add_argument("--insample", action="store_true", help="each law fitted on every point (an upper bound)")
+    ap.add_argument("--gpus", action="store_true", help="the two GPUs' wide host points side by side (no fits)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_newgpu22_scan")
+    if args.gpus:
+        g = gpus()
+        print(json.dumps(g, indent=1))
+        write_new(args.json, {"post_hoc": True, "note": "the H100's and the H200's wide host grids side by side; "
+                              "decides nothing", **g, "provenance": provenance()}, "calib_newgpu22_scan")
+        return 0
+    if args.insample:
+        rows = insample()
+        write_new(args.json, {"post_hoc": True, "note": "each law fitted on every point of the H100's wide folders, "
+                              "judged on the pairs split's held-out halves, seeds 0-4; an upper bound; decides nothing",
+                              "summary": summary(rows), "rows": rows, "provenance": provenance()}, "calib_newgpu22_scan")
+        return 0
     if args.instrument:
         write_new(args.json, {"post_hoc": True, "note": "the H100's two wide host runs of one call, each predicting the "
                               "other on run 1's pairs-split held-out halves; decides nothing", "rows": instrument(),

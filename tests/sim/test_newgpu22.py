@@ -77,3 +77,15 @@ def test_the_instrument_figure_is_recomputed_from_the_two_runs():
     assert [r["seed"] for r in rows] == [0, 1, 2, 3, 4]
     for r, w in zip(rows, want):
         assert r["p90_T_iss"] == pytest.approx(w["p90_T_iss"], rel=1e-9) and r["p90_T_iss"] < 0.15
+
+
+def test_the_two_gpus_side_by_side_is_recomputed_from_the_records():
+    mod = load_script("calib_newgpu22_scan")
+    got = mod.gpus()
+    want = scores("h100-h200-wide-posthoc.json")
+    cap = got["backpressured_isolated_capacity_MiB"]
+    for gpu, per_k in want["backpressured_isolated_capacity_MiB"].items():   # JSON keys are strings
+        assert {str(k): v for k, v in cap[gpu].items()} == pytest.approx(per_k, rel=1e-9)
+    # what the page says: about half the H200's capacity at K = 16-99, the same pace below the knee
+    assert all(cap["h100-pcie-host"][k] < 0.8 * cap["h200-pcie-host-wide"][k] for k in (16, 24, 33, 48, 66, 99))
+    assert 0.95 < got["t_iss_ratio_h100_over_h200"]["free-rate"]["median"] < 1.05
