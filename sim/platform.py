@@ -238,7 +238,7 @@ class Platform:
                                  "needs capacity_relax_GBps (the relaxing capacity it shapes)")
         if self.capacity_floor_bytes is not None:
             object.__setattr__(self, "capacity_floor_bytes", _real("platform.capacity_floor_bytes",
-                                                                   self.capacity_floor_bytes, allow_zero=True))
+                                                                   self.capacity_floor_bytes))   # > 0: the queue needs it
             if self.capacity_relax_GBps is None:
                 raise InputError("platform.capacity_floor_bytes", self.capacity_floor_bytes,
                                  "needs capacity_relax_GBps (the relaxing capacity it bounds)")

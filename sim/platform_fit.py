@@ -318,7 +318,7 @@ def fit_platform(points: pd.DataFrame, *, name: str, target: str, sm_count: int,
         if per_k:       # knee11: Q(K) per K (from the two-stage line at each fitted K), one floor, Q_shared
             cap = {"capacity_points": tuple((k, max(two["Q_shared_bytes"] + k * two["q_sm_bytes"], 1.0))
                                             for k in sorted(fits)),
-                   "capacity_floor_bytes": max(two["Q_shared_bytes"], 0.0)}
+                   "capacity_floor_bytes": max(two["Q_shared_bytes"], 1.0)}   # > 0, as the capacity points
         relax = ""
         if capacity_law in ("relaxing", "relaxing-gated", "relaxing-robust") + GATED2_LAWS:
             shape = {"capacity_relax_exponential": True} if exponential else {}

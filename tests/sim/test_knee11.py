@@ -1,6 +1,8 @@
 """knee11 (issue 15, session 10): the lockstep drain gate (``lockstep_drain_gated``, ``--model two-stage-knee``)
 and the per-K capacity with one relaxing floor (``capacity_floor_bytes``, ``--model two-stage-knee2``)."""
 import json
+import subprocess
+import sys
 from dataclasses import replace
 
 import pandas as pd
@@ -43,6 +45,8 @@ def test_fields_round_trip_are_left_out_while_unset_and_are_checked():
         _plat(lockstep_drain_gated="yes")
     with pytest.raises(InputError, match="capacity_floor_bytes"):
         _plat(capacity_floor_bytes=-1.0)
+    with pytest.raises(InputError, match="capacity_floor_bytes"):   # the fluid queue needs a floor above zero
+        _plat(capacity_floor_bytes=0.0)
     with pytest.raises(InputError, match="capacity_floor_bytes"):
         _plat(capacity_relax_GBps=None)
     with pytest.raises(InputError, match="capacity_relax_GBps"):       # without a floor it still needs q_sm
@@ -132,3 +136,14 @@ def test_knee_fits_are_gated2_plus_their_law():
 def test_free_bursts_see_no_floor_without_a_capacity_bound():
     free = _plat(free_capacity_bound=False).free_running(8e6)
     assert free.capacity_relax_GBps is None and free.capacity_floor_bytes is None and free.queue_options(58) == {}
+
+
+def test_knee2_refits_a_grid_with_no_shared_stage_without_a_traceback(tmp_path):
+    """On local HBM the two-stage line's shared stage fits to zero; the floor it gives knee2 is kept above zero, so
+    the refit writes its platform (session 22: it raised ValueError inside the fluid queue)."""
+    proc = subprocess.run([sys.executable, "-m", "xstage.cli", "calibrate", "--refit", "--records",
+                           str(data_dir() / "calibration-extra" / "h100-local"), "--model", "two-stage-knee2",
+                           "--out", str(tmp_path / "out"), "--quiet"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    platform = json.loads((tmp_path / "out" / "platform.json").read_text())
+    assert platform["capacity_floor_bytes"] >= 1.0
