@@ -135,7 +135,9 @@ def gpu_slug(gpu_name: str) -> str:
     words = ["".join(ch for ch in w if ch.isalnum() or ch == "-") for w in gpu_name.lower().replace("nvidia", "").split()]
     words = [w for w in words if w]
     model = [w for w in words if re.fullmatch(r"[a-z]+\d+[a-z0-9-]*", w)]
-    return (model or words or ["gpu"])[0 if model else -1]
+    if model:
+        return model[0]
+    return words[-1] if words else "gpu"
 
 
 def default_name(target: str, gpu_name: str = "", peer_pattern: str = "next") -> str:
