@@ -43,31 +43,52 @@ LAWS = ("v1", "two-stage-gated", "two-stage-gated2", "two-stage-gated3", "two-st
         "two-stage-kneek", "two-stage-lockq")
 
 
+def _points(folder: str):
+    """A folder's points, its recorded split left out (each study makes its own)."""
+    points, _ = load_records(EXTRA / folder / "points.parquet", "point")
+    return points.drop(columns=["split"], errors="ignore").reset_index(drop=True)
+
+
+def _judged(folder: str, law: str, seed: int, plat, points, split) -> dict:
+    """One row: ``plat`` judged on ``split``'s held-out half, the four figures and whether all four hold."""
+    j = judge(plat, points, split)
+    r = {"folder": folder, "law": law, "seed": seed, **{f"heldout_{k}": j[f"heldout_{k}"] for k in FIGS},
+         "misses": j["misses"]}
+    r["all_four"] = all_four(r)
+    return r
+
+
+def _log_law(rows: list, folder: str, law: str, label: str, log) -> None:
+    mine = [r for r in rows if (r["folder"], r["law"]) == (folder, law) and "error" not in r]
+    med = [r["heldout_median_rel_err_T_iss"] for r in mine]
+    p90 = [r["heldout_p90_rel_err_T_iss"] for r in mine]
+    nan = float("nan")
+    log(f"{folder:22s} {law:18s} {label}seeds met {sum(r['all_four'] for r in mine)}/{len(SEEDS)}, T_iss median "
+        f"{min(med, default=nan):.1%}-{max(med, default=nan):.1%}, p90 {min(p90, default=nan):.1%}-"
+        f"{max(p90, default=nan):.1%}", flush=True)
+
+
+def _fitted(rows: list, folder: str, law: str, seed, frame, target: str):
+    """``fit_model`` of ``law`` on ``frame``, or None with the failure recorded as a row (not hidden)."""
+    try:
+        return fit_model(frame, law, f"scan-{folder}", target)[0]
+    except Exception as exc:   # a law that cannot fit this frame
+        rows.append({"folder": folder, "law": law, **({} if seed is None else {"seed": seed}),
+                     "error": f"{type(exc).__name__}: {exc}"})
+        return None
+
+
 def scan(folders=FOLDERS, laws=LAWS, log=print) -> list:
     rows = []
     for folder, target in folders.items():
-        points, _ = load_records(EXTRA / folder / "points.parquet", "point")
-        points = points.drop(columns=["split"], errors="ignore").reset_index(drop=True)
+        points = _points(folder)
         for law in laws:
             for seed in SEEDS:
                 split = split_by_rule(points, "pairs", FRACTION, seed)
-                fit_half = points[split.to_numpy() == "fit"]
-                try:
-                    plat, _ = fit_model(fit_half, law, f"scan-{folder}", target)
-                except Exception as exc:   # a law that cannot fit this half: recorded, not hidden
-                    rows.append({"folder": folder, "law": law, "seed": seed, "error": f"{type(exc).__name__}: {exc}"})
-                    continue
-                j = judge(plat, points, split)
-                r = {"folder": folder, "law": law, "seed": seed, **{f"heldout_{k}": j[f"heldout_{k}"] for k in FIGS},
-                     "misses": j["misses"]}
-                r["all_four"] = all_four(r)
-                rows.append(r)
-            mine = [r for r in rows if (r["folder"], r["law"]) == (folder, law) and "error" not in r]
-            p90 = [r["heldout_p90_rel_err_T_iss"] for r in mine]
-            med = [r["heldout_median_rel_err_T_iss"] for r in mine]
-            log(f"{folder:22s} {law:18s} seeds met {sum(r['all_four'] for r in mine)}/{len(SEEDS)}, T_iss median "
-                f"{min(med, default=float('nan')):.1%}-{max(med, default=float('nan')):.1%}, p90 "
-                f"{min(p90, default=float('nan')):.1%}-{max(p90, default=float('nan')):.1%}", flush=True)
+                plat = _fitted(rows, folder, law, seed, points[split.to_numpy() == "fit"], target)
+                if plat is not None:
+                    rows.append(_judged(folder, law, seed, plat, points, split))
+            _log_law(rows, folder, law, "", log)
     return rows
 
 
@@ -75,27 +96,14 @@ def insample(folders=("h100-pcie-host", "h100-local"), laws=LAWS, log=print) -> 
     """Each law fitted on every point of each folder, judged on the ``pairs`` seeds' held-out halves."""
     rows = []
     for folder in folders:
-        target = FOLDERS[folder]
-        points, _ = load_records(EXTRA / folder / "points.parquet", "point")
-        points = points.drop(columns=["split"], errors="ignore").reset_index(drop=True)
+        points = _points(folder)
         for law in laws:
-            try:
-                plat, _ = fit_model(points, law, f"insample-{folder}", target)
-            except Exception as exc:   # a law that cannot fit this grid: recorded, not hidden
-                rows.append({"folder": folder, "law": law, "error": f"{type(exc).__name__}: {exc}"})
+            plat = _fitted(rows, folder, law, None, points, FOLDERS[folder])
+            if plat is None:
                 continue
             for seed in SEEDS:
-                j = judge(plat, points, split_by_rule(points, "pairs", FRACTION, seed))
-                r = {"folder": folder, "law": law, "seed": seed, **{f"heldout_{k}": j[f"heldout_{k}"] for k in FIGS},
-                     "misses": j["misses"]}
-                r["all_four"] = all_four(r)
-                rows.append(r)
-            mine = [r for r in rows if (r["folder"], r["law"]) == (folder, law) and "seed" in r]
-            log(f"{folder:22s} {law:18s} in-sample seeds met {sum(r['all_four'] for r in mine)}/{len(SEEDS)}, T_iss "
-                f"median {min(r['heldout_median_rel_err_T_iss'] for r in mine):.1%}-"
-                f"{max(r['heldout_median_rel_err_T_iss'] for r in mine):.1%}, p90 "
-                f"{min(r['heldout_p90_rel_err_T_iss'] for r in mine):.1%}-"
-                f"{max(r['heldout_p90_rel_err_T_iss'] for r in mine):.1%}", flush=True)
+                rows.append(_judged(folder, law, seed, plat, points, split_by_rule(points, "pairs", FRACTION, seed)))
+            _log_law(rows, folder, law, "in-sample ", log)
     return rows
 
 
@@ -128,10 +136,7 @@ def gpus(h100="h100-pcie-host", h200="h200-pcie-host-wide") -> dict:
 
 def instrument(first="h100-pcie-host", second="h100-pcie-host-r2", log=print) -> list:
     """Per ``pairs`` seed: the two runs' lockstep points on run 1's held-out pairs, each the other's prediction."""
-    runs = {}
-    for name in (first, second):
-        points, _ = load_records(EXTRA / name / "points.parquet", "point")
-        runs[name] = points.drop(columns=["split"], errors="ignore").reset_index(drop=True)
+    runs = {name: _points(name) for name in (first, second)}
     m, rows = matched(runs), []
     for seed in SEEDS:
         split = split_by_rule(runs[first], "pairs", FRACTION, seed).to_numpy()
