@@ -240,6 +240,9 @@ def rule_parser(doc: str, fit_help: str, runs_help: str, preregistered_help: str
     mode.add_argument("--runs", default=None, help=runs_help)
     if preregistered_help:
         ap.add_argument("--preregistered", default=None, help=preregistered_help)
+    ap.add_argument("--tile-log", default=None, metavar="FOLDER",
+                    help="measure q_c and the drifts from this tile-log folder (attention-tile.parquet and "
+                         "tile-log-summary.json; under data/ or a path) instead of pers7's (another GPU's own)")
     ap.add_argument("--out", default=None, help="write the record (.json); never over an existing file")
     return ap
 
@@ -250,7 +253,15 @@ def rule_inputs(args) -> tuple:
     if args.out and Path(args.out).exists():
         raise InputError("--out", args.out, "already exists (records are never overwritten)")
     platform, base = load_platform(args.platform), data_dir()
-    return platform, base, measure(load_records(base / TILES, "tile")[0], json.loads((base / SUMMARY).read_text()))
+    tiles, summary = base / TILES, base / SUMMARY
+    if getattr(args, "tile_log", None):
+        folder = Path(args.tile_log) if Path(args.tile_log).is_dir() else base / args.tile_log
+        tiles, summary = folder / "attention-tile.parquet", folder / "tile-log-summary.json"
+        for f in (tiles, summary):
+            if not f.is_file():
+                raise InputError("--tile-log", args.tile_log, f"has no {f.name}")
+    m = measure(load_records(tiles, "tile")[0], json.loads(summary.read_text()))
+    return platform, base, {**m, "tile_log": str(tiles.parent)}
 
 
 def judged_rows(base: Path, runs: str, rows_of) -> list:

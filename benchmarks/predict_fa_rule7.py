@@ -37,6 +37,8 @@ Not in it: the Triton kernel (the fifth rule as recorded); the dynamic scheduler
     python benchmarks/predict_fa_rule7.py --fit --out data/predictions/fa-rule7-fit-h200-pcie-host.json
     python benchmarks/predict_fa_rule7.py --preregister 20480,40960,57344 --out data/predictions/...json
     python benchmarks/predict_fa_rule7.py --runs attention-fa4/<new run> --out data/predictions/...json
+    python benchmarks/predict_fa_rule7.py --platform data/calibration-extra/h100-pcie-host/platform.json --d7 0.006 \
+        --runs attention-fa4/<an H100 run> --out ...   # another GPU: d7 as fitted on the H200, not refitted
 """
 
 import json
@@ -140,10 +142,17 @@ def summary(table: list) -> dict:
 def main(argv=None) -> int:
     ap = C.rule_parser(__doc__, "the rows d7 is fitted on, with every rule",
                        "comma-separated FA4 runs under data/ to judge")
+    ap.add_argument("--d7", type=float, default=None,
+                    help="use this d7 instead of fitting it on the committed H200 rows with --platform (another GPU's "
+                         "platform: the d7 fitted on the H200, 0.006, as recorded)")
     args = ap.parse_args(argv)
+    if args.d7 is not None and not 0 <= args.d7 <= D7_GRID[-1]:
+        raise InputError("--d7", args.d7, f"must be within 0 to {D7_GRID[-1]}")
     platform, base, m = C.rule_inputs(args)
     law = json.loads((base / PP.LAWS).read_text())["laws"]["fa4"]
     fit = fit_d7(fit_rows(base), platform, m)
+    if args.d7 is not None:
+        fit = {**fit, "d7_fitted_with_this_platform": fit["d7"], "d7": args.d7, "d7_given": True}
     if args.fit:
         table = fit_rows(base)
     elif args.preregister:
@@ -160,7 +169,9 @@ def main(argv=None) -> int:
             table += run_rows(base, name)
     for r in table:
         predict(r, platform, law, m, fit["d7"])
-    print(f"d7 = {fit['d7']} ({fit['grid'][str(fit['d7'])]['within']}/{fit['rows']} fit rows within target); "
+    given = fit.get("d7_given")
+    print(f"d7 = {fit['d7']}{' (given)' if given else ''} ({fit['grid'][str(fit['d7'])]['within']}/{fit['rows']} fit rows "
+          "within target); "
           f"q_c = {m['q_c_MB']} MB, s5 = {m['s5']:.4f}")
     for r in table:
         meas = r.get("measured_E_res_us")
@@ -172,7 +183,8 @@ def main(argv=None) -> int:
         print(f"{name:>30}: " + "  ".join(f"{k} {v['within']}/{v['n']} ({v['median_abs_error_us']:.0f})" for k, v in d.items()))
     if args.out:
         record = {"what": "FA residual exposure: the seventh rule (every FA4 kernel under the sixth rule's stall, its "
-                          "fused programs drifting at one fitted d7) beside the fifth and sixth", "platform": args.platform, "tolerance": PP.TOLERANCE,
+                          "fused programs drifting at one fitted d7) beside the fifth and sixth", "platform": platform.name,
+                  "platform_file": args.platform, "tolerance": PP.TOLERANCE,
                   "rules_commit": C._commit(), "fa4_law": law, "sixth_rule": m, "seventh_rule": fit,
                   "mode": "fit" if args.fit else "preregistered" if args.preregister else "judged",
                   "fa_us_interpolated_from": list(FA_FROM) if args.preregister else None,

@@ -1,10 +1,12 @@
 """Where a record came from: machine, GPU, driver, CUDA, library versions, git commit, date."""
 
 import datetime as _dt
+import functools
 import hashlib
 import importlib.metadata
 import json
 import platform as _platform
+import re
 import subprocess
 from pathlib import Path
 
@@ -74,6 +76,42 @@ def gpu_info() -> dict:
     except (OSError, subprocess.SubprocessError, IndexError):
         pass
     return info
+
+
+def gpu_slug(gpu_name: str) -> str:
+    """The model part of a GPU's name: "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA H200" -> "h200" (the first word of
+    letters then digits; else the last word; "gpu" for none)."""
+    words = ["".join(ch for ch in w if ch.isalnum() or ch == "-") for w in gpu_name.lower().replace("nvidia", "").split()]
+    words = [w for w in words if w]
+    model = [w for w in words if re.fullmatch(r"[a-z]+\d+[a-z0-9-]*", w)]
+    if model:
+        return model[0]
+    return words[-1] if words else "gpu"
+
+
+def platform_name(target: str, gpu_name: str = "", peer_pattern: str = "next") -> str:
+    """The platform a GPU's measurements are named after: ``h100-pcie-host``, ``h200-local``, ``h200-peer-a2a``."""
+    slug = gpu_slug(gpu_name)
+    suffix = {"host": "pcie-host", "local": "local", "peer": "peer"}[target]
+    if target == "peer" and peer_pattern == "all":
+        suffix = "peer-a2a"
+    return f"{slug}-{suffix}".replace(" ", "")
+
+
+def this_gpu_platform(target: str = "host", fallback: str = "h200-pcie-host") -> str:
+    """``platform_name`` of the GPU this process sees (what a kernel bench labels its rows with); ``fallback`` when
+    torch sees none (the records' name before session 23, when every bench ran on an H200)."""
+    name = _gpu_name()
+    return platform_name(target, name) if name else fallback
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_name() -> str:
+    try:
+        import torch
+    except ImportError:
+        return ""
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
 
 
 def provenance(*, with_gpu: bool = False) -> dict:

@@ -120,7 +120,8 @@ def main(argv=None) -> int:
     p.add_argument("--timed", type=int, default=15)
     p.add_argument("--slots", type=int, default=16)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--platform", default="h200-pcie-host", help="the platform name the records carry")
+    p.add_argument("--platform", default=None,
+                   help="the platform name the records carry (default: the GPU's, e.g. h100-pcie-host)")
     args = p.parse_args(argv)
     from xstage.hw.attention import fa4_persistent as P
 
@@ -130,6 +131,9 @@ def main(argv=None) -> int:
         print(f"--seq-lens: {args.seq_lens!r} is not a comma list of integers", file=sys.stderr)
         return 2
     args.kernel_list = [x.strip() for x in args.kernels.split(",") if x.strip()]
+    if args.platform is None:
+        from xstage.provenance import this_gpu_platform
+        args.platform = this_gpu_platform()
     bad = [k for k in args.kernel_list if k not in P.NAMES]
     if bad or args.launches < 1 or args.timed < 3 or args.slots < 1:
         print(f"--kernels {bad} / --launches {args.launches} / --timed {args.timed} / --slots {args.slots}: "

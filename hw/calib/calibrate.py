@@ -23,7 +23,6 @@ config and target info, in the platform's notes and in the summary; records with
 
 import dataclasses
 import json
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError, require_int, require_positive
+from xstage.provenance import gpu_slug, platform_name as default_name  # noqa: F401 - gpu_slug: old name here
 from xstage.hw.calib.staged import staged_files
 from xstage.hw.calib.repeat import (PartialRuns, RunsKept, check_partial, median_of,  # noqa: F401 - old names
                                     store_buffer_at_bound, sweeps)
@@ -127,25 +127,6 @@ class CalibConfig:
         return CalibConfig(**{**asdict(self), "producers": clip(self.producers),
                               "iso_producers": clip(self.iso_producers),
                               "gap_configs": tuple(sorted({(min(k, sm_count), b) for k, b in self.gap_configs}))})
-
-
-def gpu_slug(gpu_name: str) -> str:
-    """The model part of a GPU's name: "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA H200" -> "h200" (the first word of
-    letters then digits; else the last word; "gpu" for none)."""
-    words = ["".join(ch for ch in w if ch.isalnum() or ch == "-") for w in gpu_name.lower().replace("nvidia", "").split()]
-    words = [w for w in words if w]
-    model = [w for w in words if re.fullmatch(r"[a-z]+\d+[a-z0-9-]*", w)]
-    if model:
-        return model[0]
-    return words[-1] if words else "gpu"
-
-
-def default_name(target: str, gpu_name: str = "", peer_pattern: str = "next") -> str:
-    slug = gpu_slug(gpu_name)
-    suffix = {"host": "pcie-host", "local": "local", "peer": "peer"}[target]
-    if target == "peer" and peer_pattern == "all":
-        suffix = "peer-a2a"
-    return f"{slug}-{suffix}".replace(" ", "")
 
 
 def peer_pattern_note(pattern: str, world_size=None) -> str:

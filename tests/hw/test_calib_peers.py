@@ -359,3 +359,26 @@ def test_all_pattern_selftest_at_world_size_1_on_gpu(gpu, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout)
     assert out["peer_pattern"] == "all" and "pattern check failed on the device" in out["corruption_caught"]
+
+
+def test_kernel_rows_are_named_after_the_gpu_that_ran_them(monkeypatch):
+    """The attention, FA4 and MoE benches label their rows with the platform of the GPU in the process (an H100's
+    rows were labelled h200-pcie-host before session 23); with no GPU the old name stays."""
+    from types import SimpleNamespace
+
+    from xstage import provenance
+    from xstage.hw.attention import fa4_records
+    from xstage.records import attention, moe
+
+    lay = SimpleNamespace(label=lambda: "cfg", flops=1.0, seq_len=8, heads=1, head_dim=64, world_size=8, rank=0,
+                          remote_bytes=7)
+    problem = SimpleNamespace(label=lambda: "cfg", flops=1.0, to_dict=lambda: {})
+    monkeypatch.setattr(provenance, "_gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    assert provenance.this_gpu_platform() == "h100-pcie-host"
+    assert provenance.this_gpu_platform("local") == "h100-local"
+    assert fa4_records.kernel_row(lay, "fa4", [1.0, 2.0])["platform"] == "h100-pcie-host"
+    assert moe.kernel_row(problem, "expert_wave", [1.0])["platform"] == "h100-pcie-host"
+    assert fa4_records.kernel_row(lay, "fa4", [1.0], platform="mine")["platform"] == "mine"
+    monkeypatch.setattr(provenance, "_gpu_name", lambda: "")
+    assert provenance.this_gpu_platform() == "h200-pcie-host" == attention.PLATFORM
+    assert fa4_records.kernel_row(lay, "fa4", [1.0])["platform"] == "h200-pcie-host"

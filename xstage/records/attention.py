@@ -12,15 +12,17 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError
+from xstage.provenance import this_gpu_platform
 from xstage.records import COLUMNS, atomic_write_text, save_records
 from xstage.records.kernel import timed_row
 
 EXPERIMENT = "attention"
-PLATFORM = "h200-pcie-host"
+PLATFORM = "h200-pcie-host"   # the name rows carried before session 23, and still where torch sees no GPU
 
 
-def kernel_row(cfg, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
+def kernel_row(cfg, variant: str, times_us, *, platform: str | None = None, **extra) -> dict:
     """One kernel record row from the per-trial times (us) of ``variant`` on ``cfg``."""
+    platform = platform or this_gpu_platform()
     lay = cfg.layout
     return timed_row(EXPERIMENT, cfg.label(), variant, times_us, flops=cfg.flops, platform=platform,
                      M=cfg.seq_len, heads=cfg.heads, head_dim=cfg.head_dim, world_size=cfg.world_size, rank=cfg.rank,
@@ -28,13 +30,14 @@ def kernel_row(cfg, variant: str, times_us, *, platform: str = PLATFORM, **extra
                      bytes_total=lay.total_bytes, bytes_remote=lay.remote_bytes, **extra)
 
 
-def tile_frame(cfg, log, *, schedule: str, platform: str = PLATFORM) -> pd.DataFrame:
+def tile_frame(cfg, log, *, schedule: str, platform: str | None = None) -> pd.DataFrame:
     """Tile records from a (tiles, 8) int64 tile log (fields ``attention.TILE_LOG_FIELDS``).
 
     Times are in us from the earliest Q-loop start of the launch; ``m`` is the m-block, ``n`` the
     local head; ``bytes_remote`` counts the tile's bytes sent to other ranks (0 for FA-only); ``split``
     marks a tile computed as two K/V halves (its times are those of the half that merged and stored it).
     """
+    platform = platform or this_gpu_platform()
     log = np.asarray(log, dtype=np.int64)
     plan = cfg.layout.tile_plan()
     if log.shape != (len(plan), 8):

@@ -18,24 +18,27 @@ import numpy as np
 import pandas as pd
 
 from xstage.errors import InputError
+from xstage.provenance import this_gpu_platform
 from xstage.records import COLUMNS, atomic_write_text, save_records
 from xstage.records.spelling import column_name
 from xstage.records.kernel import timed_row
 
 EXPERIMENT = "moe"
-PLATFORM = "h200-pcie-host"
+PLATFORM = "h200-pcie-host"   # the name rows carried before session 23, and still where torch sees no GPU
 SCHEDULES = ("expert_wave", "interleaved")
 
 
-def kernel_row(problem, variant: str, times_us, *, platform: str = PLATFORM, **extra) -> dict:
+def kernel_row(problem, variant: str, times_us, *, platform: str | None = None, **extra) -> dict:
     """One kernel record row from the per-trial times (us) of ``variant`` on ``problem`` (a ``MoeProblem``)."""
+    platform = platform or this_gpu_platform()
     return timed_row(EXPERIMENT, problem.label(), variant, times_us, flops=problem.flops, platform=platform,
                      **{**problem.to_dict(), **extra})
 
 
 def tile_frame(layout, tiles: np.ndarray, log: np.ndarray, *, schedule: str, remote: bool,
-               platform: str = PLATFORM) -> pd.DataFrame:
+               platform: str | None = None) -> pd.DataFrame:
     """Tile records from an int64 [T, 8] log (``xstage.hw.moe.buffers.TILE_LOG_FIELDS``) of ``tiles``."""
+    platform = platform or this_gpu_platform()
     log = np.asarray(log, dtype=np.int64)
     tiles = np.asarray(tiles)
     if log.shape != (len(tiles), 8):
