@@ -2,6 +2,7 @@
 
     python benchmarks/fa4_tile_log_summary.py data/attention-fa4/pers7-tilelog \
         [--json data/attention-fa4/pers7-tilelog/tile-log-summary.json] [--gbps 52.5]
+    python benchmarks/fa4_tile_log_summary.py data/attention-fa4/h100-tilelog --record-runs h100-pers12
 
 Reads ``attention-tile.parquet`` and ``tile-log-run.json`` of a ``benchmarks/gpu/fa4_tile_log.py`` run. Per kernel, M,
 mode ("fa" / "fused"), the median over its logged launches of ``fa4_tile_log.launch_summary``: the spread of the CTA
@@ -51,12 +52,12 @@ def median_of(summaries: list) -> dict:
     return out
 
 
-def record_residuals(root: Path) -> dict:
-    """{(kernel, M): own paired residual (us)} over the sweep folders under ``root`` (median over folders)."""
+def record_residuals(root: Path, runs=RECORDS) -> dict:
+    """{(kernel, M): own paired residual (us)} over the sweep folders ``runs`` under ``root`` (median over folders)."""
     from xstage.records import load_records
 
     got = {}
-    for name in RECORDS:
+    for name in runs:
         path = root / name / "attention-fa4-kernel.parquet"
         if not path.exists():
             continue
@@ -133,6 +134,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="output (default: <folder>/tile-log-summary.json)")
     p.add_argument("--gbps", type=float, default=52.5)
     p.add_argument("--records", default=None, help="folder holding the sweep folders (default: the run's parent)")
+    p.add_argument("--record-runs", default=",".join(RECORDS),
+                   help="comma-separated sweep folders under --records whose paired residuals the verdicts use "
+                        "(default: the H200 sweeps pers4-pers6b; another GPU's log wants its own sweep)")
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
     folder = Path(args.folder)
@@ -149,7 +153,11 @@ def main(argv=None) -> int:
     frame, _ = load_records(folder / "attention-tile.parquet", "tile")
     run = json.loads((folder / "tile-log-run.json").read_text())
     root = Path(args.records) if args.records else folder.parent
-    residuals = record_residuals(root)
+    runs = tuple(x.strip() for x in args.record_runs.split(",") if x.strip())
+    missing = [n for n in runs if not (root / n / "attention-fa4-kernel.parquet").exists()]
+    if missing and args.record_runs != ",".join(RECORDS):
+        raise InputError("--record-runs", args.record_runs, f"has no attention-fa4-kernel.parquet under {root}: {missing}")
+    residuals = record_residuals(root, runs)
     rows = summarise(frame, run, args.gbps, residuals)
     sens_path = root.parent / SENSITIVITY
     sens = json.loads(sens_path.read_text()).get("drift_sensitivity", {}) if sens_path.exists() else {}
@@ -163,7 +171,7 @@ def main(argv=None) -> int:
               f"{v['drift_per_wave_fa']}  last wave: end range {v['last_wave_end_range_us']:.1f} us, drain "
               f"{v['last_wave_drain_us']:.1f} us")
     doc = {"what": "per-CTA tile-log figures of the persistent FA4 kernels (median over logged launches)",
-           "source": str(folder), "gbps": args.gbps, "verdict_rule": verdict.__doc__.split("\n\n")[0],
+           "source": str(folder), "gbps": args.gbps, "record_runs": list(runs), "verdict_rule": verdict.__doc__.split("\n\n")[0],
            "congestion_us": CONGESTION_US, "target": TARGET, "verdicts": verdicts, "rows": rows,
            "run_provenance": run.get("provenance"),
            "provenance": provenance()}
