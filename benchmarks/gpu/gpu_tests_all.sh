@@ -15,15 +15,8 @@ left() { echo $(( ${BUDGET_S:-540} - ($(date +%s) - T0) )); }
 step() { echo "== [$(( $(date +%s) - T0 ))s] $*" | tee -a "$D/steps.txt" >&2; }
 
 step "join the wheel parts and install into /tmp/site"
-( cd /tmp/wheels && for p in *.part00; do [ -e "$p" ] || continue; w=${p%.part00}; cat "$w".part* > "$w" && rm "$w".part*; done )
-timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/wheels/*.whl \
-  > "$D/install.log" 2>&1 || { echo "install FAILED" >&2; tail -n 8 "$D/install.log" >&2; exit 1; }
-export PYTHONPATH=/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/site
-timeout 120 python3 -c 'import importlib.metadata as m, cutlass, flash_attn.cute, quack, nvshmem.core, torch, triton
-print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)
-for n in ("flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "nvshmem4py-cu13", "numba-cuda", "cuda-bindings"):
-    print(n, m.version(n))' > "$D/packages.txt" 2>&1 || { echo "import FAILED" >&2; tail -n 8 "$D/packages.txt" >&2; exit 1; }
-cat "$D/packages.txt" >&2
+. "$(dirname "$0")/fa4_stack.sh"
+fa4_stack "$D" || exit 1
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,pcie.link.gen.current,pcie.link.width.current \
   --format=csv > "$D/gpu.txt" 2>&1
 
