@@ -292,7 +292,12 @@ PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),     
                ("predictions/fa-rule7-pers10-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
                # pers11 (session 21, the default 8K-64K sweep on another H200, at the fit's M): the seventh rule out of
                # sample but not pre-registered (held out: no row of pers11 was fitted)
-               ("predictions/fa-rule7-pers11-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")))
+               ("predictions/fa-rule7-pers11-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
+               # h100-pers12 (-a, -b; session 23, two H100s): the seventh rule pre-registered on another GPU model, with
+               # the H100's v1 platform and nothing refitted (d7, q_c and s5 the H200's)
+               ("predictions/fa-rule7-h100-pers12-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
+               ("predictions/fa-rule7-h100-pers12-a-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
+               ("predictions/fa-rule7-h100-pers12-b-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion")))
 
 
 def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:

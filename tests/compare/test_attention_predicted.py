@@ -102,7 +102,7 @@ def test_pers9_gets_the_sixth_rule_and_the_fifth_beside_it():
             tag = v[len("fused_"):]
             assert r[f"e_res_predicted_{tag}_us"] == x["rule6_congestion_E_res_us"]
             assert r[f"e_res_predicted_by_rule5_{tag}_us"] == x["rule5_E_res_us"]
-    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run not in ("pers9", "pers10", "pers11")
+    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run not in ("pers9", "pers10", "pers11", "h100-pers12", "h100-pers12-a", "h100-pers12-b")
                    for k in r)
 
 
@@ -143,3 +143,22 @@ def test_pers11_gets_the_seventh_rule_out_of_sample():
             tag = x["variant"][len("fused_"):]
             assert r[f"e_res_predicted_{tag}_us"] == x["rule7_E_res_us"]
             assert r[f"e_res_predicted_by_rule6_congestion_{tag}_us"] == x["rule6_congestion_E_res_us"]
+
+
+@pytest.mark.parametrize("run,index", [("h100-pers12", 7), ("h100-pers12-a", 8), ("h100-pers12-b", 9)])
+def test_the_h100_sweeps_get_the_seventh_rule_on_their_own_platform(run, index):
+    """The H100 sweeps (session 23) carry the seventh rule's pre-registered answers, keyed by the rows' platform
+    (h100-pcie-host: the benches name rows after the GPU), held out."""
+    rows = _fa4(summarize(data_dir()))
+    path, column, also = PREDICTIONS[index]
+    assert (path, column, also) == (f"predictions/fa-rule7-{run}-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion"))
+    rec = json.loads((data_dir() / path).read_text())
+    assert rec["platform"] == "h100-pcie-host"
+    mine = [x for x in rec["rows"] if x["set"] == f"attention-fa4/{run}"]
+    assert len(mine) == (5 if run.endswith("-b") else 20)
+    for M in sorted({x["M"] for x in mine}):
+        r = rows[(run, M)]
+        assert r["platform"] == "h100-pcie-host"
+        assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (path, column, True)
+        for x in (x for x in mine if x["M"] == M):
+            assert r[f"e_res_predicted_{x['variant'][len('fused_'):]}_us"] == x["rule7_E_res_us"]
