@@ -10,9 +10,11 @@
         a-priori speedups of hw/moe/sweep_heldout2.HELDOUT2 under the three rules (per-tile medians, copy rate
         and leads predicted from the fit run: compare.moe_apriori), before the run
         (data/predictions/moe-rule3-preregistered.json, with the commit).
-    python benchmarks/moe_rule3.py score --records data/moe/run-<sha>-heldout2 [--overwrite]
+    python benchmarks/moe_rule3.py score --records data/moe/run-<sha>-heldout2 [--platform P] [--overwrite]
         the three rules replayed on the run's measured medians, and the pre-registered a-priori speedups,
-        against the measured ones (data/predictions/moe-rule3-<run without run->.json).
+        against the measured ones (data/predictions/moe-rule3-<run without run->.json). --platform (a name or a
+        platform .json) replaces the adopted law's platform, whose drain rate R the rules replay with: another GPU's
+        run (session 23: an H100's, with data/calibration-extra/h100-pcie-host-v1/platform.json).
 pp = |replayed - measured speedup (expert-wave / interleaved)| x 100.
 """
 
@@ -163,8 +165,12 @@ def main(argv=None) -> int:
     ap.add_argument("step", choices=("fit", "preregister", "score"))
     ap.add_argument("--records", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--platform", default=None,
+                    help="score only: the platform the rules replay with (default: the adopted law's, h200-pcie-host)")
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args(argv)
+    if args.platform and args.step != "score":
+        raise InputError("--platform", args.platform, f"is for the score step only (not {args.step})")
     d = data_dir()
     law = adopted_law(d)
     if law is None:
@@ -189,6 +195,8 @@ def main(argv=None) -> int:
         return 0
     if not args.records or not (Path(args.records) / "moe-kernel.parquet").is_file():
         raise InputError("--records", args.records, "must be a run folder holding moe-kernel.parquet")
+    if args.platform:
+        platform = load_platform(args.platform)
     name = Path(args.records).name.removeprefix("run-")
     write(Path(args.out) if args.out else d / "predictions" / f"moe-rule3-{name}.json",
           score(args, d, platform, law, rule), args.overwrite)
