@@ -199,14 +199,24 @@ def load_kernel_records(folder: Path, platform: str | None = None) -> pd.DataFra
         frames.append(rows.assign(_run=str((meta.get("provenance") or {}).get("date", "")) + str(f), sweep=sweep))
     frame = pd.concat(frames, ignore_index=True)
     frame = frame[frame["experiment"] == EXPERIMENT]
-    # a configuration measured in several runs: keep the latest run's rows only
-    latest = frame.groupby("config")["_run"].transform("max")
+    # a configuration measured in several runs on one platform: keep the latest run's rows only (another GPU's run
+    # of the same configuration, e.g. an H100's heldout2, keeps its own rows under its own platform)
+    latest = frame.groupby(["config", "platform"])["_run"].transform("max")
     frame = frame[frame["_run"] == latest].drop(columns="_run")
     if platform is not None:
         frame = frame[frame["platform"] == platform]
     if frame.empty:
         raise InputError("moe records", str(folder), f"hold no rows for platform {platform!r}")
     return frame
+
+
+def one_platform(kernel: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one platform: all of them where there is one; else h200-pcie-host's (the records' main platform),
+    or the first platform's where it has none (``xstage results moe --platform`` picks another)."""
+    names = list(dict.fromkeys(kernel["platform"]))
+    if len(names) <= 1:
+        return kernel
+    return kernel[kernel["platform"] == (PLATFORM if PLATFORM in names else names[0])]
 
 
 def collapse_ranks(kernel: pd.DataFrame) -> pd.DataFrame:
@@ -355,10 +365,11 @@ def _finite_min(c: pd.DataFrame, col: str) -> float:
 
 
 def summarize(data_dir: Path, platform: str | None = None) -> dict:
-    """``xstage results moe``: n_configs, speedups, GEMM ratio vs grouped GEMM, sign agreement with the sim."""
+    """``xstage results moe``: n_configs, speedups, GEMM ratio vs grouped GEMM, sign agreement with the sim. One
+    platform's rows: ``platform``, else h200-pcie-host where the records hold several (session 23: an H100 run)."""
     folder = Path(data_dir) / "moe" if (Path(data_dir) / "moe").is_dir() else Path(data_dir)
     root = Path(data_dir) if (Path(data_dir) / "moe").is_dir() else folder.parent
-    k, fresh3 = split_heldout3(load_kernel_records(folder, platform))  # --sweep heldout3 rows: their own keys only
+    k, fresh3 = split_heldout3(one_platform(load_kernel_records(folder, platform)))  # --sweep heldout3: own keys
     k, fresh = split_fresh(k)  # --sweep heldout2 rows: their own keys only
     out = summarize_frame(k, folder, root)
     out.update(heldout_summary(k, lambda part: summarize_frame(part, folder, root)))

@@ -253,3 +253,25 @@ def test_compare_replays_hardware_rows_without_a_stored_replay():
     # the other platform gives other numbers: the replay is the comparison's, not a stored one
     other = compare_moe(kernel, load_platform("h200-pcie-host"))
     assert other["simulated_wave(us)"].iloc[0] != pytest.approx(want["sim_wave(us)"])
+
+
+def test_another_gpus_run_of_the_same_configurations_keeps_its_own_rows(tmp_path):
+    """An H100's run of configurations the H200 measured (session 23) does not replace the H200's rows as "the latest
+    run" does within one platform; a summary takes one platform's rows, the H200's unless asked."""
+    from xstage.paths import data_dir
+
+    rows, meta = load_records(data_dir() / "moe/run-333d725-heldout2/moe-kernel.parquet", "kernel")
+    save_records(tmp_path / "a" / "moe-kernel.parquet", "kernel", rows, meta)
+    later = {**meta, "provenance": {**meta["provenance"], "date": "2099-01-01T00:00:00+00:00"}}
+    save_records(tmp_path / "b" / "moe-kernel.parquet", "kernel", rows.assign(platform="h100-pcie-host"), later)
+    both = R.load_kernel_records(tmp_path)
+    assert both.groupby("platform").size().to_dict() == {"h100-pcie-host": len(rows), "h200-pcie-host": len(rows)}
+    assert set(R.one_platform(both)["platform"]) == {"h200-pcie-host"}
+    assert set(R.load_kernel_records(tmp_path, "h100-pcie-host")["platform"]) == {"h100-pcie-host"}
+    only = both[both["platform"] == "h100-pcie-host"]
+    assert R.one_platform(only) is only
+    # within one platform the latest run still wins
+    save_records(tmp_path / "c" / "moe-kernel.parquet", "kernel", rows.assign(**{"time(us)": 1.0}),
+                 {**later, "provenance": {**later["provenance"], "date": "2100-01-01T00:00:00+00:00"}})
+    again = R.load_kernel_records(tmp_path)
+    assert (again.loc[again["platform"] == "h200-pcie-host", "time(us)"] == 1.0).all()

@@ -18,7 +18,9 @@ def register(sub):
     p = sub.add_parser("results", help="summarize committed hardware records (calibration, attention, moe)",
                        description="Summarize the committed measurement records under data/.")
     p.add_argument("kind", choices=sorted(KINDS), help="which records")
-    p.add_argument("--platform", default=None, help="platform name (calibration records)")
+    p.add_argument("--platform", default=None,
+                   help="platform name: calibration records; moe and attention records: that platform's rows only "
+                        "(moe default: h200-pcie-host where the records hold several)")
     p.add_argument("--data", default=None, help="records folder (default: the checkout's data/ or $XSTAGE_DATA)")
     add_json(p, "print JSON")
     p.set_defaults(func=run)
