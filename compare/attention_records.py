@@ -297,7 +297,11 @@ PREDICTIONS = (("predictions/fa-heldout-v2-h200-pcie-host.json", "fitted"),     
                # the H100's v1 platform and nothing refitted (d7, q_c and s5 the H200's)
                ("predictions/fa-rule7-h100-pers12-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
                ("predictions/fa-rule7-h100-pers12-a-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
-               ("predictions/fa-rule7-h100-pers12-b-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion")))
+               ("predictions/fa-rule7-h100-pers12-b-h100-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
+               # pers12 (session 23, another H200, the default sweep): the seventh rule pre-registered (call23's
+               # question 3); pers12-b (64K, seed 17, the same H200): scored the same way, not pre-registered
+               ("predictions/fa-rule7-pers12-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")),
+               ("predictions/fa-rule7-pers12-b-h200-pcie-host.json", "rule7", ("rule5", "rule6_congestion")))
 
 
 def with_predictions(rows: list, data_dir: Path, records=PREDICTIONS) -> list:

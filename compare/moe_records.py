@@ -371,6 +371,8 @@ def summarize(data_dir: Path, platform: str | None = None) -> dict:
     root = Path(data_dir) if (Path(data_dir) / "moe").is_dir() else folder.parent
     k, fresh3 = split_heldout3(one_platform(load_kernel_records(folder, platform)))  # --sweep heldout3: own keys
     k, fresh = split_fresh(k)  # --sweep heldout2 rows: their own keys only
+    if k.empty:  # held-out sweeps only (the bench's own --out after --sweep heldout2 / heldout3): they are the summary
+        return summarize_frame(pd.concat([fresh, fresh3]), folder, root)
     out = summarize_frame(k, folder, root)
     out.update(heldout_summary(k, lambda part: summarize_frame(part, folder, root)))
     out.update(heldout2_summary(k, fresh, lambda part: summarize_frame(part, folder, root), root))

@@ -102,7 +102,7 @@ def test_pers9_gets_the_sixth_rule_and_the_fifth_beside_it():
             tag = v[len("fused_"):]
             assert r[f"e_res_predicted_{tag}_us"] == x["rule6_congestion_E_res_us"]
             assert r[f"e_res_predicted_by_rule5_{tag}_us"] == x["rule5_E_res_us"]
-    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run not in ("pers9", "pers10", "pers11", "h100-pers12", "h100-pers12-a", "h100-pers12-b")
+    assert not any(k.startswith("e_res_predicted_by_") for (run, _), r in rows.items() if run not in ("pers9", "pers10", "pers11", "h100-pers12", "h100-pers12-a", "h100-pers12-b", "pers12", "pers12-b")
                    for k in r)
 
 
@@ -162,3 +162,16 @@ def test_the_h100_sweeps_get_the_seventh_rule_on_their_own_platform(run, index):
         assert (r["prediction_record"], r["prediction_column"], r["prediction_held_out"]) == (path, column, True)
         for x in (x for x in mine if x["M"] == M):
             assert r[f"e_res_predicted_{x['variant'][len('fused_'):]}_us"] == x["rule7_E_res_us"]
+
+
+@pytest.mark.parametrize("run,index,n", [("pers12", 10, 20), ("pers12-b", 11, 5)])
+def test_the_session23_h200_sweeps_get_the_seventh_rule(run, index, n):
+    rows = _fa4(summarize(data_dir()))
+    path, column, _ = PREDICTIONS[index]
+    assert path == f"predictions/fa-rule7-{run}-h200-pcie-host.json" and column == "rule7"
+    mine = [x for x in json.loads((data_dir() / path).read_text())["rows"] if x["set"] == f"attention-fa4/{run}"]
+    assert len(mine) == n
+    for x in mine:
+        r = rows[(run, x["M"])]
+        assert r["platform"] == "h200-pcie-host" and r["prediction_held_out"] is True
+        assert r[f"e_res_predicted_{x['variant'][len('fused_'):]}_us"] == x["rule7_E_res_us"]

@@ -275,3 +275,13 @@ def test_another_gpus_run_of_the_same_configurations_keeps_its_own_rows(tmp_path
                  {**later, "provenance": {**later["provenance"], "date": "2100-01-01T00:00:00+00:00"}})
     again = R.load_kernel_records(tmp_path)
     assert (again.loc[again["platform"] == "h200-pcie-host", "time(us)"] == 1.0).all()
+
+
+@pytest.mark.parametrize("run,n", [("run-333d725-heldout2", 16), ("run-98f3b5b-heldout3", 8)])
+def test_a_folder_of_one_heldout_sweep_is_summarized_as_its_own_rows(run, n):
+    """The bench prints ``summarize(--out)`` at its end; a held-out sweep's folder holds no main-sweep rows, and
+    until session 23 that raised IndexError after the records were written (the H200 call of call23c)."""
+    from xstage.paths import data_dir
+
+    s = R.summarize(data_dir() / "moe" / run)
+    assert s["n_configs"] == n and s["geomean_speedup_interleaved"] > 1
