@@ -1,5 +1,5 @@
-"""The H200 lease of session 23 (docs/calibration/fresh16-repeat.md, moe-rules.md, fa4-h100.md): the records carry the
-GPU and commit, and every committed verdict follows from its rows by the pre-registered rule; the cross-call
+"""Session 23's H200 lease and its H100 MoE call (docs/calibration/fresh16-repeat.md, moe-rules.md, fa4-h100.md): the
+records carry the GPU and commit, and every committed verdict follows from its rows by the pre-registered rule; the cross-call
 instrument figure is recomputed from the two folders."""
 
 import functools
@@ -83,3 +83,22 @@ def test_pers12_meets_the_seventh_rule_on_the_h200():
     assert sum(x["rule7_within"] for x in rows) == r["summary"]["all"]["rule7"]["within"] == 20
     _, meta = load_records(data_dir() / "attention-fa4/pers12/attention-fa4-kernel.parquet", "kernel")
     assert meta["provenance"]["gpu"]["gpu_uuid"].startswith(UUID)
+
+
+def test_the_h100_moe_run_sits_beside_the_h200_rows_and_rule3_meets_both_targets_on_it():
+    run = data_dir() / "moe/run-973b30f-h100-heldout2"
+    kernel, meta = load_records(run / "moe-kernel.parquet", "kernel")
+    assert meta["provenance"]["gpu"]["gpu_uuid"].startswith("GPU-a2ef85a6") and "H100" in meta["provenance"]["gpu"]["gpu"]
+    assert set(kernel["platform"]) == {"h100-pcie-host"} and kernel["config"].nunique() == 16
+    r = rec(PRED / "moe-rule3-973b30f-h100-heldout2.json")
+    assert r["platform"] == "h100-pcie-host"
+    pp = sorted(abs(x["rule3"] - x["measured"]) * 100 for x in r["rows"])
+    s = r["summary"]["rule3"]
+    assert s["median_pp"] == pytest.approx((pp[7] + pp[8]) / 2) and s["median_pp"] <= 3
+    assert s["n_names_winner"] == s["n_distinct"] == 16
+    # the default summary is still the H200's heldout2; --platform picks the H100's
+    from xstage.compare.moe_records import load_kernel_records, one_platform
+    both = load_kernel_records(data_dir() / "moe")
+    assert set(one_platform(both)["platform"]) == {"h200-pcie-host"}
+    h200 = both[(both["platform"] == "h200-pcie-host") & (both["sweep"] == "heldout2")]
+    assert h200["config"].nunique() == 16 and (both["platform"] == "h100-pcie-host").sum() == len(kernel)
