@@ -9,17 +9,16 @@
 # A third call on the same warm machine may run the FA4 tile log on an H100 (the pre-registration's second question):
 #   PYTHONPATH=/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/site python3 benchmarks/gpu/fa4_tile_log.py --out DIR
 # Writes $OUT/res.tgz (H200: the calibration), $OUT/gpu-tests/, $OUT/attention-fa4/.
-set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-: "${OUT:?set OUT to the output folder}"
+# (ran with this header written out; it was folded into common.sh's gpu_model afterwards, behaviour unchanged)
 HERE=$(dirname "$0")
-N=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "GPU: $N"; date -u
+. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model
+export PYTHONUNBUFFERED=1
+gpu_model
 T0=$SECONDS
-case "$N" in
-  *H200*) GRID=fresh16 RUN=-r2 bash "$HERE/fresh14.sh" ;;
-  *H100*) ;;
-  *) echo "call23: neither an H200 nor an H100 ($N); nothing run"; exit 3 ;;
+case "$GPU_MODEL" in
+  H200) GRID=fresh16 RUN=-r2 bash "$HERE/fresh14.sh" ;;
+  H100) ;;
+  *) echo "call23: neither an H200 nor an H100 ($GPU_NAME); nothing run"; exit 3 ;;
 esac
 BUDGET_S=$(( ${CALL_S:-560} - (SECONDS - T0) )) bash "$HERE/gpu_tests_all.sh"
 echo "call23 done in $((SECONDS - T0)) s"; date -u

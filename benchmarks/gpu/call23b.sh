@@ -6,16 +6,15 @@
 #         ($OUT/b: --seq-lens 65536 --seed 17), each with nvidia-smi's clocks, power and throttle reasons sampled
 #         every second beside it (~3 min)
 # Writes $OUT/res.tgz (everything the H100 branch measured) and the H200 branch's folders.
-set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-: "${OUT:?set OUT to the output folder}"
+# (ran with this header written out; it was folded into common.sh's gpu_model afterwards, behaviour unchanged)
 HERE=$(dirname "$0")
-N=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "GPU: $N"; date -u
-case "$N" in
-  *H200*) exec bash "$HERE/call23.sh" ;;
-  *H100*) ;;
-  *) echo "call23b: neither an H200 nor an H100 ($N); nothing run"; exit 3 ;;
+. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model
+export PYTHONUNBUFFERED=1
+gpu_model
+case "$GPU_MODEL" in
+  H200) exec bash "$HERE/call23.sh" ;;
+  H100) ;;
+  *) echo "call23b: neither an H200 nor an H100 ($GPU_NAME); nothing run"; exit 3 ;;
 esac
 W=/tmp/call23b-work
 mkdir -p "$W"

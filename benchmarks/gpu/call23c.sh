@@ -5,16 +5,15 @@
 #   H100: the MoE sweep below: heldout2's exact command (data/moe/run-333d725-heldout2/README.md), the Gluon kernel
 #         with the heldout2 run's short.json / long.json (written here, their committed contents), ~70 s
 # Writes $OUT/res.tgz (the sweep's folder with nvidia-smi before and after; on an H200 also the calibration).
-set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-: "${OUT:?set OUT to the output folder}"
+# (ran with this header written out; it was folded into common.sh's gpu_model afterwards, behaviour unchanged)
 HERE=$(dirname "$0")
-N=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "GPU: $N"; date -u
-case "$N" in
-  *H200*) GRID=fresh16 RUN=-r2 bash "$HERE/fresh14.sh"; mv "$OUT/res.tgz" "$OUT/fresh16-r2.tgz" ;;
-  *H100*) ;;
-  *) echo "call23c: neither an H200 nor an H100 ($N); nothing run"; exit 3 ;;
+. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model
+export PYTHONUNBUFFERED=1
+gpu_model
+case "$GPU_MODEL" in
+  H200) GRID=fresh16 RUN=-r2 bash "$HERE/fresh14.sh"; mv "$OUT/res.tgz" "$OUT/fresh16-r2.tgz" ;;
+  H100) ;;
+  *) echo "call23c: neither an H200 nor an H100 ($GPU_NAME); nothing run"; exit 3 ;;
 esac
 W=/tmp/call23c-work
 mkdir -p "$W/held2"

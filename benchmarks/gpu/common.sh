@@ -14,6 +14,8 @@
 #                              --plan ${PLAN:-PLAN} under timeout ${SWEEP_S:-SWEEP_S}, its output into $OUT/log.txt,
 #                              beside the 50 ms trace (smi_trace_start / _stop on $OUT); then "NAME rc <status> at
 #                              <s> s", the files under $OUT and the end time (rules 19, 20, 21: fa_rule*.sh)
+#   gpu_model                  prints the GPU's name and the date; GPU_NAME = the name, GPU_MODEL = H200, H100 or other
+#                              (the scripts that branch on the GPU that came: call23*.sh)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 : "${OUT:?set OUT to the output folder}"
@@ -72,4 +74,10 @@ traced_sweep() {
   smi_trace_stop "$OUT"
   ls -la "$OUT"
   echo "end $(date -u +%FT%TZ), $((SECONDS - t0)) s"
+}
+
+gpu_model() {
+  GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  echo "GPU: $GPU_NAME"; date -u
+  case "$GPU_NAME" in *H200*) GPU_MODEL=H200 ;; *H100*) GPU_MODEL=H100 ;; *) GPU_MODEL=other ;; esac
 }
