@@ -101,8 +101,8 @@ MODEL_STANDING = {
                         "point-wise median of two runs (--repeat 2), pre-registered: fresh13 host 5 of 5 (knee21), "
                         "fresh14 host 0 of 5, fresh13 measured again 3 of 5 (fresh14); with --issue-law (knee10's five "
                         "broad host grids) and --per-k-capacity (combo18), pre-registered: fresh15 host 4 of 5, "
-                        "fresh16 2 of 5 (combo18.md); on an H100, the issue law from its wide run: fresh16 5 of 5, "
-                        "fresh15 0 of 5 (newgpu22.md)"),
+                        "fresh16 2 of 5, measured again in another call 3 of 5 (combo18.md, fresh16-repeat.md); on an H100, "
+                        "the issue law from its wide run: fresh16 5 of 5, fresh15 0 of 5 (newgpu22.md)"),
 }
 
 
