@@ -37,7 +37,7 @@ Not in it: the Triton kernel (the fifth rule as recorded); the dynamic scheduler
     python benchmarks/predict_fa_rule7.py --fit --out data/predictions/fa-rule7-fit-h200-pcie-host.json
     python benchmarks/predict_fa_rule7.py --preregister 20480,40960,57344 --out data/predictions/...json
     python benchmarks/predict_fa_rule7.py --runs attention-fa4/<new run> --out data/predictions/...json
-    python benchmarks/predict_fa_rule7.py --platform data/calibration-extra/h100-pcie-host/platform.json --d7 0.006 \
+    python benchmarks/predict_fa_rule7.py --platform data/calibration-extra/h100-pcie-host-v1/platform.json --d7 0.006 \
         --runs attention-fa4/<an H100 run> --out ...   # another GPU: d7 as fitted on the H200, not refitted
 """
 
@@ -146,8 +146,10 @@ def main(argv=None) -> int:
                     help="use this d7 instead of fitting it on the committed H200 rows with --platform (another GPU's "
                          "platform: the d7 fitted on the H200, 0.006, as recorded)")
     args = ap.parse_args(argv)
-    if args.d7 is not None and not 0 <= args.d7 <= D7_GRID[-1]:
-        raise InputError("--d7", args.d7, f"must be within 0 to {D7_GRID[-1]}")
+    if args.d7 is not None and round(args.d7, 4) not in D7_GRID:   # the fit's grid, whose scores the record keeps
+        raise InputError("--d7", args.d7, f"must be a value of the fit's grid, 0 to {D7_GRID[-1]} by 0.0005")
+    if args.d7 is not None:
+        args.d7 = round(args.d7, 4)
     platform, base, m = C.rule_inputs(args)
     law = json.loads((base / PP.LAWS).read_text())["laws"]["fa4"]
     fit = fit_d7(fit_rows(base), platform, m)

@@ -87,3 +87,15 @@ def test_the_agreement_rule_can_fail():
     rep = load_script("fa4_repeat23")
     assert rep.within(120.0, 100.0) and not rep.within(121.0, 100.0)
     assert rep.within(30.0, 10.0) and not rep.within(31.0, 10.0)
+
+
+@pytest.mark.parametrize("d7", ["0.0061", "0.5", "-0.0005"])
+def test_a_given_d7_off_the_fits_grid_is_refused_before_any_fit(d7, tmp_path):
+    """The record keeps the grid's score of the given d7, so a value off the grid is bad input (it raised KeyError
+    after the fit before session 23's review)."""
+    from xstage.errors import InputError
+
+    r7 = load_script("predict_fa_rule7")
+    with pytest.raises(InputError, match="--d7"):
+        r7.main(["--d7", d7, "--runs", "attention-fa4/h100-pers12", "--out", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x.json").exists()
