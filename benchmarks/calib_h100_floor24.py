@@ -22,25 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_knee10 import fit_model, refuse_existing, write_new  # noqa: E402
 from calib_newgpu22_scan import FRACTION, SEEDS, _points  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.sim.fit_knee import lockstep_arrays  # noqa: E402
+from xstage.sim.fit_knee import lockstep_arrays, lockstep_issue_times_us  # noqa: E402
 from xstage.sim.split_sweeps import split_by_rule  # noqa: E402
 
 MiB = 2**20
-
-
-def issue_times(K, V, T0, G, R, q_shared, q_sm, rho, floor):
-    """``fit_knee.lockstep_issue_times_us`` with the relaxing capacity's floor ``floor`` in place of Q_shared."""
-    Q = q_shared + K * q_sm
-    low = np.minimum(floor, Q)
-    a = V / T0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t1 = Q / (a - R)
-        left = V - a * t1
-        ts = (Q - low) / rho
-        slow = R - rho
-        iso = np.where(left <= slow * ts, t1 + left / slow, t1 + ts + (left - slow * ts) / R)
-    iso = np.where(V - R * T0 <= Q, T0, iso)
-    return np.maximum(np.maximum(T0, V / R - G), iso)
 
 
 def fit(arrays, R, q_max, k_max, free_floor: bool, grid: int = 14, rounds: int = 4) -> dict:
@@ -48,7 +33,7 @@ def fit(arrays, R, q_max, k_max, free_floor: bool, grid: int = 14, rounds: int =
     K, V, T0, G, T, w = arrays
 
     def loss(qs, qsm, rho, floor):
-        t = issue_times(K, V, T0, G, R, qs, qsm, rho, floor if free_floor else qs)
+        t = lockstep_issue_times_us(K, V, T0, G, R, qs, qsm, rho, floor if free_floor else qs)
         return float(np.sum(w * ((t - T) / T) ** 2))
     axes = [np.linspace(0, 2 * q_max, grid), np.linspace(0, 2 * q_max / k_max, grid),
             np.linspace(np.log(R / 200), np.log(0.95 * R), grid), np.linspace(0, q_max, grid if free_floor else 1)]
@@ -83,7 +68,7 @@ def scan(folder: str = "h100-pcie-host", log=print) -> list:
         for free_floor in (False, True):
             f = fit(tuple(x[~held] for x in (K, V, T0, G, T, w)), R, plat.capacity_bytes(int(K.max())), K.max(),
                     free_floor)
-            e = np.abs(issue_times(K, V, T0, G, R, f["Q_shared"], f["q_sm"], f["rho"], f["floor"]) - T) / T
+            e = np.abs(lockstep_issue_times_us(K, V, T0, G, R, f["Q_shared"], f["q_sm"], f["rho"], f["floor"]) - T) / T
             r = {"folder": folder, "seed": seed, "law": "lockq + floor" if free_floor else "lockq",
                  "heldout_median_rel_err_T_iss": float(np.median(e[held])),
                  "heldout_p90_rel_err_T_iss": float(np.percentile(e[held], 90)), "n_heldout": int(held.sum()),

@@ -166,15 +166,17 @@ def knee_ratio_reads(points: pd.DataFrame, platform) -> dict:
     return {"ratio_points": tuple((r["K"], float(r["ratio"])) for r in per_k), "per_K": per_k, "votes": votes}
 
 
-def lockstep_issue_times_us(K, V, T0, G, R: float, q_shared: float, q_sm: float, rho: float) -> np.ndarray:
+def lockstep_issue_times_us(K, V, T0, G, R: float, q_shared: float, q_sm: float, rho: float,
+                            floor: float | None = None) -> np.ndarray:
     """The model check's T_iss of lockstep periodic bursts under a two-stage relaxing capacity, vectorised
     (``fit._lockstep_relaxing`` without a knee gate): max(T_iss0, V/R - G, the relaxing isolated issue time) with
     Q(K) = Q_shared + K q_sm relaxing at rho to the floor Q_shared
     (``model_two_stage.relaxing_isolated_issue_time_us``).
-    Arrays K, V (bytes), T0, G (us, the measured gap, >= 0); R, rho in bytes/us."""
+    Arrays K, V (bytes), T0, G (us, the measured gap, >= 0); R, rho in bytes/us. ``floor`` (bytes): the relaxing
+    floor in place of Q_shared, never above Q(K) (floor24, ``benchmarks/calib_h100_floor24.py``); None: Q_shared."""
     K, V, T0, G = (np.asarray(x, dtype=float) for x in (K, V, T0, G))
     Q = q_shared + K * q_sm
-    floor = np.minimum(q_shared, Q)
+    floor = np.minimum(q_shared if floor is None else floor, Q)
     a = V / T0
     with np.errstate(divide="ignore", invalid="ignore"):
         t1 = Q / (a - R)
