@@ -92,6 +92,7 @@ def combo18(folder: str, law_from: str, log=print) -> dict:
 def carried_verdict(platform_file: str, folder: str) -> dict:
     """``carried`` of a committed platform file on every lockstep point of a folder, with issue 15's verdict."""
     c = carried(str(EXTRA / platform_file), folder)
+    c["platform"] = c["from"] = f"data/calibration-extra/{platform_file}"  # the checkout's path, not this machine's
     meets = meets_targets({f"heldout_{k}": v for k, v in c["every_point"].items()})
     return {**c, "meets": meets, "verdict": "met" if meets else "not met"}
 
