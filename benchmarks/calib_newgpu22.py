@@ -29,7 +29,7 @@ from calib_knee10 import refuse_existing, write_new  # noqa: E402
 from xstage.compare.platforms import locate_platform  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
-from xstage.sim.fit import error_summary, model_check  # noqa: E402
+from xstage.sim.carried import carried as carried_points  # noqa: E402
 from xstage.sim.heldout_misses import TARGETS, meets_targets  # noqa: E402
 
 RULE = "data/calibration-extra/h100-newgpu-preregistration.md"
@@ -68,16 +68,13 @@ def refit(name: str, seed: int, *extra: str, log=print) -> dict:
 
 
 def carried(platform_name: str, folder: str) -> dict:
-    """One platform's T_iss and period errors on a folder's lockstep points (every point and the held-out half)."""
+    """One platform's T_iss and period errors on a folder's lockstep points (every point and the held-out half):
+    ``xstage.sim.carried`` (``xstage calibrate --against``), less its verdict and pair list."""
     plat, where = locate_platform(platform_name)
     points, _ = load_records(EXTRA / folder / "points.parquet", "point")
-    points = points.reset_index(drop=True)
-    held = points["split"].to_numpy() == "heldout"
-    every = error_summary(model_check(points, plat))
-    half = error_summary(model_check(points[held], plat))
-    keys = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period", "n_points")
-    return {"platform": platform_name, "from": str(where), "every_point": {k: every[k] for k in keys},
-            "heldout_half": {k: half[k] for k in keys}}
+    c = carried_points(points, plat)
+    return {"platform": platform_name, "from": str(where), "every_point": c["every_point"],
+            "heldout_half": c["heldout_half"]}
 
 
 def combo18(folder: str, law_from: str, log=print) -> dict:

@@ -8,6 +8,7 @@
     xstage calibrate --target host --grid fresh15 --repeat 2 --model two-stage-lockq --split-rule bracket \
         --issue-law BROAD1 --issue-law BROAD2 --per-k-capacity --out DIR      # combo18 on a knee grid (opt-in)
     xstage calibrate --sim paper-b200 --target peer --out /tmp/sim-calib # the sweep on the simulator
+    xstage calibrate --against h200-pcie-host --records DIR   # a committed platform on another run's points, no fit
     xstage calibrate --target host --grid wide --heldout-fraction 0.3 --split-seed 0 --out DIR   # issue 15
     torchrun --standalone --nproc-per-node=2 -m xstage.cli calibrate --target peer --out DIR
     xstage calibrate --target peer --self-peer --backend nvshmem --issue put-nbi --out DIR  # NVSHMEM device puts
@@ -153,6 +154,13 @@ def register(sub):
                    help="with --refit --records A: another run of the same grid, target and GPU (repeatable); the "
                    "fit is on the point-wise median of A and every SRC (for runs made apart; --repeat measures "
                    "several runs in one command)")
+    p.add_argument("--against", action="append", default=None, metavar="PLATFORM",
+                   help="a committed platform (name or platform.json; repeatable) scored, nothing fitted, on every "
+                   "lockstep point: of --records SRC (no --out; nothing measured or written), or of the run this "
+                   "command measures or refits. Prints issue 15's four checks on every point, the folder's held-out "
+                   "half and the pairs it misses with their knee ratio: whether a platform measured on one card holds "
+                   "on another (measured: H100 local yes, 4.77 / 10.80 %%; H100 host no, p90 16-26 %%; "
+                   "docs/calibration/h100-broad24.md)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
@@ -278,7 +286,7 @@ def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
 
 def print_summary(summary: dict) -> None:
     """A calibration summary for a person: its flat keys as a table, then the held-out pairs that miss."""
-    print_table({k: v for k, v in summary.items() if not isinstance(v, dict) and k != "heldout_misses"})
+    print_table({k: v for k, v in summary.items() if not isinstance(v, dict) and k not in ("heldout_misses", "against")})
     lines = miss_lines(summary)
     if lines:
         print()
@@ -366,13 +374,17 @@ def run(args) -> int:
         return list_models(args)
     if args.estimate:
         return print_estimate(args)
+    if args.against and args.records is not None and not args.refit:
+        from xstage.cli.calib_against import run_records
+        return run_records(args)
     if args.out is None or not str(args.out).strip():
         raise InputError("--out", args.out, "is required (the output folder) unless --models, --grids or --estimate "
                          "is given")
     from xstage.hw.calib import calibrate
 
     if args.records is not None and not args.refit:
-        raise InputError("--records", args.records, "needs --refit (it names the folder to refit)")
+        raise InputError("--records", args.records, "needs --refit (it names the folder to refit) or --against (the "
+                         "folder to score a platform on)")
     if args.median_with and not args.refit:
         raise InputError("--median-with", args.median_with[0], "needs --refit --records (it names another run to "
                          "take the median with; to measure several runs, use --repeat)")
@@ -380,6 +392,10 @@ def run(args) -> int:
     if args.refit and repeat != 1:
         raise InputError("--repeat", args.repeat, "measures the grid again: it does not go with --refit (use "
                          "--median-with for runs already measured)")
+    if args.against:   # every platform found before any GPU time is spent
+        from xstage.cli.calib_against import _platform
+        for name in args.against:
+            _platform(name)
     if args.refit:
         if args.records is not None and not str(args.records).strip():
             raise InputError("--records", args.records, "must name a calibration folder")
@@ -432,8 +448,15 @@ def run(args) -> int:
         say(args, f"[calibrate] wrote {args.out}/platform.json and records")
     for warning in summary.get("warnings") or ([summary["warning"]] if summary.get("warning") else []):
         print(f"xstage: warning: {warning}", file=sys.stderr, flush=True)
+    if args.against:
+        from xstage.cli.calib_against import scores
+        summary = {**summary, "against": scores(args.against, args.out)}
     if args.json:
         print_json(summary)
     else:
         print_summary(summary)
+        if args.against:
+            from xstage.cli.calib_against import lines
+            print()
+            print("\n".join(lines(summary["against"])))
     return 0

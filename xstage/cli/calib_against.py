@@ -1,0 +1,115 @@
+"""``xstage calibrate --against PLATFORM``: a committed platform on calibration points it never saw
+(``xstage.sim.carried``), nothing fitted.
+
+    xstage calibrate --against data/calibration-extra/h100-local/platform.json \
+        --records data/calibration-extra/h100-local-r3          # card 1's local platform on a third card's run
+    xstage calibrate --target host --grid fresh5 --model two-stage-gated2 --out DIR \
+        --against h200-pcie-host                                 # calibrate this card, and score the bundled one
+
+With ``--records`` nothing is measured or written; after a sweep or a refit the scores are printed (and put in the
+--json summary under ``against``) after the run's own summary, and the files written are the run's alone.
+"""
+
+from pathlib import Path
+
+from xstage.cli.common import print_json
+from xstage.errors import InputError
+
+
+def _platform(name: str):
+    from xstage.compare.platforms import locate_platform
+    try:
+        return locate_platform(name)
+    except InputError as err:
+        raise InputError("--against", name, "is neither a bundled platform, a calibrated one under data/calibration/, "
+                         "nor a platform.json") from err
+    except (OSError, ValueError, KeyError) as err:
+        raise InputError("--against", name, f"could not be read as a platform ({type(err).__name__}: {err})") from err
+
+
+def _points(folder):
+    from xstage.records import load_records
+    src = Path(folder)
+    if not str(folder).strip() or not (src / "points.parquet").is_file():
+        raise InputError("--records", str(folder), "holds no points.parquet (a calibration folder)")
+    return load_records(src / "points.parquet", "point")
+
+
+def _gpu(meta_or_notes: dict) -> str | None:
+    return ((meta_or_notes or {}).get("provenance") or {}).get("gpu", {}).get("gpu_uuid")
+
+
+def scores(names, folder) -> list[dict]:
+    """``carried`` of each platform named in ``names`` on the points of calibration folder ``folder``, with where
+    the platform was found, the folder, both targets and both GPUs (uuids where recorded)."""
+    from xstage.sim.carried import carried
+    points, meta = _points(folder)
+    target = (meta.get("config") or {}).get("target")
+    out = []
+    for name in names:
+        platform, where = _platform(name)
+        if target and platform.target and platform.target != target:
+            raise InputError("--against", name, f"is a {platform.target} platform; the records in {folder} are "
+                             f"{target} points")
+        row = {"platform_file": str(where), "records": str(folder), "target": target,
+               "platform_gpu": _gpu(platform.notes), "records_gpu": _gpu(meta),
+               "platform_pooled": bool((platform.notes or {}).get("pool")), **carried(points, platform)}
+        out.append(row)
+    return out
+
+
+def _fig(f: dict) -> str:
+    return (f"T_iss {f['median_rel_err_T_iss']:.2%} / {f['p90_rel_err_T_iss']:.2%}, period "
+            f"{f['median_rel_err_period']:.2%} / {f['p90_rel_err_period']:.2%} (n {f['n_points']})")
+
+
+def _verdict(f: dict) -> str:
+    from xstage.sim.heldout_misses import TARGETS
+    missed = [f"{key[len('heldout_'):]} {f[key[len('heldout_'):]]:.1%} > {limit:.0%}" for key, limit in TARGETS
+              if f[key[len("heldout_"):]] > limit]
+    return ("meets the targets (median <= 5 %, p90 <= 15 % of T_iss and of the period)" if not missed else
+            "misses the targets: " + ", ".join(missed))
+
+
+def lines(rows: list[dict], limit: int = 8) -> list[str]:
+    """The human block: per platform, the four checks on every lockstep point, the folder's held-out half, and the
+    worst ``limit`` pairs with a point off by more than 15 %."""
+    from xstage.sim.heldout_misses import MISS_LIMIT
+    out = []
+    for r in rows:
+        card = ("GPU not recorded" if not (r["platform_gpu"] and r["records_gpu"]) else
+                "the same GPU" if r["platform_gpu"] == r["records_gpu"] else
+                f"another GPU ({r['records_gpu'][:12]}; the platform's: {r['platform_gpu'][:12]}"
+                + (", pooled over several runs" if r["platform_pooled"] else "") + ")")
+        out.append(f"against {r['platform']} ({r['platform_file']}) on {r['records']}: {card}")
+        if r["meets"] is None:
+            out.append("  no lockstep periodic point: nothing to score")
+            continue
+        out.append(f"  every lockstep point: {_fig(r['every_point'])}: {_verdict(r['every_point'])}")
+        if r.get("heldout_half"):
+            out.append(f"  the folder's held-out half: {_fig(r['heldout_half'])}")
+        misses = r["misses"]
+        out.append(f"  pairs with a point off by > {MISS_LIMIT:.0%}: {len(misses) or 'none'} of {r['n_pairs']} "
+                   "lockstep pairs" + (f" (the worst {limit}; --json lists all)" if len(misses) > limit else ""))
+        if misses:
+            out.append(f"    {'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}")
+        for m in misses[:limit]:
+            ratio = "-" if m["knee_ratio"] is None else f"{m['knee_ratio']:.2f}"
+            out.append(f"    {m['producers']:>5}  {m['bytes_per_producer'] / 1024:>7g}  "
+                       f"{m['median_rel_err_T_iss']:>+10.1%}  {str(m['n_off']) + '/' + str(m['n_points']):>5}  "
+                       f"{ratio:>10}")
+    return out
+
+
+def run_records(args) -> int:
+    """``--against`` with ``--records`` and no ``--refit``: score, print, write nothing."""
+    for field in ("out", "target", "sim"):
+        if getattr(args, field, None) is not None:
+            raise InputError(f"--{field}", getattr(args, field), "does not go with --against --records (nothing is "
+                             "measured or written; drop --records to score the run a sweep measures)")
+    rows = scores(args.against, args.records)
+    if args.json:
+        print_json(rows)
+    else:
+        print("\n".join(lines(rows)))
+    return 0
