@@ -89,9 +89,36 @@ def run_model(args) -> int:
     K = platform.check_producers(require_int("producers", args.producers))
     B = parse_size(args.bytes_per_producer, "bytes_per_producer")
     G = _float("gap_us", args.gap_us, allow_zero=True)
-    out = burst_model(platform, K, B, G)
+    out = {**burst_model(platform, K, B, G), **knee_band(platform, K, B)}
     print_json(out) if args.json else print_table(out)
     return 0
+
+
+KNEE_BAND_RECORD = "calibration-extra/knee-band25.json"
+
+
+def knee_band(platform, K: int, B: int) -> dict:
+    """``knee_ratio`` of (K, B) under the platform and, for a host platform, how often committed host platforms missed
+    lockstep pairs they never saw at that knee ratio, per GPU model (``knee_band_<GPU>_share_off`` of
+    ``knee_band_<GPU>_pairs`` pairs had a point off by > 15 %; the record of benchmarks/calib_knee_band25.py, absent
+    where the records are not installed)."""
+    import json
+
+    from xstage.paths import data_dir
+    from xstage.sim.heldout_misses import knee_ratio
+    from xstage.sim.knee_band import band_rows
+
+    ratio = knee_ratio(platform, K, B)
+    out = {"knee_ratio": ratio}
+    path = data_dir() / KNEE_BAND_RECORD
+    if platform.target != "host" or not path.is_file():
+        return out
+    rows = band_rows(json.loads(path.read_text()), ratio)
+    for gpu, row in rows.items():
+        out["knee_band"] = row["bin"]
+        out[f"knee_band_{gpu}_pairs"] = row["pairs"]
+        out[f"knee_band_{gpu}_share_off"] = row["share_off"]
+    return out
 
 
 def run_model_fa(args) -> int:

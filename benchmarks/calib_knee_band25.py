@@ -1,0 +1,85 @@
+"""knee-band25 (session 25, POST HOC, decides nothing): how often a committed host platform misses a lockstep pair it
+never saw, by the pair's knee ratio under that platform.
+
+    python benchmarks/calib_knee_band25.py --json data/calibration-extra/knee-band25.json    # ~30 s
+
+Every (platform, folder) below is out of sample: the platform saw none of the folder's points. H200: the recommended
+wide platform (``h200-pcie-host-wide-3525cba-two-stage-gated2``) on every broad and knee grid measured on H200s since;
+H100: card 1's wide platform (``h100-pcie-host``) on card 1's ``fresh16`` and card 2's ``fresh15`` / ``fresh``, and
+``h100-pcie-host-pool24`` (cards 1 and 2) on card 3's ``fresh2`` / ``fresh3`` / ``fresh5``. For every lockstep
+periodic pair of each folder: the knee ratio (V - R T_iss0(K, B)) / Q(K) under the platform
+(``xstage.sim.heldout_misses.knee_ratio``) and whether a point of the pair is off by more than 15 % in T_iss. The table
+counts pairs per GPU model and knee-ratio bin (``xstage.sim.knee_band.BINS``): ``pairs``, ``pairs_off`` (a point off
+by > 15 %), ``share_off`` and the median over pairs of the pair's median |error|. ``xstage model`` reads this record
+to say how far a prediction at a given knee ratio has held (``knee_ratio``, ``knee_band_*``).
+"""
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calib_knee10 import refuse_existing, write_new  # noqa: E402
+from xstage.provenance import provenance  # noqa: E402
+from xstage.records import load_records  # noqa: E402
+from xstage.sim.fit import model_check  # noqa: E402
+from xstage.sim.heldout_misses import MISS_LIMIT, knee_ratio, periodic_pairs  # noqa: E402
+from xstage.sim.knee_band import BINS, bin_label  # noqa: E402
+from xstage.sim.platform import load_platform  # noqa: E402
+
+EXTRA = Path(__file__).resolve().parents[1] / "data" / "calibration-extra"
+H200_WIDE = "h200-pcie-host-wide-3525cba-two-stage-gated2"
+COMBOS = {"H200": [(H200_WIDE, f"h200-pcie-host-{g}") for g in
+                   ("fresh", "fresh2", "fresh3", "fresh5", "fresh10", "fresh11", "fresh12", "fresh14", "fresh15",
+                    "fresh16")],
+          "H100": [("h100-pcie-host", f) for f in ("h100-pcie-host-fresh16", "h100-pcie-host-fresh15",
+                                                   "h100-pcie-host-fresh")]
+          + [("h100-pcie-host-pool24", f) for f in ("h100-pcie-host-fresh2", "h100-pcie-host-fresh3",
+                                                     "h100-pcie-host-fresh5")]}
+
+
+def pair_rows(platform_name: str, folder: str) -> list[dict]:
+    """(knee ratio, off, median |error|) of every lockstep periodic pair of ``folder`` under ``platform_name``."""
+    platform = load_platform(EXTRA / platform_name / "platform.json")
+    points, _ = load_records(EXTRA / folder / "points.parquet", "point")
+    check = model_check(points.reset_index(drop=True), platform)
+    return [{"producers": k, "bytes_per_producer": b, "knee_ratio": knee_ratio(platform, k, b),
+             "off": bool((np.abs(e) > MISS_LIMIT).any()), "median_abs_err": float(np.median(np.abs(e)))}
+            for k, b, _, e in periodic_pairs(check, np.full(len(check), "all"), heldout_only=False)]
+
+
+def table(rows: list[dict]) -> list[dict]:
+    out = []
+    for lo, hi in BINS:
+        sel = [r for r in rows if r["knee_ratio"] is not None and lo < r["knee_ratio"] <= hi]
+        if sel:
+            n_off = sum(r["off"] for r in sel)
+            out.append({"bin": bin_label(lo, hi), "lo": None if math.isinf(lo) else lo,   # None: unbounded
+                        "hi": None if math.isinf(hi) else hi, "pairs": len(sel), "pairs_off": n_off,
+                        "share_off": n_off / len(sel),
+                        "median_abs_err": float(np.median([r["median_abs_err"] for r in sel]))})
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
+    args = ap.parse_args(argv)
+    refuse_existing(args.json, "calib_knee_band25")
+    gpus = {}
+    for gpu, combos in COMBOS.items():
+        rows = [r for p, f in combos for r in pair_rows(p, f)]
+        gpus[gpu] = {"combos": [list(c) for c in combos], "n_pairs": len(rows), "bins": table(rows)}
+        print(f"{gpu}: {len(rows)} lockstep pairs over {len(combos)} folders")
+        for b in gpus[gpu]["bins"]:
+            print(f"  knee ratio {b['bin']:>12}: {b['pairs_off']:>3} of {b['pairs']:>3} pairs off by > 15 % "
+                  f"({b['share_off']:.0%}), median |error| {b['median_abs_err']:.1%}")
+    write_new(args.json, {"post_hoc": True, "miss_limit": MISS_LIMIT, "gpus": gpus, "provenance": provenance()},
+              "calib_knee_band25")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""knee-band25 (sim/knee_band.py, benchmarks/calib_knee_band25.py): the record follows from the committed points, a
+ratio finds its bin (tests/cli/test_model_knee_band.py: `xstage model`)."""
+
+import json
+import math
+
+import pytest
+
+from xstage.paths import data_dir
+from xstage.sim.knee_band import BINS, band_rows, bin_label
+
+from .bench_scripts import load_script
+
+RECORD = data_dir() / "calibration-extra" / "knee-band25.json"
+
+
+def test_bins_tile_the_line_without_gaps():
+    assert BINS[0][0] == -math.inf and BINS[-1][1] == math.inf
+    assert all(a[1] == b[0] for a, b in zip(BINS, BINS[1:]))
+    assert bin_label(*BINS[0]) == "(-inf, 0.5]" and bin_label(1.0, 1.1) == "(1, 1.1]"
+
+
+def test_record_follows_from_the_committed_points():
+    rec = json.loads(RECORD.read_text())
+    mod = load_script("calib_knee_band25")
+    for gpu, combos in mod.COMBOS.items():
+        rows = [r for p, f in combos for r in mod.pair_rows(p, f)]
+        assert json.loads(json.dumps(mod.table(rows))) == rec["gpus"][gpu]["bins"], gpu
+        assert rec["gpus"][gpu]["n_pairs"] == len(rows)
+
+
+def test_the_figures_the_docs_quote_are_the_records():
+    bins = {gpu: {b["bin"]: b for b in e["bins"]} for gpu, e in json.loads(RECORD.read_text())["gpus"].items()}
+    assert (bins["H200"]["(1, 1.1]"]["pairs_off"], bins["H200"]["(1, 1.1]"]["pairs"]) == (24, 24)
+    for gpu in ("H200", "H100"):
+        assert bins[gpu]["(1, 1.1]"]["share_off"] >= 0.85
+        assert max(bins[gpu][b]["share_off"] for b in ("(-inf, 0.5]", "(0.5, 0.8]", "(3, inf]")) <= 0.12
+
+
+@pytest.mark.parametrize("ratio,label", [(1.0, "(0.9, 1]"), (1.0000001, "(1, 1.1]"), (-7.0, "(-inf, 0.5]"),
+                                         (40.0, "(3, inf]")])
+def test_a_ratio_finds_its_bin_for_each_gpu(ratio, label):
+    rows = band_rows(json.loads(RECORD.read_text()), ratio)
+    assert set(rows) == {"H200", "H100"} and {r["bin"] for r in rows.values()} == {label}
+
+
+@pytest.mark.parametrize("ratio", [None, math.nan, math.inf])
+def test_no_row_without_a_finite_ratio(ratio):
+    assert band_rows(json.loads(RECORD.read_text()), ratio) == {}
