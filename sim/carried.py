@@ -17,7 +17,7 @@ card's own calibration; this check is the one to run before trusting a platform 
 import numpy as np
 
 from xstage.sim.fit import error_summary, model_check
-from xstage.sim.heldout_misses import MISS_LIMIT, knee_ratio, meets_targets, periodic_pairs
+from xstage.sim.heldout_misses import MISS_LIMIT, heldout_misses, meets_targets, periodic_pairs
 
 KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period", "n_points")
 
@@ -28,15 +28,10 @@ def _figures(check) -> dict:
 
 
 def pair_misses(check, platform, limit: float = MISS_LIMIT) -> list[dict]:
-    """Every lockstep periodic pair of ``check`` with a point off by more than ``limit``, worst |median| first:
-    {producers, bytes_per_producer, median_rel_err_T_iss, n_off, n_points, knee_ratio} (``heldout_misses``' rows,
-    over every pair rather than the held-out ones)."""
+    """Every lockstep periodic pair of ``check`` with a point off by more than ``limit``, worst |median| first
+    (``heldout_misses``' rows, over every pair rather than the held-out ones)."""
     split = check["split"] if "split" in check else np.full(len(check), "fit")
-    rows = [{"producers": k, "bytes_per_producer": b, "median_rel_err_T_iss": float(np.median(e)),
-             "n_off": int((np.abs(e) > limit).sum()), "n_points": int(e.size),
-             "knee_ratio": knee_ratio(platform, k, b)}
-            for k, b, _, e in periodic_pairs(check, split, heldout_only=False) if (np.abs(e) > limit).any()]
-    return sorted(rows, key=lambda r: (-abs(r["median_rel_err_T_iss"]), r["producers"], r["bytes_per_producer"]))
+    return heldout_misses(check, split, platform, limit, heldout_only=False)
 
 
 def carried(points, platform) -> dict:

@@ -64,10 +64,11 @@ def checked_pairs(check, split) -> int:
     return sum(1 for _ in periodic_pairs(check, split))
 
 
-def missed_pairs(check, split, limit: float = MISS_LIMIT):
+def missed_pairs(check, split, limit: float = MISS_LIMIT, heldout_only: bool = True):
     """The held-out lockstep periodic pairs of a model check with a point off by more than ``limit``:
-    (K, B, the pair's check rows, its T_iss relative errors), K then B ascending."""
-    for k, b, g, e in periodic_pairs(check, split):
+    (K, B, the pair's check rows, its T_iss relative errors), K then B ascending (``heldout_only=False``: every
+    pair's)."""
+    for k, b, g, e in periodic_pairs(check, split, heldout_only):
         if (np.abs(e) > limit).any():
             yield k, b, g, e
 
@@ -86,13 +87,13 @@ def knee_ratio(platform, producers: int, bytes_per_producer: float) -> float | N
     return float(ratio) if math.isfinite(ratio) else None
 
 
-def heldout_misses(check, split, platform, limit: float = MISS_LIMIT) -> list[dict]:
+def heldout_misses(check, split, platform, limit: float = MISS_LIMIT, heldout_only: bool = True) -> list[dict]:
     """Every held-out lockstep periodic pair with a point off by more than ``limit`` (``missed_pairs``), as
     {producers, bytes_per_producer, median_rel_err_T_iss, n_off, n_points, knee_ratio}, by |median error|
     descending (ties: K then B ascending). ``n_off`` of ``n_points`` points are off by more than ``limit``;
-    the pair's median may be within it."""
+    the pair's median may be within it. ``heldout_only=False``: every pair (``xstage.sim.carried``)."""
     rows = [{"producers": k, "bytes_per_producer": b, "median_rel_err_T_iss": float(np.median(e)),
              "n_off": int((np.abs(e) > limit).sum()), "n_points": int(e.size),
              "knee_ratio": knee_ratio(platform, k, b)}
-            for k, b, _, e in missed_pairs(check, split, limit)]
+            for k, b, _, e in missed_pairs(check, split, limit, heldout_only)]
     return sorted(rows, key=lambda r: -abs(r["median_rel_err_T_iss"]))

@@ -119,7 +119,7 @@ def register(sub):
                    "(rewrites its files, so needs --overwrite), or with --records SRC those in SRC, written to --out")
     p.add_argument("--records", default=None, metavar="SRC",
                    help="with --refit: the calibration folder to read (e.g. committed records; only read), the "
-                   "refitted folder goes to --out")
+                   "refitted folder goes to --out; with --against: the folder whose points the platform is scored on")
     p.add_argument("--pool", action="append", default=None, metavar="SRC",
                    help="another calibration folder of the same target and GPU (repeatable): its fit half (its "
                    "recorded split's fit points; every point where it recorded none) joins this fit, less any (K, B) "
@@ -274,14 +274,21 @@ def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
     first = [v] if (v := verdict(summary)) else []
     if not misses:
         return first + [head]
-    lines = first + [head + (f" (the worst {limit} by |median error|; --json lists all)" if len(misses) > limit else ""),
-             f"  {'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}"]
-    for m in misses[:limit]:
+    lines = first + [head + (f" (the worst {limit} by |median error|; --json lists all)" if len(misses) > limit else "")]
+    return lines + miss_table(misses[:limit]) + [
+        "  (knee ratio (V - R T_iss0)/Q(K), V = K B: near 1 at the knee; docs/calibration/method.md)"]
+
+
+def miss_table(misses: list[dict], indent: str = "  ") -> list[str]:
+    """Rows of missed pairs (``heldout_misses`` / ``carried.pair_misses``) under a header: K, B KiB, median error,
+    points off / points, knee ratio."""
+    lines = [f"{indent}{'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}"]
+    for m in misses:
         ratio = "-" if m["knee_ratio"] is None else f"{m['knee_ratio']:.2f}"
-        lines.append(f"  {m['producers']:>5}  {m['bytes_per_producer'] / 1024:>7g}  "
+        lines.append(f"{indent}{m['producers']:>5}  {m['bytes_per_producer'] / 1024:>7g}  "
                      f"{m['median_rel_err_T_iss']:>+10.1%}  {str(m['n_off']) + '/' + str(m['n_points']):>5}  "
                      f"{ratio:>10}")
-    return lines + ["  (knee ratio (V - R T_iss0)/Q(K), V = K B: near 1 at the knee; docs/calibration/method.md)"]
+    return lines
 
 
 def print_summary(summary: dict) -> None:

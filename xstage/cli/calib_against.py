@@ -12,6 +12,7 @@ With ``--records`` nothing is measured or written; after a sweep or a refit the 
 
 from pathlib import Path
 
+from xstage.cli.calib import miss_table
 from xstage.cli.common import print_json
 from xstage.errors import InputError
 
@@ -92,12 +93,7 @@ def lines(rows: list[dict], limit: int = 8) -> list[str]:
         out.append(f"  pairs with a point off by > {MISS_LIMIT:.0%}: {len(misses) or 'none'} of {r['n_pairs']} "
                    "lockstep pairs" + (f" (the worst {limit}; --json lists all)" if len(misses) > limit else ""))
         if misses:
-            out.append(f"    {'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}")
-        for m in misses[:limit]:
-            ratio = "-" if m["knee_ratio"] is None else f"{m['knee_ratio']:.2f}"
-            out.append(f"    {m['producers']:>5}  {m['bytes_per_producer'] / 1024:>7g}  "
-                       f"{m['median_rel_err_T_iss']:>+10.1%}  {str(m['n_off']) + '/' + str(m['n_points']):>5}  "
-                       f"{ratio:>10}")
+            out += miss_table(misses[:limit], indent="    ")
     return out
 
 
