@@ -61,3 +61,43 @@ def test_h100_model_checks_stay_out_of_the_wheel_and_their_points_ship():
     assert "h100-pcie-host-fresh2/points.parquet" in shipped and "h100-pcie-host-fresh2/platform.json" in shipped
     assert not any(p.startswith("h100-") and p.endswith("/check.parquet") for p in shipped)
     assert "h200-pcie-host-fresh2/check.parquet" in shipped or not (EXTRA / "h200-pcie-host-fresh2/check.parquet").exists()
+
+
+def test_call25_claims_count_pairs_on_the_right_side_of_each_line():
+    claims = load_script("calib_call25").claims
+    rows = [{"knee_ratio": r, "off": off} for r, off in
+            [(0.8, False), (0.81, True), (3.0, True), (3.01, False), (None, True), (1.0, False), (1.01, True),
+             (1.5, True), (1.51, True), (-2.0, True)]]
+    c = claims(rows)
+    assert (c["A_far"]["pairs"], c["A_far"]["pairs_off"]) == (3, 1)      # 0.8, 3.01, -2.0
+    assert (c["B_near"]["pairs"], c["B_near"]["pairs_off"]) == (2, 2)    # 1.01, 1.5
+    assert not c["A_far"]["met"] and c["B_near"]["met"] and c["verdict"] == "not met"
+    assert claims([])["verdict"] == "not met"                          # no pair: nothing is met
+
+
+def test_calib_call25_refuses_an_existing_scores_file(tmp_path):
+    import subprocess
+    import sys
+
+    from .bench_scripts import BENCHMARKS
+    taken = tmp_path / "scores.json"
+    taken.write_text("{}")
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call25.py"), "--json", str(taken)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "exists" in proc.stderr and taken.read_text() == "{}"
+
+
+def test_call25_runs_nothing_on_another_gpu(tmp_path):
+    import os
+    import stat
+    import subprocess
+
+    from .bench_scripts import BENCHMARKS
+    stub = tmp_path / "bin" / "nvidia-smi"
+    stub.parent.mkdir()
+    stub.write_text("#!/bin/sh\necho 'NVIDIA A100-SXM4-80GB'\n")
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "out").mkdir()
+    env = {**os.environ, "PATH": f"{stub.parent}:{os.environ['PATH']}", "OUT": str(tmp_path / "out")}
+    proc = subprocess.run(["bash", str(BENCHMARKS / "gpu" / "call25.sh")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 3 and "nothing run" in proc.stdout and not any((tmp_path / "out").iterdir())

@@ -1,0 +1,79 @@
+"""call25 (session 25): the knee-band record (knee-band25.json) scored on host grids measured after it, as frozen in
+data/calibration-extra/call25-preregistration.md.
+
+    python benchmarks/calib_call25.py --json data/calibration-extra/call25-scores.json          # the H100 branch
+    python benchmarks/calib_call25.py --h200 --json data/calibration-extra/call25-h200-scores.json   # secondary only
+
+The record says, out of sample, that committed host platforms miss few lockstep pairs far from the knee and most
+pairs just past it. Primary (H100 branch): ``h100-pcie-host-pool24`` on every lockstep periodic pair of the call's
+``fresh11``, ``fresh12`` and ``fresh13`` host folders together. A: among pairs at knee ratio <= 0.8 or > 3 under the
+platform, the share with a point off by more than 15 % in T_iss is at most 15 %. B: among pairs at knee ratio in
+(1.0, 1.5], that share is at least 50 %. Met iff A and B. Secondary (decide nothing): the per-bin table beside the
+record's H100 rows; pool24's four checks on each folder; each folder's own held-out verdict. ``--h200``: the same
+two claims with the recommended H200 wide platform on call24's H200 host folders (``*-c24``), secondary.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calib_knee10 import refuse_existing, write_new  # noqa: E402
+from calib_knee_band25 import H200_WIDE, pair_rows, table  # noqa: E402
+from calib_newgpu22 import carried_verdict, own  # noqa: E402
+from xstage.provenance import provenance  # noqa: E402
+
+RULE = "data/calibration-extra/call25-preregistration.md"
+FAR_LO, FAR_HI, NEAR = 0.8, 3.0, (1.0, 1.5)
+FAR_MAX, NEAR_MIN = 0.15, 0.50
+BRANCHES = {"H100": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11", "h100-pcie-host-fresh12",
+                                                "h100-pcie-host-fresh13")),
+            "H200": (H200_WIDE, ("h200-pcie-host-fresh2-c24", "h200-pcie-host-fresh3-c24",
+                                 "h200-pcie-host-fresh5-c24"))}
+
+
+def claims(rows: list[dict]) -> dict:
+    """A and B of the module doc on pair rows (``calib_knee_band25.pair_rows``)."""
+    far = [r for r in rows if r["knee_ratio"] is not None and (r["knee_ratio"] <= FAR_LO or r["knee_ratio"] > FAR_HI)]
+    near = [r for r in rows if r["knee_ratio"] is not None and NEAR[0] < r["knee_ratio"] <= NEAR[1]]
+    share = lambda sel: (sum(r["off"] for r in sel) / len(sel)) if sel else None  # noqa: E731
+    a, b = share(far), share(near)
+    a_met, b_met = a is not None and a <= FAR_MAX, b is not None and b >= NEAR_MIN
+    return {"A_far": {"pairs": len(far), "pairs_off": sum(r["off"] for r in far), "share_off": a, "met": a_met},
+            "B_near": {"pairs": len(near), "pairs_off": sum(r["off"] for r in near), "share_off": b, "met": b_met},
+            "verdict": "met" if a_met and b_met else "not met"}
+
+
+def score(branch: str = "H100", log=print) -> dict:
+    platform, folders = BRANCHES[branch]
+    rows = [r for f in folders for r in pair_rows(platform, f)]
+    c = claims(rows)
+    log(f"{platform} on {', '.join(folders)}: {len(rows)} lockstep pairs")
+    log(f"A (ratio <= {FAR_LO} or > {FAR_HI}): {c['A_far']['pairs_off']} of {c['A_far']['pairs']} off "
+        f"({c['A_far']['share_off'] if c['A_far']['share_off'] is None else round(100 * c['A_far']['share_off'], 1)} %),"
+        f" {'met' if c['A_far']['met'] else 'not met'}")
+    log(f"B (ratio in {NEAR}): {c['B_near']['pairs_off']} of {c['B_near']['pairs']} off "
+        f"({c['B_near']['share_off'] if c['B_near']['share_off'] is None else round(100 * c['B_near']['share_off'], 1)} %),"
+        f" {'met' if c['B_near']['met'] else 'not met'}")
+    log(f"primary: {c['verdict']}")
+    per_folder = {f: {"carried": carried_verdict(f"{platform}/platform.json", f), "own": own(f)} for f in folders}
+    for f, v in per_folder.items():
+        e = v["carried"]["every_point"]
+        log(f"  {platform} on {f}: T_iss {e['median_rel_err_T_iss']:.2%} / {e['p90_rel_err_T_iss']:.2%}, "
+            f"{v['carried']['verdict']}; own verdict {'met' if v['own']['meets'] else 'not met'}")
+    return {"pre_registered": True, "rule": RULE, "branch": branch, "platform": platform, "folders": list(folders),
+            "primary" if branch == "H100" else "secondary_claims": c, "bins": table(rows), "per_folder": per_folder,
+            "provenance": provenance()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", required=True, help="write the scores here (refuses an existing file)")
+    ap.add_argument("--h200", action="store_true", help="score the H200 branch's folders (secondary only)")
+    args = ap.parse_args(argv)
+    refuse_existing(args.json, "calib_call25")
+    write_new(args.json, score("H200" if args.h200 else "H100"), "calib_call25")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

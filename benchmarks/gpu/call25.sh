@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# call25 (session 25), pre-registered in data/calibration-extra/call25-preregistration.md. On an H200: call24's H200
+# branch (bash benchmarks/gpu/call24.sh, pre-registered in session 24). On an H100: three knee-dense host grids no
+# H100 has measured (fresh11, fresh12, fresh13), each the product's own `xstage calibrate --model two-stage-gated2`
+# with its default split, ~4 min; the knee-band record (knee-band25.json) is scored on them. Any other GPU: exit 3,
+# nothing run. Writes $OUT/res.tgz after every step.
+HERE=$(dirname "$0")
+. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model
+export PYTHONUNBUFFERED=1
+gpu_model
+case "$GPU_MODEL" in
+  H200) exec bash "$HERE/call24.sh" ;;
+  H100) ;;
+  *) echo "call25: neither an H100 nor an H200 ($GPU_NAME); nothing run"; exit 3 ;;
+esac
+W=/tmp/call25-work
+mkdir -p "$W"
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current,temperature.gpu,power.draw \
+  --format=csv > "$W/gpu-start.txt" 2>&1
+cat "$W/gpu-start.txt"
+cal() {  # NAME TIMEOUT ARGS...
+  local n=$1 to=$2 s=$SECONDS
+  shift 2
+  timeout "$to" python3 -m xstage.cli calibrate "$@" --model two-stage-gated2 --name "$n" --out "$W/$n" > "$W/$n.log" 2>&1
+  echo "calibrate $n rc $? in $((SECONDS - s)) s"; tail -4 "$W/$n.log"
+  tar czf "$OUT/res.tgz" -C "$W" .
+}
+cal h100-pcie-host-fresh11 150 --target host --grid fresh11
+cal h100-pcie-host-fresh12 150 --target host --grid fresh12
+cal h100-pcie-host-fresh13 150 --target host --grid fresh13
+nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv > "$W/gpu-end.txt" 2>&1
+date -u
+tar czf "$OUT/res.tgz" -C "$W" .
+ls -la "$OUT"
