@@ -27,30 +27,20 @@ def _figures(check) -> dict:
     return {k: errs.get(k) for k in KEYS}
 
 
-def pair_misses(check, platform, limit: float = MISS_LIMIT) -> list[dict]:
-    """Every lockstep periodic pair of ``check`` with a point off by more than ``limit``, worst |median| first
-    (``heldout_misses``' rows, over every pair rather than the held-out ones)."""
-    split = check["split"] if "split" in check else np.full(len(check), "fit")
-    return heldout_misses(check, split, platform, limit, heldout_only=False)
-
-
 def carried(points, platform) -> dict:
     """``platform`` (a ``Platform``) on every point of ``points`` (a calibration folder's points.parquet frame):
     ``every_point`` figures and the verdict on them (``meets``: issue 15's four checks; None without a lockstep
     periodic point), ``heldout_half`` (the points the folder's own split held out; absent without a split),
-    ``n_pairs`` (lockstep periodic pairs) and ``misses`` (``pair_misses``)."""
+    ``n_pairs`` (lockstep periodic pairs) and ``misses``: every lockstep pair with a point off by more than
+    ``MISS_LIMIT``, worst |median| first (``heldout_misses``' rows, over every pair rather than the held-out ones)."""
     points = points.reset_index(drop=True)
     check = model_check(points, platform)
-    if "split" in points:
-        check = check.assign(split=points["split"].astype(str).to_numpy())
+    split = points["split"].astype(str).to_numpy() if "split" in points else np.full(len(check), "fit")
     every = _figures(check)
     out = {"platform": platform.name, "every_point": every,
            "meets": meets_targets({f"heldout_{k}": v for k, v in every.items()})}
-    if "split" in check:
-        held = check[check["split"] == "heldout"]
-        if len(held):
-            out["heldout_half"] = _figures(held)
-    split = check["split"] if "split" in check else np.full(len(check), "fit")
+    if (split == "heldout").any():
+        out["heldout_half"] = _figures(check[split == "heldout"])
     out["n_pairs"] = sum(1 for _ in periodic_pairs(check, split, heldout_only=False))
-    out["misses"] = pair_misses(check, platform)
+    out["misses"] = heldout_misses(check, split, platform, MISS_LIMIT, heldout_only=False)
     return out

@@ -280,7 +280,7 @@ def miss_lines(summary: dict, limit: int = MISSES_SHOWN) -> list[str]:
 
 
 def miss_table(misses: list[dict], indent: str = "  ") -> list[str]:
-    """Rows of missed pairs (``heldout_misses`` / ``carried.pair_misses``) under a header: K, B KiB, median error,
+    """Rows of missed pairs (``heldout_misses``, also ``carried``'s over every pair) under a header: K, B KiB, median error,
     points off / points, knee ratio."""
     lines = [f"{indent}{'K':>5}  {'B(KiB)':>7}  {'median err':>10}  {'off/n':>5}  {'knee ratio':>10}"]
     for m in misses:
