@@ -48,12 +48,10 @@ def score(branch: str = "H100", log=print) -> dict:
     rows = [r for f in folders for r in pair_rows(platform, f)]
     c = claims(rows)
     log(f"{platform} on {', '.join(folders)}: {len(rows)} lockstep pairs")
-    log(f"A (ratio <= {FAR_LO} or > {FAR_HI}): {c['A_far']['pairs_off']} of {c['A_far']['pairs']} off "
-        f"({c['A_far']['share_off'] if c['A_far']['share_off'] is None else round(100 * c['A_far']['share_off'], 1)} %),"
-        f" {'met' if c['A_far']['met'] else 'not met'}")
-    log(f"B (ratio in {NEAR}): {c['B_near']['pairs_off']} of {c['B_near']['pairs']} off "
-        f"({c['B_near']['share_off'] if c['B_near']['share_off'] is None else round(100 * c['B_near']['share_off'], 1)} %),"
-        f" {'met' if c['B_near']['met'] else 'not met'}")
+    for key, where in (("A_far", f"ratio <= {FAR_LO} or > {FAR_HI}"), ("B_near", f"ratio in {NEAR}")):
+        v = c[key]
+        share = "-" if v["share_off"] is None else f"{v['share_off']:.1%}"
+        log(f"{key[0]} ({where}): {v['pairs_off']} of {v['pairs']} off ({share}), {'met' if v['met'] else 'not met'}")
     log(f"primary: {c['verdict']}")
     per_folder = {f: {"carried": carried_verdict(f"{platform}/platform.json", f), "own": own(f)} for f in folders}
     for f, v in per_folder.items():

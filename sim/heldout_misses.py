@@ -33,16 +33,17 @@ def meets_targets(figures: dict) -> bool | None:
     return all(v <= limit for v, (_, limit) in zip(values, TARGETS))
 
 
-def verdict(figures: dict) -> str | None:
-    """One line for a person: the held-out check against issue 15's targets, naming each figure that misses."""
+def verdict(figures: dict, label: str = "held-out check") -> str | None:
+    """One line for a person: ``label``, then the check against issue 15's targets, naming each figure that misses
+    (``figures``: ``heldout_*`` keys, as ``meets_targets`` reads them)."""
     meets = meets_targets(figures)
     if meets is None:
         return None
     if meets:
-        return "held-out check: meets the targets (median <= 5 %, p90 <= 15 % of T_iss and of the period)"
+        return f"{label}: meets the targets (median <= 5 %, p90 <= 15 % of T_iss and of the period)"
     misses = [f"{key[len('heldout_'):]} {figures[key]:.1%} > {limit:.0%}" for key, limit in TARGETS
               if figures[key] > limit]
-    return "held-out check: misses the targets: " + ", ".join(misses)
+    return f"{label}: misses the targets: " + ", ".join(misses)
 
 
 def periodic_pairs(check, split, heldout_only: bool = True):

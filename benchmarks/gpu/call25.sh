@@ -5,7 +5,7 @@
 # with its default split, ~4 min; the knee-band record (knee-band25.json) is scored on them. Any other GPU: exit 3,
 # nothing run. Writes $OUT/res.tgz after every step.
 HERE=$(dirname "$0")
-. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model
+. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model, calib_*
 export PYTHONUNBUFFERED=1
 gpu_model
 case "$GPU_MODEL" in
@@ -13,22 +13,9 @@ case "$GPU_MODEL" in
   H100) ;;
   *) echo "call25: neither an H100 nor an H200 ($GPU_NAME); nothing run"; exit 3 ;;
 esac
-W=/tmp/call25-work
-mkdir -p "$W"
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current,temperature.gpu,power.draw \
-  --format=csv > "$W/gpu-start.txt" 2>&1
-cat "$W/gpu-start.txt"
-cal() {  # NAME TIMEOUT ARGS...
-  local n=$1 to=$2 s=$SECONDS
-  shift 2
-  timeout "$to" python3 -m xstage.cli calibrate "$@" --model two-stage-gated2 --name "$n" --out "$W/$n" > "$W/$n.log" 2>&1
-  echo "calibrate $n rc $? in $((SECONDS - s)) s"; tail -4 "$W/$n.log"
-  tar czf "$OUT/res.tgz" -C "$W" .
-}
+calib_start /tmp/call25-work
+cal() { calib_step "$1" "$2" 4 "${@:3}" --model two-stage-gated2; }   # NAME TIMEOUT ARGS...
 cal h100-pcie-host-fresh11 150 --target host --grid fresh11
 cal h100-pcie-host-fresh12 150 --target host --grid fresh12
 cal h100-pcie-host-fresh13 150 --target host --grid fresh13
-nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv > "$W/gpu-end.txt" 2>&1
-date -u
-tar czf "$OUT/res.tgz" -C "$W" .
-ls -la "$OUT"
+calib_end

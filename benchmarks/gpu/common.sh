@@ -16,6 +16,12 @@
 #                              <s> s", the files under $OUT and the end time (rules 19, 20, 21: fa_rule*.sh)
 #   gpu_model                  prints the GPU's name and the date; GPU_NAME = the name, GPU_MODEL = H200, H100 or other
 #                              (the scripts that branch on the GPU that came: call23*.sh)
+#   calib_start W              W = the work folder of a run of `xstage calibrate` steps (made), the GPU's identity
+#                              into W/gpu-start.txt (call24.sh, call25.sh)
+#   calib_step NAME TIMEOUT TAIL ARGS...   `xstage calibrate ARGS --name NAME --out W/NAME` under timeout, its log in
+#                              W/NAME.log; prints its status, time and last TAIL log lines, then packs W into
+#                              $OUT/res.tgz (after every step: a call stopped at its limit brings back what ran)
+#   calib_end                  the GPU's clocks after the steps into W/gpu-end.txt, the date, W packed again
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 : "${OUT:?set OUT to the output folder}"
@@ -80,4 +86,26 @@ gpu_model() {
   GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   echo "GPU: $GPU_NAME"; date -u
   case "$GPU_NAME" in *H200*) GPU_MODEL=H200 ;; *H100*) GPU_MODEL=H100 ;; *) GPU_MODEL=other ;; esac
+}
+
+calib_start() {
+  W=$1
+  mkdir -p "$W"
+  gpu_state "$W/gpu-start.txt" \
+    name,uuid,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current,temperature.gpu,power.draw
+}
+
+calib_step() {
+  local n=$1 to=$2 tail_n=$3 s=$SECONDS
+  shift 3
+  timeout "$to" python3 -m xstage.cli calibrate "$@" --name "$n" --out "$W/$n" > "$W/$n.log" 2>&1
+  echo "calibrate $n rc $? in $((SECONDS - s)) s"; tail -"$tail_n" "$W/$n.log"
+  tar czf "$OUT/res.tgz" -C "$W" .
+}
+
+calib_end() {
+  gpu_state "$W/gpu-end.txt" clocks.sm,temperature.gpu,power.draw
+  date -u
+  tar czf "$OUT/res.tgz" -C "$W" .
+  ls -la "$OUT"
 }

@@ -64,18 +64,10 @@ def _fig(f: dict) -> str:
             f"{f['median_rel_err_period']:.2%} / {f['p90_rel_err_period']:.2%} (n {f['n_points']})")
 
 
-def _verdict(f: dict) -> str:
-    from xstage.sim.heldout_misses import TARGETS
-    missed = [f"{key[len('heldout_'):]} {f[key[len('heldout_'):]]:.1%} > {limit:.0%}" for key, limit in TARGETS
-              if f[key[len("heldout_"):]] > limit]
-    return ("meets the targets (median <= 5 %, p90 <= 15 % of T_iss and of the period)" if not missed else
-            "misses the targets: " + ", ".join(missed))
-
-
 def lines(rows: list[dict], limit: int = 8) -> list[str]:
     """The human block: per platform, the four checks on every lockstep point, the folder's held-out half, and the
     worst ``limit`` pairs with a point off by more than 15 %."""
-    from xstage.sim.heldout_misses import MISS_LIMIT
+    from xstage.sim.heldout_misses import MISS_LIMIT, verdict
     out = []
     for r in rows:
         card = ("GPU not recorded" if not (r["platform_gpu"] and r["records_gpu"]) else
@@ -86,7 +78,8 @@ def lines(rows: list[dict], limit: int = 8) -> list[str]:
         if r["meets"] is None:
             out.append("  no lockstep periodic point: nothing to score")
             continue
-        out.append(f"  every lockstep point: {_fig(r['every_point'])}: {_verdict(r['every_point'])}")
+        every = {f"heldout_{k}": v for k, v in r["every_point"].items()}   # the keys verdict reads
+        out.append("  " + verdict(every, label=f"every lockstep point: {_fig(r['every_point'])}"))
         if r.get("heldout_half"):
             out.append(f"  the folder's held-out half: {_fig(r['heldout_half'])}")
         misses = r["misses"]
