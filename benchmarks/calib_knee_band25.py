@@ -2,6 +2,7 @@
 never saw, by the pair's knee ratio under that platform.
 
     python benchmarks/calib_knee_band25.py --json data/calibration-extra/knee-band25.json    # ~30 s
+    python benchmarks/calib_knee_band25.py --with-call25 --json data/calibration-extra/knee-band26.json   # ~40 s
 
 Every (platform, folder) below is out of sample: the platform saw none of the folder's points. H200: the recommended
 wide platform (``h200-pcie-host-wide-3525cba-two-stage-gated2``) on every broad and knee grid measured on H200s since;
@@ -12,6 +13,10 @@ periodic pair of each folder: the knee ratio (V - R T_iss0(K, B)) / Q(K) under t
 counts pairs per GPU model and knee-ratio bin (``xstage.sim.knee_band.BINS``): ``pairs``, ``pairs_off`` (a point off
 by > 15 %), ``share_off`` and the median over pairs of the pair's median |error|. ``xstage model`` reads this record
 to say how far a prediction at a given knee ratio has held (``knee_ratio``, ``knee_band_*``).
+
+``--with-call25`` (session 26): the same, with pool24 on the fourth H100's ``fresh11`` / ``fresh12`` / ``fresh13``
+(call25, measured after knee-band25 was written and scored against it first, call25-scores.json) added to the H100
+rows: the knee-band26 record, the one ``xstage model`` reads.
 """
 import argparse
 import math
@@ -38,6 +43,12 @@ COMBOS = {"H200": [(H200_WIDE, f"h200-pcie-host-{g}") for g in
                                                    "h100-pcie-host-fresh")]
           + [("h100-pcie-host-pool24", f) for f in ("h100-pcie-host-fresh2", "h100-pcie-host-fresh3",
                                                      "h100-pcie-host-fresh5")]}
+CALL25 = [("h100-pcie-host-pool24", f"h100-pcie-host-fresh{g}") for g in (11, 12, 13)]
+
+
+def combos(with_call25: bool = False) -> dict:
+    """The (platform, folder) pairs per GPU model: knee-band25's, or with call25's folders added to the H100's."""
+    return {gpu: c + (CALL25 if with_call25 and gpu == "H100" else []) for gpu, c in COMBOS.items()}
 
 
 def pair_rows(platform_name: str, folder: str) -> list[dict]:
@@ -66,13 +77,15 @@ def table(rows: list[dict]) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
+    ap.add_argument("--with-call25", action="store_true",
+                    help="add call25's three H100 folders (session 26; the knee-band26 record)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_knee_band25")
     gpus = {}
-    for gpu, combos in COMBOS.items():
-        rows = [r for p, f in combos for r in pair_rows(p, f)]
-        gpus[gpu] = {"combos": [list(c) for c in combos], "n_pairs": len(rows), "bins": table(rows)}
-        print(f"{gpu}: {len(rows)} lockstep pairs over {len(combos)} folders")
+    for gpu, chosen in combos(args.with_call25).items():
+        rows = [r for p, f in chosen for r in pair_rows(p, f)]
+        gpus[gpu] = {"combos": [list(c) for c in chosen], "n_pairs": len(rows), "bins": table(rows)}
+        print(f"{gpu}: {len(rows)} lockstep pairs over {len(chosen)} folders")
         for b in gpus[gpu]["bins"]:
             print(f"  knee ratio {b['bin']:>12}: {b['pairs_off']:>3} of {b['pairs']:>3} pairs off by > 15 % "
                   f"({b['share_off']:.0%}), median |error| {b['median_abs_err']:.1%}")

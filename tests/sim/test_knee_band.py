@@ -1,5 +1,5 @@
-"""knee-band25 (sim/knee_band.py, benchmarks/calib_knee_band25.py): the record follows from the committed points, a
-ratio finds its bin (tests/cli/test_model_knee_band.py: `xstage model`)."""
+"""knee-band25 and knee-band26 (sim/knee_band.py, benchmarks/calib_knee_band25.py): each record follows from the
+committed points, a ratio finds its bin (tests/cli/test_model_knee_band.py: `xstage model`, which reads knee-band26)."""
 
 import json
 import math
@@ -12,6 +12,7 @@ from xstage.sim.knee_band import BINS, band_rows, bin_label
 from .bench_scripts import load_script
 
 RECORD = data_dir() / "calibration-extra" / "knee-band25.json"
+RECORD26 = data_dir() / "calibration-extra" / "knee-band26.json"
 
 
 def test_bins_tile_the_line_without_gaps():
@@ -20,13 +21,22 @@ def test_bins_tile_the_line_without_gaps():
     assert bin_label(*BINS[0]) == "(-inf, 0.5]" and bin_label(1.0, 1.1) == "(1, 1.1]"
 
 
-def test_record_follows_from_the_committed_points():
-    rec = json.loads(RECORD.read_text())
+@pytest.mark.parametrize("record,with_call25", [(RECORD, False), (RECORD26, True)])
+def test_record_follows_from_the_committed_points(record, with_call25):
+    rec = json.loads(record.read_text())
     mod = load_script("calib_knee_band25")
-    for gpu, combos in mod.COMBOS.items():
+    for gpu, combos in mod.combos(with_call25).items():
         rows = [r for p, f in combos for r in mod.pair_rows(p, f)]
         assert json.loads(json.dumps(mod.table(rows))) == rec["gpus"][gpu]["bins"], gpu
         assert rec["gpus"][gpu]["n_pairs"] == len(rows)
+
+
+def test_knee_band26_adds_call25s_three_h100_folders_and_nothing_else():
+    old, new = (json.loads(r.read_text())["gpus"] for r in (RECORD, RECORD26))
+    assert new["H200"] == old["H200"]
+    added = [c for c in new["H100"]["combos"] if c not in old["H100"]["combos"]]
+    assert added == [["h100-pcie-host-pool24", f"h100-pcie-host-fresh{g}"] for g in (11, 12, 13)]
+    assert new["H100"]["n_pairs"] == old["H100"]["n_pairs"] + 145   # call25-scores.json: 145 lockstep pairs
 
 
 def test_the_figures_the_docs_quote_are_the_records():
