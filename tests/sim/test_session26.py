@@ -47,3 +47,47 @@ def test_the_figures_the_docs_quote_from_knee_band26_are_the_records():
     assert (h100["(1.25, 1.5]"]["pairs_off"], h100["(1.25, 1.5]"]["pairs"]) == (31, 37)
     far = ("(-inf, 0.5]", "(0.5, 0.8]", "(3, inf]")
     assert max(bins[gpu][b]["share_off"] for gpu in bins for b in far) < 0.095   # "at most 9 %"
+
+
+def test_call26_runs_nothing_on_another_gpu(tmp_path):
+    import os
+    import stat
+    import subprocess
+
+    from .bench_scripts import BENCHMARKS
+    stub = tmp_path / "bin" / "nvidia-smi"
+    stub.parent.mkdir()
+    stub.write_text("#!/bin/sh\necho 'NVIDIA A100-SXM4-80GB'\n")
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "out").mkdir()
+    env = {**os.environ, "PATH": f"{stub.parent}:{os.environ['PATH']}", "OUT": str(tmp_path / "out")}
+    proc = subprocess.run(["bash", str(BENCHMARKS / "gpu" / "call26.sh")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 3 and "nothing run" in proc.stdout and not any((tmp_path / "out").iterdir())
+
+
+def test_calib_call26_refuses_an_existing_scores_file(tmp_path):
+    import subprocess
+    import sys
+
+    from .bench_scripts import BENCHMARKS
+    taken = tmp_path / "scores.json"
+    taken.write_text("{}")
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call26.py"), "--json", str(taken)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "exists" in proc.stderr and taken.read_text() == "{}"
+
+
+def test_call26_free_check_reads_only_free_points_and_needs_all_four():
+    mod = load_script("calib_call26")
+    r = mod.free_check(folders=("h100-pcie-host-fresh2", "h100-pcie-host-fresh3"))   # the pre-registration's figure
+    assert r["n_free_points"] == 331 and r["met"]
+    assert r["free_p90_rel_err_T_iss"] == pytest.approx(0.1005, abs=5e-4)
+    for folders in (("h100-pcie-host-fresh5",), ("h100-pcie-host-fresh11",), ("h100-pcie-host",)):
+        r = mod.free_check(folders=folders)
+        assert r["met"] == (r["n_free_points"] > 0 and all(r[k] <= limit for k, limit in mod.FREE_KEYS)), folders
+
+
+def test_call26_mid_share_counts_the_half_open_bin():
+    mid = load_script("calib_call26").mid_share([{"knee_ratio": r, "off": o} for r, o in
+                                                 [(1.5, True), (1.51, True), (3.0, False), (3.01, True), (None, True)]])
+    assert (mid["pairs"], mid["pairs_off"]) == (2, 1)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# call26 (session 26), pre-registered in data/calibration-extra/call26-preregistration.md. On an H200: call24's H200
+# branch (bash benchmarks/gpu/call24.sh, pre-registered in session 24). On an H100: four host grids no H100 has
+# measured (fresh10, fresh14: knee pairs; fresh4, fresh7: free-running bursts), each the product's own
+# `xstage calibrate --model two-stage-gated2` with its default split, ~3 min; knee-band26 (the record `xstage model`
+# reads) and pool24's free-running law are scored on them. Any other GPU: exit 3, nothing run. Writes $OUT/res.tgz
+# after every step.
+HERE=$(dirname "$0")
+. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model, calib_*
+export PYTHONUNBUFFERED=1
+gpu_model
+case "$GPU_MODEL" in
+  H200) exec bash "$HERE/call24.sh" ;;
+  H100) ;;
+  *) echo "call26: neither an H100 nor an H200 ($GPU_NAME); nothing run"; exit 3 ;;
+esac
+calib_start /tmp/call26-work
+cal() { calib_step "$1" "$2" 4 "${@:3}" --model two-stage-gated2; }   # NAME TIMEOUT ARGS...
+cal h100-pcie-host-fresh10 120 --target host --grid fresh10
+cal h100-pcie-host-fresh14 120 --target host --grid fresh14
+cal h100-pcie-host-fresh4 120 --target host --grid fresh4
+cal h100-pcie-host-fresh7 150 --target host --grid fresh7
+calib_end
