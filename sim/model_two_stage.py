@@ -57,8 +57,7 @@ def relaxing_isolated_issue_time_us(issue_time0_us: float, volume_bytes: float, 
     t0, V, R, Q = issue_time0_us, volume_bytes, drain_rate_Bpus, capacity_bytes
     if V - R * t0 <= Q:
         return t0
-    t1 = Q / (V / t0 - R)
-    left = V - V / t0 * t1
+    t1, left = _fill(t0, V, R, Q)
     if exponential:
         return t1 + exponential_fill_time_us(left, R, Q - floor_bytes, (Q - floor_bytes) / relax_Bpus)
     ts = (Q - floor_bytes) / relax_Bpus
@@ -66,6 +65,18 @@ def relaxing_isolated_issue_time_us(issue_time0_us: float, volume_bytes: float, 
     if left <= slow * ts:
         return t1 + left / slow
     return t1 + ts + (left - slow * ts) / R
+
+
+def _fill(t0: float, V: float, R: float, Q: float) -> tuple:
+    """(t1, V1) of a burst that fills the X-Stage: when it fills, t1 = Q / (a - R) with a = V / T_iss0, and what is
+    still to issue then, V1 = V - a t1. A zero issue time (a burst inside the store buffer with no fixed time: a
+    fitted free-running law can say so; session 26's H100 fresh4 / fresh7 fits divided by it) is the limit a -> inf:
+    the X-Stage fills at once with V - Q still to issue."""
+    if t0 <= 0:
+        return 0.0, V - Q
+    a = V / t0
+    t1 = Q / (a - R)
+    return t1, V - a * t1
 
 
 def exponential_fill_time_us(nbytes: float, drain_rate_Bpus: float, excess_bytes: float, tau_us: float) -> float:
@@ -96,7 +107,7 @@ def relaxing_isolated_end_level_bytes(issue_time0_us, volume_bytes, drain_rate_B
     if V - R * t0 <= Q:
         return model._pos(V - R * t0)
     T = relaxing_isolated_issue_time_us(t0, V, R, Q, floor_bytes, relax_Bpus, exponential)
-    t1 = Q / (V / t0 - R)
+    t1, _ = _fill(t0, V, R, Q)
     if exponential:
         return floor_bytes + (Q - floor_bytes) * math.exp(-(T - t1) * relax_Bpus / (Q - floor_bytes)) \
             if Q > floor_bytes else Q

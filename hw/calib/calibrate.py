@@ -279,10 +279,10 @@ def _link_info(gpu: dict) -> dict:
 
 def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = False, progress: bool = True,
                     provenance_block: dict | None = None, pool=(), issue_law=(), per_k_capacity: bool = False) -> dict:
-    """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict. With ``cfg.repeat`` > 1
-    each run is kept in OUT/partial as soon as it is measured (``repeat.PartialRuns``), and the folder removed once
-    the final records are written; a stop after a run was kept (Ctrl-C, SIGTERM, an error) raises
-    ``repeat.RunsKept`` from it, naming the kept runs and the refit that fits them."""
+    """Sweep on ``runner``, fit, check, write the output folder. Returns the summary dict. Each run (one, or
+    ``cfg.repeat``) is kept in OUT/partial as soon as it is measured (``repeat.PartialRuns``), and the folder removed
+    once the final records are written; a stop after a run was kept (Ctrl-C, SIGTERM, an error of a later run or of
+    the fit) raises ``repeat.RunsKept`` from it, naming the kept runs and the refit that fits them."""
     out = check_out_dir(out_dir, overwrite=overwrite)
     if pool:   # the pool's target and GPU before any measurement: a bad --pool must not cost the sweep
         check_pool(pool, cfg.target, runner.describe().get("gpu_name"))
@@ -307,7 +307,7 @@ def run_calibration(cfg: CalibConfig, runner, out_dir, *, overwrite: bool = Fals
     kept = PartialRuns(out, cfg.repeat, meta_now, split_args, overwrite=overwrite)
     try:
         points, bursts, runs, repeat_info = sweeps(cfg, runner, progress=progress,
-                                                   keep=kept.keep if cfg.repeat > 1 else None)
+                                                   keep=kept.keep)
         volumes = sorted(set(points.loc[points["phase"] == "rate", "volume(bytes)"]))
         copy = runner.copy_engine(volumes) if cfg.copy_engine else pd.DataFrame()
         summary = finish(points, bursts, copy, meta_now(), out, name=name, overwrite=overwrite, split_args=split_args,

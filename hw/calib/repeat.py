@@ -24,10 +24,14 @@ def sweeps(cfg, runner, *, progress: bool = True, keep=None):
     runs, info): with one run its frames and (None, None); with more, the point-wise median of the runs' points
     (``xstage.sim.repeat_median.median_run``), every run's bursts with a ``repeat`` column (1, 2, ...), every run's
     points with the same column, and the median's matching info. ``keep(i, points, bursts)``, where given, is called
-    as soon as run i (1, 2, ...) of several is measured (``PartialRuns.keep``)."""
+    as soon as run i (1, 2, ...) is measured (``PartialRuns.keep``; a single run too, so that a fit that fails after
+    it loses no measurement: session 26's H100 fresh4 / fresh7 runs were lost that way)."""
     from xstage.hw.calib import calibrate      # calibrate.sweep looked up at each call (tests replace it)
     if cfg.repeat == 1:
-        return (*calibrate.sweep(cfg, runner, progress=progress), None, None)
+        points, bursts = calibrate.sweep(cfg, runner, progress=progress)
+        if keep is not None:
+            keep(1, points, bursts)
+        return points, bursts, None, None
     from xstage.sim.repeat_median import median_run
     runs = []
     for i in range(cfg.repeat):
@@ -42,12 +46,12 @@ def sweeps(cfg, runner, *, progress: bool = True, keep=None):
 
 # --- the runs measured so far, kept while the command runs ------------------------------------------
 
-PARTIAL = "partial"     # OUT/partial/run-<i>/: the runs of a --repeat sweep measured so far
+PARTIAL = "partial"     # OUT/partial/run-<i>/: the runs of a sweep (--repeat N, or one) measured so far
 
 
 class RunsKept(Exception):
-    """A ``--repeat`` sweep stopped (Ctrl-C, SIGTERM, an error of the runner or the fit: ``__cause__``) after at
-    least one run was kept in OUT/partial. ``when``: ``in run 2 of 3`` (or ``after run 3 of 3``: in the copy-engine
+    """A sweep (one run or ``--repeat N``) stopped (Ctrl-C, SIGTERM, an error of the runner or the fit: ``__cause__``)
+    after at least one run was kept in OUT/partial. ``when``: ``in run 2 of 3`` (or ``after run 3 of 3``: in the copy-engine
     run or the fit); ``kept``: the kept runs' folders; ``command``: the refit that fits them (argv). ``str()``:
     ``<when>: kept run(s) ... in OUT/partial; to fit what was kept: <command>``, for one stderr line."""
 
@@ -59,8 +63,9 @@ class RunsKept(Exception):
 
 
 class PartialRuns:
-    """OUT/partial/run-<i>/ (points.parquet with the run's split, bursts.parquet): each run of a ``--repeat`` sweep,
-    written as soon as it is measured, so that a stop in a later run loses only that run. Each run is a calibration
+    """OUT/partial/run-<i>/ (points.parquet with the run's split, bursts.parquet): each run of a sweep (``--repeat``,
+    or the one run of a plain sweep), written as soon as it is measured, so that a stop in a later run, or in the
+    fit, loses only what was not yet measured. Each run is a calibration
     folder of one run (the records' meta is the sweep's with ``config.repeat`` 1, plus ``repeat_run`` = {run, of}),
     written into a temporary folder beside and renamed: a run folder is whole or absent. ``stopped`` names what was kept and the refit of it
     (``--refit --records run-1 --median-with run-2 ...``: the point-wise median of the kept runs, the split and model

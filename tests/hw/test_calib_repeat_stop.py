@@ -231,3 +231,32 @@ def test_a_stage_left_by_a_killed_fit_is_removed_by_the_next_and_no_other(tmp_pa
     with calibrate.staged_files(out, overwrite=False) as stage:
         (stage / "summary.json").write_text("new\n")
     assert sorted(p.name for p in out.iterdir()) == sorted([alive.name, other.name, "summary.json"])
+
+
+def test_a_fit_that_fails_after_a_single_run_keeps_the_run_and_its_refit_is_the_fit(tmp_path, capsys, runner,
+                                                                                       monkeypatch):
+    """Session 26: two H100 sweeps (fresh4, fresh7) measured, then the fit divided by a zero issue time and the
+    measured points were lost. A plain sweep (no --repeat) now keeps its run too, so a failing fit loses nothing."""
+    one, _ = _per_run(runner, capsys, tmp_path / "one")
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("float division by zero")
+    real = calibrate.finish
+    monkeypatch.setattr(calibrate, "finish", broken)
+    out = tmp_path / "o"
+    code, _, err = _sweep(capsys, out)
+    part = out / "partial"
+    assert code == 1 and err == [
+        f"xstage: error: ZeroDivisionError: float division by zero (after run 1 of 1): kept run 1 in {part}; to fit "
+        f"what was kept: xstage calibrate --refit --records {part / 'run-1'} --name gpu-pcie-host --out {out}"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "partial", "partial/run-1", "partial/run-1/bursts.parquet", "partial/run-1/points.parquet"]
+    monkeypatch.setattr(calibrate, "finish", real)
+    code, kept, _ = _sweep(capsys, None, argv=_fit_command(err[0]))
+    assert code == 0
+    _same_fit(kept, one)
+
+
+def test_a_finished_single_run_leaves_no_partial_folder(tmp_path, capsys, runner):
+    code, _, _ = _sweep(capsys, tmp_path / "o")
+    assert code == 0 and not (tmp_path / "o" / "partial").exists() and (tmp_path / "o" / "platform.json").is_file()

@@ -91,3 +91,33 @@ def test_call26_mid_share_counts_the_half_open_bin():
     mid = load_script("calib_call26").mid_share([{"knee_ratio": r, "off": o} for r, o in
                                                  [(1.5, True), (1.51, True), (3.0, False), (3.01, True), (None, True)]])
     assert (mid["pairs"], mid["pairs_off"]) == (2, 1)
+
+
+@pytest.mark.parametrize("exponential", [False, True])
+def test_a_zero_issue_time_is_the_limit_of_a_short_one(exponential):
+    from xstage.sim import model_two_stage as m
+    args = (4e6, 52_000.0, 1e6, 6e5, 8_000.0, exponential)   # V, R, Q, floor, rho
+    at_zero = m.relaxing_isolated_issue_time_us(0.0, *args)
+    assert at_zero == pytest.approx(m.relaxing_isolated_issue_time_us(1e-9, *args), rel=1e-9)
+    assert m.relaxing_isolated_end_level_bytes(0.0, *args) == pytest.approx(
+        m.relaxing_isolated_end_level_bytes(1e-9, *args), rel=1e-9)
+
+
+def test_the_model_check_reads_a_free_running_law_with_no_issue_time():
+    """What stopped call26's fresh4 / fresh7 fits: a free-running law with t_free = 0 puts a burst inside the store
+    buffer at T_iss0 = 0, and the relaxing capacity's closed form divided by it."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from xstage.sim.fit import model_check
+    from xstage.sim.platform import load_platform
+    pool = load_platform(EXTRA / "h100-pcie-host-pool24" / "platform.json")
+    law = replace(pool, free_t_fixed_us=0.0, store_buffer_bytes=32 * 1024.0, injection_GBps=None,
+                  free_capacity_bound=None)
+    K, B = 132, 32 * 1024                                    # inside the store buffer, and V above Q(K)
+    assert law.free_running().issue_time0_us(K, B) == 0.0 and K * B > law.capacity_bytes(K)
+    point = {"phase": "free-rate", "mode": "free", "gap_kind": "spin", "producers": K, "bytes_per_producer": B,
+             "gap(us)": 0.0, "gap_measured(us)": 0.0, "T_iss(us)": 80.0, "period(us)": 82.0}
+    check = model_check(pd.DataFrame([point]), law)
+    assert check["model_T_iss(us)"].notna().all() and (check["model_T_iss(us)"] > 0).all()

@@ -358,8 +358,9 @@ def list_models(args) -> int:
 
 
 def runs_kept(err) -> int:
-    """A ``--repeat`` sweep that stopped after keeping runs (``calibrate.RunsKept``): one stderr line naming where it
-    stopped, the runs kept and the refit that fits them; status 130 (Ctrl-C), 143 (SIGTERM), 2 (bad input), else 1."""
+    """A sweep that stopped after keeping runs (``calibrate.RunsKept``; a failed fit after one run too): one stderr
+    line naming where it stopped, the runs kept and the refit that fits them; status 130 (Ctrl-C), 143 (SIGTERM), 2
+    (bad input), else 1."""
     from xstage.cli.exits import Terminated
     cause = err.__cause__
     if isinstance(cause, KeyboardInterrupt):
