@@ -16,8 +16,16 @@ case "$GPU_MODEL" in
 esac
 calib_start /tmp/call26-work
 cal() { calib_step "$1" "$2" 4 "${@:3}" --model two-stage-gated2; }   # NAME TIMEOUT ARGS...
-cal h100-pcie-host-fresh10 120 --target host --grid fresh10
-cal h100-pcie-host-fresh14 120 --target host --grid fresh14
-cal h100-pcie-host-fresh4 120 --target host --grid fresh4
-cal h100-pcie-host-fresh7 150 --target host --grid fresh7
+# GRIDS: the grids to measure (default all four). The first call (session 26) wrote fresh10 and fresh14 and lost
+# fresh4 / fresh7 to a fit that failed (data/calibration-extra/h100-call26/README.md): `bash call26.sh fresh4 fresh7`
+# measures those two again.
+GRIDS=("$@")
+[ "$#" -eq 0 ] && GRIDS=(fresh10 fresh14 fresh4 fresh7)
+for g in "${GRIDS[@]}"; do
+  case "$g" in
+    fresh10|fresh14|fresh4) cal "h100-pcie-host-$g" 120 --target host --grid "$g" ;;
+    fresh7) cal "h100-pcie-host-$g" 150 --target host --grid "$g" ;;
+    *) echo "call26: grid $g is not one of the call's (fresh10 fresh14 fresh4 fresh7); skipped" ;;
+  esac
+done
 calib_end
