@@ -43,21 +43,37 @@ def claims(rows: list[dict]) -> dict:
             "verdict": "met" if a_met and b_met else "not met"}
 
 
+def claim_lines(c: dict) -> list[str]:
+    """One line per claim of ``claims``' answer: its bin, pairs off of pairs, share, met or not."""
+    out = []
+    for key, where in (("A_far", f"ratio <= {FAR_LO} or > {FAR_HI}"), ("B_near", f"ratio in ({NEAR[0]}, {NEAR[1]}]")):
+        v = c[key]
+        share = "-" if v["share_off"] is None else f"{v['share_off']:.1%}"
+        out.append(f"{key[0]} ({where}): {v['pairs_off']} of {v['pairs']} off ({share}), "
+                   f"{'met' if v['met'] else 'not met'}")
+    return out
+
+
+def folder_verdicts(platform: str, folders, log=print) -> dict:
+    """{folder: {"carried": the platform's four checks on every point, "own": the folder's own held-out verdict}},
+    a line each to ``log``."""
+    out = {f: {"carried": carried_verdict(f"{platform}/platform.json", f), "own": own(f)} for f in folders}
+    for f, v in out.items():
+        e = v["carried"]["every_point"]
+        log(f"  {platform} on {f}: T_iss {e['median_rel_err_T_iss']:.2%} / {e['p90_rel_err_T_iss']:.2%}, "
+            f"{v['carried']['verdict']}; own verdict {'met' if v['own']['meets'] else 'not met'}")
+    return out
+
+
 def score(branch: str = "H100", log=print) -> dict:
     platform, folders = BRANCHES[branch]
     rows = [r for f in folders for r in pair_rows(platform, f)]
     c = claims(rows)
     log(f"{platform} on {', '.join(folders)}: {len(rows)} lockstep pairs")
-    for key, where in (("A_far", f"ratio <= {FAR_LO} or > {FAR_HI}"), ("B_near", f"ratio in {NEAR}")):
-        v = c[key]
-        share = "-" if v["share_off"] is None else f"{v['share_off']:.1%}"
-        log(f"{key[0]} ({where}): {v['pairs_off']} of {v['pairs']} off ({share}), {'met' if v['met'] else 'not met'}")
+    for line in claim_lines(c):
+        log(line)
     log(f"primary: {c['verdict']}")
-    per_folder = {f: {"carried": carried_verdict(f"{platform}/platform.json", f), "own": own(f)} for f in folders}
-    for f, v in per_folder.items():
-        e = v["carried"]["every_point"]
-        log(f"  {platform} on {f}: T_iss {e['median_rel_err_T_iss']:.2%} / {e['p90_rel_err_T_iss']:.2%}, "
-            f"{v['carried']['verdict']}; own verdict {'met' if v['own']['meets'] else 'not met'}")
+    per_folder = folder_verdicts(platform, folders, log)
     return {"pre_registered": True, "rule": RULE, "branch": branch, "platform": platform, "folders": list(folders),
             "primary" if branch == "H100" else "secondary_claims": c, "bins": table(rows), "per_folder": per_folder,
             "provenance": provenance()}

@@ -19,10 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_call25 import claims  # noqa: E402
+from calib_call25 import claim_lines, claims, folder_verdicts  # noqa: E402
 from calib_knee10 import refuse_existing, write_new  # noqa: E402
 from calib_knee_band25 import EXTRA, pair_rows, table  # noqa: E402
-from calib_newgpu22 import carried_verdict, own  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim.fit import error_summary, model_check  # noqa: E402
@@ -57,21 +56,15 @@ def score(log=print) -> dict:
     rows = [r for f in FOLDERS for r in pair_rows(PLATFORM, f)]
     ab, free = claims(rows), free_check()
     log(f"{PLATFORM} on {', '.join(FOLDERS)}: {len(rows)} lockstep pairs")
-    for key in ("A_far", "B_near"):
-        v = ab[key]
-        share = "-" if v["share_off"] is None else f"{v['share_off']:.1%}"
-        log(f"{key[0]}: {v['pairs_off']} of {v['pairs']} off ({share}), {'met' if v['met'] else 'not met'}")
+    for line in claim_lines(ab):
+        log(line)
     log(f"primary AB: {ab['verdict']}")
     log(f"primary F ({free['n_free_points']} free-running points): T_iss {free['free_median_rel_err_T_iss']:.2%} / "
         f"{free['free_p90_rel_err_T_iss']:.2%}, period {free['free_median_rel_err_period']:.2%} / "
         f"{free['free_p90_rel_err_period']:.2%}: {free['verdict']}")
     mid = mid_share(rows)
-    log(f"secondary C (ratio in {MID}): {mid['pairs_off']} of {mid['pairs']} off")
-    per_folder = {f: {"carried": carried_verdict(f"{PLATFORM}/platform.json", f), "own": own(f)} for f in FOLDERS}
-    for f, v in per_folder.items():
-        e = v["carried"]["every_point"]
-        log(f"  {PLATFORM} on {f}: T_iss {e['median_rel_err_T_iss']:.2%} / {e['p90_rel_err_T_iss']:.2%}, "
-            f"{v['carried']['verdict']}; own verdict {'met' if v['own']['meets'] else 'not met'}")
+    log(f"secondary C (ratio in ({MID[0]}, {MID[1]}]): {mid['pairs_off']} of {mid['pairs']} off")
+    per_folder = folder_verdicts(PLATFORM, FOLDERS, log)
     return {"pre_registered": True, "rule": RULE, "platform": PLATFORM, "folders": list(FOLDERS),
             "primary": {"AB_knee_band": ab, "F_free_running": free}, "secondary_C_mid": mid, "bins": table(rows),
             "per_folder": per_folder, "provenance": provenance()}

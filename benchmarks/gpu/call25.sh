@@ -5,14 +5,9 @@
 # with its default split, ~4 min; the knee-band record (knee-band25.json) is scored on them. Any other GPU: exit 3,
 # nothing run. Writes $OUT/res.tgz after every step.
 HERE=$(dirname "$0")
-. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, gpu_model, calib_*
+. "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, h100_branch, calib_*
 export PYTHONUNBUFFERED=1
-gpu_model
-case "$GPU_MODEL" in
-  H200) exec bash "$HERE/call24.sh" ;;
-  H100) ;;
-  *) echo "call25: neither an H100 nor an H200 ($GPU_NAME); nothing run"; exit 3 ;;
-esac
+h100_branch call25   # an H200 runs call24's H200 branch; any other GPU but an H100: exit 3
 calib_start /tmp/call25-work
 cal() { calib_step "$1" "$2" 4 "${@:3}" --model two-stage-gated2; }   # NAME TIMEOUT ARGS...
 cal h100-pcie-host-fresh11 150 --target host --grid fresh11

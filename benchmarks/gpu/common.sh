@@ -16,6 +16,8 @@
 #                              <s> s", the files under $OUT and the end time (rules 19, 20, 21: fa_rule*.sh)
 #   gpu_model                  prints the GPU's name and the date; GPU_NAME = the name, GPU_MODEL = H200, H100 or other
 #                              (the scripts that branch on the GPU that came: call23*.sh)
+#   h100_branch NAME           on an H200 exec call24.sh (its H200 branch), on an H100 return, else exit 3 (call25.sh,
+#                              call26.sh)
 #   calib_start W              W = the work folder of a run of `xstage calibrate` steps (made), the GPU's identity
 #                              into W/gpu-start.txt (call24.sh, call25.sh)
 #   calib_step NAME TIMEOUT TAIL ARGS...   `xstage calibrate ARGS --name NAME --out W/NAME` under timeout, its log in
@@ -86,6 +88,15 @@ gpu_model() {
   GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   echo "GPU: $GPU_NAME"; date -u
   case "$GPU_NAME" in *H200*) GPU_MODEL=H200 ;; *H100*) GPU_MODEL=H100 ;; *) GPU_MODEL=other ;; esac
+}
+
+h100_branch() {   # NAME: an H200 runs call24's H200 branch instead (exec), an H100 goes on, any other GPU exits 3
+  gpu_model
+  case "$GPU_MODEL" in
+    H200) exec bash "$(dirname "${BASH_SOURCE[0]}")/call24.sh" ;;
+    H100) ;;
+    *) echo "$1: neither an H100 nor an H200 ($GPU_NAME); nothing run"; exit 3 ;;
+  esac
 }
 
 calib_start() {

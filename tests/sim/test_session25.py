@@ -73,31 +73,3 @@ def test_call25_claims_count_pairs_on_the_right_side_of_each_line():
     assert (c["B_near"]["pairs"], c["B_near"]["pairs_off"]) == (2, 2)    # 1.01, 1.5
     assert not c["A_far"]["met"] and c["B_near"]["met"] and c["verdict"] == "not met"
     assert claims([])["verdict"] == "not met"                          # no pair: nothing is met
-
-
-def test_calib_call25_refuses_an_existing_scores_file(tmp_path):
-    import subprocess
-    import sys
-
-    from .bench_scripts import BENCHMARKS
-    taken = tmp_path / "scores.json"
-    taken.write_text("{}")
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call25.py"), "--json", str(taken)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2 and "exists" in proc.stderr and taken.read_text() == "{}"
-
-
-def test_call25_runs_nothing_on_another_gpu(tmp_path):
-    import os
-    import stat
-    import subprocess
-
-    from .bench_scripts import BENCHMARKS
-    stub = tmp_path / "bin" / "nvidia-smi"
-    stub.parent.mkdir()
-    stub.write_text("#!/bin/sh\necho 'NVIDIA A100-SXM4-80GB'\n")
-    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
-    (tmp_path / "out").mkdir()
-    env = {**os.environ, "PATH": f"{stub.parent}:{os.environ['PATH']}", "OUT": str(tmp_path / "out")}
-    proc = subprocess.run(["bash", str(BENCHMARKS / "gpu" / "call25.sh")], capture_output=True, text=True, env=env)
-    assert proc.returncode == 3 and "nothing run" in proc.stdout and not any((tmp_path / "out").iterdir())

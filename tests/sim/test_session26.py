@@ -1,5 +1,7 @@
-"""Session 26 (docs/calibration/h100-broad24.md, call25): call25's folders are one call on a fourth H100, its committed
-scores follow from them, and the figures the docs quote from knee-band26 are the record's."""
+"""Session 26 (docs/calibration/h100-broad24.md, call25 and call26): call25's folders are one call on a fourth H100,
+its committed scores follow from them, the figures the docs quote from knee-band26 are the record's; the call25 /
+call26 device scripts branch on the GPU as written (stubbed nvidia-smi and python3), their scorers refuse to
+overwrite; a zero issue time is the limit of a short one (what broke call26's first fresh4 / fresh7 fits)."""
 
 import json
 
@@ -8,7 +10,7 @@ import pytest
 from xstage.paths import data_dir
 from xstage.records import load_records
 
-from .bench_scripts import load_script
+from .bench_scripts import load_script, run_device_script
 
 EXTRA = data_dir() / "calibration-extra"
 CALL25 = ("h100-pcie-host-fresh11", "h100-pcie-host-fresh12", "h100-pcie-host-fresh13")
@@ -49,30 +51,42 @@ def test_the_figures_the_docs_quote_from_knee_band26_are_the_records():
     assert max(bins[gpu][b]["share_off"] for gpu in bins for b in far) < 0.095   # "at most 9 %"
 
 
-def test_call26_runs_nothing_on_another_gpu(tmp_path):
-    import os
-    import stat
-    import subprocess
-
-    from .bench_scripts import BENCHMARKS
-    stub = tmp_path / "bin" / "nvidia-smi"
-    stub.parent.mkdir()
-    stub.write_text("#!/bin/sh\necho 'NVIDIA A100-SXM4-80GB'\n")
-    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
-    (tmp_path / "out").mkdir()
-    env = {**os.environ, "PATH": f"{stub.parent}:{os.environ['PATH']}", "OUT": str(tmp_path / "out")}
-    proc = subprocess.run(["bash", str(BENCHMARKS / "gpu" / "call26.sh")], capture_output=True, text=True, env=env)
-    assert proc.returncode == 3 and "nothing run" in proc.stdout and not any((tmp_path / "out").iterdir())
+@pytest.mark.parametrize("script", ["call25.sh", "call26.sh"])
+def test_the_h100_calls_run_nothing_on_another_gpu(tmp_path, script):
+    proc, calls, out = run_device_script(tmp_path, script, "NVIDIA A100-SXM4-80GB")
+    assert proc.returncode == 3 and "nothing run" in proc.stdout and not calls and not any(out.iterdir())
 
 
-def test_calib_call26_refuses_an_existing_scores_file(tmp_path):
+@pytest.mark.parametrize("script", ["call25.sh", "call26.sh"])
+def test_the_h100_calls_run_call24s_h200_branch_on_an_h200(tmp_path, script):
+    proc, calls, out = run_device_script(tmp_path, script, "NVIDIA H200")
+    names = [c.split("--name ")[1].split()[0] for c in calls]
+    assert proc.returncode == 0 and names == ["h200-pcie-host-fresh2-c24", "h200-pcie-host-fresh3-c24",
+                                              "h200-local-wide-c24", "h200-pcie-host-fresh5-c24",
+                                              "h200-local-fresh2-c24"]
+    assert (out / "res.tgz").is_file()
+
+
+@pytest.mark.parametrize("args,grids", [((), ["fresh10", "fresh14", "fresh4", "fresh7"]),
+                                        (("fresh4", "fresh7"), ["fresh4", "fresh7"]),
+                                        (("fresh4", "wide"), ["fresh4"])])
+def test_call26_measures_the_grids_it_is_given_on_an_h100(tmp_path, args, grids):
+    proc, calls, _ = run_device_script(tmp_path, "call26.sh", "NVIDIA H100 80GB HBM3", *args)
+    assert proc.returncode == 0
+    assert [c.split("--grid ")[1].split()[0] for c in calls] == grids
+    assert all(f"--name h100-pcie-host-{g} " in c and "--model two-stage-gated2" in c for c, g in zip(calls, grids))
+    assert ("skipped" in proc.stdout) == ("wide" in args)
+
+
+@pytest.mark.parametrize("script", ["calib_call25", "calib_call26"])
+def test_the_call_scorers_refuse_an_existing_scores_file(tmp_path, script):
     import subprocess
     import sys
 
     from .bench_scripts import BENCHMARKS
     taken = tmp_path / "scores.json"
     taken.write_text("{}")
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call26.py"), "--json", str(taken)],
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), "--json", str(taken)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "exists" in proc.stderr and taken.read_text() == "{}"
 
