@@ -21,7 +21,8 @@ case "${1:-}" in
     echo "data/ hidden ($(git ls-files data | wc -l) files); put it back with: bash $0 restore"
     "$0" size ;;
   size)
-    git ls-files -z | { xargs -0 du -cb 2>/dev/null || true; } | tail -1 |   # du fails on the hidden files
+    # du fails on the files `hide` removed: the sum is of those still there
+    git ls-files -z | { xargs -0 du -cb 2>/dev/null || true; } | tail -1 |
        awk '{printf "tracked files that travel: %.1f MB\n", $1/1e6}' ;;
   restore)
     git checkout -- data && echo "data/ restored" ;;

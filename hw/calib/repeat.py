@@ -50,10 +50,11 @@ PARTIAL = "partial"     # OUT/partial/run-<i>/: the runs of a sweep (--repeat N,
 
 
 class RunsKept(Exception):
-    """A sweep (one run or ``--repeat N``) stopped (Ctrl-C, SIGTERM, an error of the runner or the fit: ``__cause__``)
-    after at least one run was kept in OUT/partial. ``when``: ``in run 2 of 3`` (or ``after run 3 of 3``: in the copy-engine
-    run or the fit); ``kept``: the kept runs' folders; ``command``: the refit that fits them (argv). ``str()``:
-    ``<when>: kept run(s) ... in OUT/partial; to fit what was kept: <command>``, for one stderr line."""
+    """A sweep (one run or ``--repeat N``) stopped (Ctrl-C, SIGTERM, an error of the runner or the fit:
+    ``__cause__``) after at least one run was kept in OUT/partial. ``when``: ``in run 2 of 3`` (or ``after run 3 of
+    3``: in the copy-engine run or the fit); ``kept``: the kept runs' folders; ``command``: the refit that fits them
+    (argv). ``str()``: ``<when>: kept run(s) ... in OUT/partial; to fit what was kept: <command>``, for one stderr
+    line."""
 
     def __init__(self, when: str, kept, folder: Path, command: list):
         self.when, self.kept, self.command = when, list(kept), list(command)
@@ -65,12 +66,12 @@ class RunsKept(Exception):
 class PartialRuns:
     """OUT/partial/run-<i>/ (points.parquet with the run's split, bursts.parquet): each run of a sweep (``--repeat``,
     or the one run of a plain sweep), written as soon as it is measured, so that a stop in a later run, or in the
-    fit, loses only what was not yet measured. Each run is a calibration
-    folder of one run (the records' meta is the sweep's with ``config.repeat`` 1, plus ``repeat_run`` = {run, of}),
-    written into a temporary folder beside and renamed: a run folder is whole or absent. ``stopped`` names what was kept and the refit of it
-    (``--refit --records run-1 --median-with run-2 ...``: the point-wise median of the kept runs, the split and model
-    the sweep's, into OUT); ``remove`` drops the folder once the final records are written. ``meta_now()``: the
-    records' meta as of now; ``split_args``: the sweep's (fraction, seed, rule)."""
+    fit, loses only what was not yet measured. Each run is a calibration folder of one run (the records' meta is the
+    sweep's with ``config.repeat`` 1, plus ``repeat_run`` = {run, of}), written into a temporary folder beside and
+    renamed: a run folder is whole or absent. ``stopped`` names what was kept and the refit of it (``--refit
+    --records run-1 --median-with run-2 ...``: the point-wise median of the kept runs, the split and model the
+    sweep's, into OUT); ``remove`` drops the folder once the final records are written. ``meta_now()``: the records'
+    meta as of now; ``split_args``: the sweep's (fraction, seed, rule)."""
 
     def __init__(self, out: Path, of: int, meta_now, split_args, *, overwrite: bool = False):
         self.out, self.folder = Path(out), Path(out) / PARTIAL
