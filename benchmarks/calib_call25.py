@@ -3,6 +3,7 @@ data/calibration-extra/call25-preregistration.md.
 
     python benchmarks/calib_call25.py --json data/calibration-extra/call25-scores.json          # the H100 branch
     python benchmarks/calib_call25.py --h200 --json data/calibration-extra/call25-h200-scores.json   # secondary only
+    python benchmarks/calib_call25.py --card7 --json data/calibration-extra/call25-card7-scores.json  # a repeat
 
 The record says, out of sample, that committed host platforms miss few lockstep pairs far from the knee and most
 pairs just past it. Primary (H100 branch): ``h100-pcie-host-pool24`` on every lockstep periodic pair of the call's
@@ -11,8 +12,12 @@ platform, the share with a point off by more than 15 % in T_iss is at most 15 %.
 (1.0, 1.5], that share is at least 50 %. Met iff A and B. Secondary (decide nothing): the per-bin table beside the
 record's H100 rows; pool24's four checks on each folder; each folder's own held-out verdict. ``--h200``: the same
 two claims with the recommended H200 wide platform on call24's H200 host folders (``*-c24``), secondary.
+``--card7``: the H100 branch's claims, unchanged, on the same three grids measured again by ``call25.sh`` on a seventh
+H100 in session 27 (``*-c27``): a repeat whose claims were frozen in session 25 but whose run was not pre-registered.
+Every branch also counts, per knee-ratio bin, which way the off pairs missed (``directions``).
 """
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -28,7 +33,10 @@ FAR_MAX, NEAR_MIN = 0.15, 0.50
 BRANCHES = {"H100": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11", "h100-pcie-host-fresh12",
                                                 "h100-pcie-host-fresh13")),
             "H200": (H200_WIDE, ("h200-pcie-host-fresh2-c24", "h200-pcie-host-fresh3-c24",
-                                 "h200-pcie-host-fresh5-c24"))}
+                                 "h200-pcie-host-fresh5-c24")),
+            "H100-card7": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11-c27", "h100-pcie-host-fresh12-c27",
+                                                      "h100-pcie-host-fresh13-c27"))}
+RESULT_KEY = {"H100": "primary", "H200": "secondary_claims", "H100-card7": "repeat_claims"}
 
 
 def claims(rows: list[dict]) -> dict:
@@ -54,6 +62,26 @@ def claim_lines(c: dict) -> list[str]:
     return out
 
 
+def directions(rows: list[dict]) -> list[dict]:
+    """Per knee-ratio bin of ``table``: of the off pairs, how many waited longer than predicted (worst signed error
+    < 0) and how many ran freer (> 0)."""
+    out = []
+    for b in table(rows):
+        lo = -math.inf if b["lo"] is None else b["lo"]
+        hi = math.inf if b["hi"] is None else b["hi"]
+        off = [r for r in rows if r["off"] and r["knee_ratio"] is not None and lo < r["knee_ratio"] <= hi]
+        out.append({"bin": b["bin"], "pairs": b["pairs"], "pairs_off": len(off),
+                    "off_waited_longer": sum(r["worst_err"] < 0 for r in off),
+                    "off_ran_freer": sum(r["worst_err"] > 0 for r in off)})
+    return out
+
+
+def direction_lines(d: list[dict]) -> list[str]:
+    return ["  bin         pairs  off  waited longer  ran freer"] + [
+        f"  {r['bin']:<11} {r['pairs']:>5}  {r['pairs_off']:>3}  {r['off_waited_longer']:>13}  {r['off_ran_freer']:>9}"
+        for r in d]
+
+
 def folder_verdicts(platform: str, folders, log=print) -> dict:
     """{folder: {"carried": the platform's four checks on every point, "own": the folder's own held-out verdict}},
     a line each to ``log``."""
@@ -72,20 +100,26 @@ def score(branch: str = "H100", log=print) -> dict:
     log(f"{platform} on {', '.join(folders)}: {len(rows)} lockstep pairs")
     for line in claim_lines(c):
         log(line)
-    log(f"primary: {c['verdict']}")
+    log(f"{RESULT_KEY[branch].replace('_', ' ')}: {c['verdict']}")
+    d = directions(rows)
+    for line in direction_lines(d):
+        log(line)
     per_folder = folder_verdicts(platform, folders, log)
-    return {"pre_registered": True, "rule": RULE, "branch": branch, "platform": platform, "folders": list(folders),
-            "primary" if branch == "H100" else "secondary_claims": c, "bins": table(rows), "per_folder": per_folder,
-            "provenance": provenance()}
+    return {"pre_registered": branch != "H100-card7", "rule": RULE, "branch": branch, "platform": platform,
+            "folders": list(folders), RESULT_KEY[branch]: c, "bins": table(rows), "directions": d,
+            "per_folder": per_folder, "provenance": provenance()}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", required=True, help="write the scores here (refuses an existing file)")
-    ap.add_argument("--h200", action="store_true", help="score the H200 branch's folders (secondary only)")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--h200", action="store_true", help="score the H200 branch's folders (secondary only)")
+    which.add_argument("--card7", action="store_true",
+                       help="score the repeat on a seventh H100 (session 27, the *-c27 folders; not pre-registered)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_call25")
-    write_new(args.json, score("H200" if args.h200 else "H100"), "calib_call25")
+    write_new(args.json, score("H200" if args.h200 else "H100-card7" if args.card7 else "H100"), "calib_call25")
     return 0
 
 

@@ -52,12 +52,15 @@ def combos(with_call25: bool = False) -> dict:
 
 
 def pair_rows(platform_name: str, folder: str) -> list[dict]:
-    """(knee ratio, off, median |error|) of every lockstep periodic pair of ``folder`` under ``platform_name``."""
+    """(knee ratio, off, median |error|, the signed error of its worst point) of every lockstep periodic pair of
+    ``folder`` under ``platform_name``; a signed error is (predicted − measured) / measured, so < 0: the pair waited
+    longer than predicted, > 0: it ran freer."""
     platform = load_platform(EXTRA / platform_name / "platform.json")
     points, _ = load_records(EXTRA / folder / "points.parquet", "point")
     check = model_check(points.reset_index(drop=True), platform)
     return [{"producers": k, "bytes_per_producer": b, "knee_ratio": knee_ratio(platform, k, b),
-             "off": bool((np.abs(e) > MISS_LIMIT).any()), "median_abs_err": float(np.median(np.abs(e)))}
+             "off": bool((np.abs(e) > MISS_LIMIT).any()), "median_abs_err": float(np.median(np.abs(e))),
+             "worst_err": float(e[np.argmax(np.abs(e))])}
             for k, b, _, e in periodic_pairs(check, np.full(len(check), "all"), heldout_only=False)]
 
 
