@@ -4,6 +4,7 @@ data/calibration-extra/call25-preregistration.md.
     python benchmarks/calib_call25.py --json data/calibration-extra/call25-scores.json          # the H100 branch
     python benchmarks/calib_call25.py --h200 --json data/calibration-extra/call25-h200-scores.json   # secondary only
     python benchmarks/calib_call25.py --card7 --json data/calibration-extra/call25-card7-scores.json  # a repeat
+    python benchmarks/calib_call25.py --card8 --json data/calibration-extra/call25-card8-scores.json  # another
 
 The record says, out of sample, that committed host platforms miss few lockstep pairs far from the knee and most
 pairs just past it. Primary (H100 branch): ``h100-pcie-host-pool24`` on every lockstep periodic pair of the call's
@@ -13,7 +14,8 @@ platform, the share with a point off by more than 15 % in T_iss is at most 15 %.
 record's H100 rows; pool24's four checks on each folder; each folder's own held-out verdict. ``--h200``: the same
 two claims with the recommended H200 wide platform on call24's H200 host folders (``*-c24``), secondary.
 ``--card7``: the H100 branch's claims, unchanged, on the same three grids measured again by ``call25.sh`` on a seventh
-H100 in session 27 (``*-c27``): a repeat whose claims were frozen in session 25 but whose run was not pre-registered.
+H100 in session 27 (``*-c27``): a repeat whose claims were frozen in session 25 but whose run was not pre-registered;
+``--card8``: the same on an eighth H100 (``*-c27b``).
 Every branch also counts, per knee-ratio bin, which way the off pairs missed (``directions``).
 """
 import argparse
@@ -35,8 +37,10 @@ BRANCHES = {"H100": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11", "h100-p
             "H200": (H200_WIDE, ("h200-pcie-host-fresh2-c24", "h200-pcie-host-fresh3-c24",
                                  "h200-pcie-host-fresh5-c24")),
             "H100-card7": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11-c27", "h100-pcie-host-fresh12-c27",
-                                                      "h100-pcie-host-fresh13-c27"))}
-RESULT_KEY = {"H100": "primary", "H200": "secondary_claims", "H100-card7": "repeat_claims"}
+                                                      "h100-pcie-host-fresh13-c27")),
+            "H100-card8": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11-c27b", "h100-pcie-host-fresh12-c27b",
+                                                      "h100-pcie-host-fresh13-c27b"))}
+RESULT_KEY = {"H100": "primary", "H200": "secondary_claims", "H100-card7": "repeat_claims", "H100-card8": "repeat_claims"}
 
 
 def claims(rows: list[dict]) -> dict:
@@ -105,7 +109,7 @@ def score(branch: str = "H100", log=print) -> dict:
     for line in direction_lines(d):
         log(line)
     per_folder = folder_verdicts(platform, folders, log)
-    return {"pre_registered": branch != "H100-card7", "rule": RULE, "branch": branch, "platform": platform,
+    return {"pre_registered": branch in ("H100", "H200"), "rule": RULE, "branch": branch, "platform": platform,
             "folders": list(folders), RESULT_KEY[branch]: c, "bins": table(rows), "directions": d,
             "per_folder": per_folder, "provenance": provenance()}
 
@@ -117,9 +121,12 @@ def main(argv=None) -> int:
     which.add_argument("--h200", action="store_true", help="score the H200 branch's folders (secondary only)")
     which.add_argument("--card7", action="store_true",
                        help="score the repeat on a seventh H100 (session 27, the *-c27 folders; not pre-registered)")
+    which.add_argument("--card8", action="store_true",
+                       help="score the repeat on an eighth H100 (session 27, the *-c27b folders; not pre-registered)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_call25")
-    write_new(args.json, score("H200" if args.h200 else "H100-card7" if args.card7 else "H100"), "calib_call25")
+    branch = "H200" if args.h200 else "H100-card7" if args.card7 else "H100-card8" if args.card8 else "H100"
+    write_new(args.json, score(branch), "calib_call25")
     return 0
 
 
