@@ -40,7 +40,8 @@ BRANCHES = {"H100": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11", "h100-p
                                                       "h100-pcie-host-fresh13-c27")),
             "H100-card8": ("h100-pcie-host-pool24", ("h100-pcie-host-fresh11-c27b", "h100-pcie-host-fresh12-c27b",
                                                       "h100-pcie-host-fresh13-c27b"))}
-RESULT_KEY = {"H100": "primary", "H200": "secondary_claims", "H100-card7": "repeat_claims", "H100-card8": "repeat_claims"}
+RESULT_KEY = {"H100": "primary", "H200": "secondary_claims", "H100-card7": "repeat_claims",
+              "H100-card8": "repeat_claims"}
 
 
 def claims(rows: list[dict]) -> dict:

@@ -12,7 +12,15 @@ grids measured later (T_iss p90 8.6 / 10.2 / 14.2 %). On H100s a host platform p
 third card's grids at p90 25.9 / 16.4 / 11.8 % (the third card's knee sits higher), while card 1's local platform
 carried to the third card's local wide run at 4.77 / 10.80 %. Issue 15's targets are stated for held-out points of a
 card's own calibration; this check is the one to run before trusting a platform on a card it was not measured on.
+
+The drain rate is the one parameter to take from the card itself (``with_drain_rate``, ``--own-rate``). A lockstep
+point held by the drain has T_iss = V/R - G with the measured gap G, a small difference of two large times, so its
+predicted T_iss moves (V/R) / T_iss times as much as R does: up to 40-90 times on the knee grids, and H100 cards
+differ in R by 0.2-0.4 %. Measured post hoc (session 27, docs/calibration/h100-broad24.md): pool24 missed 23 of 132
+pairs far from the knee on two H100s whose R sits 0.35 % above its own, and 2 with each card's fitted R.
 """
+
+import dataclasses
 
 import numpy as np
 
@@ -20,6 +28,14 @@ from xstage.sim.fit import error_summary, model_check
 from xstage.sim.heldout_misses import MISS_LIMIT, heldout_misses, meets_targets, periodic_pairs
 
 KEYS = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period", "n_points")
+
+
+def with_drain_rate(platform, rate_GBps: float):
+    """``platform`` with its drain rate R set to ``rate_GBps``; a separate free-running R (``free_drain_rate_GBps``)
+    is scaled by the same factor. Everything else (issue law, capacity, relaxation) is carried unchanged."""
+    scale = rate_GBps / platform.drain_rate_GBps
+    free = None if platform.free_drain_rate_GBps is None else platform.free_drain_rate_GBps * scale
+    return dataclasses.replace(platform, drain_rate_GBps=float(rate_GBps), free_drain_rate_GBps=free)
 
 
 def _figures(check) -> dict:

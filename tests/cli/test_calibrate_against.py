@@ -66,3 +66,54 @@ def test_an_unknown_platform_stops_a_sweep_before_it_runs(cli, tmp_path):
                        str(tmp_path / "run"), "--against", "no-such-platform", "--quiet")
     assert code == 2 and "--against" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_own_rate_recovers_a_simulated_run_whose_platform_differs_only_in_R(cli, tmp_path):
+    from importlib import resources
+
+    from xstage.sim import platform as plat
+    slow = json.loads((resources.files(plat._BUNDLED_PACKAGE) / "platforms" / "h200-pcie-host.json").read_text())
+    true_R = slow["drain_rate_GBps"]
+    slow.update(name="h200-slow-R", drain_rate_GBps=true_R * 0.995)
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    code, out, err = cli("calibrate", "--sim", "h200-pcie-host", "--target", "host", "--quick", "--out",
+                         str(tmp_path / "run"), "--against", str(tmp_path / "slow.json"), "--own-rate", "--quiet",
+                         "--json")
+    assert code == 0, err
+    carried_as_is, own = json.loads(out)["against"]
+    assert carried_as_is["drain_rate_from"] == "platform" and own["drain_rate_from"].endswith("platform.json")
+    assert own["drain_rate_GBps"] == pytest.approx(true_R, rel=1e-6)
+    assert carried_as_is["every_point"]["median_rel_err_T_iss"] > 1e-3      # 0.5 % off in R shows
+    assert own["every_point"]["p90_rel_err_T_iss"] < 1e-9 and own["every_point"]["p90_rel_err_period"] < 1e-9
+
+
+def test_own_rate_removes_the_seventh_cards_far_misses_and_keeps_its_knee_misses(cli):
+    pool = str(EXTRA / "h100-pcie-host-pool24" / "platform.json")
+    code, out, err = cli("calibrate", "--against", pool, "--own-rate", "--records",
+                         str(EXTRA / "h100-pcie-host-fresh11-c27"), "--json")
+    assert code == 0, err
+    as_is, own = json.loads(out)
+    assert as_is["drain_rate_GBps"] == pytest.approx(52.677, abs=1e-3)
+    assert own["platform_R_GBps"] == as_is["drain_rate_GBps"]
+    assert own["drain_rate_GBps"] == pytest.approx(52.873, abs=1e-3)   # the folder's fitted R, 0.37 % higher
+    far = lambda row: {(m["producers"], m["bytes_per_producer"]) for m in row["misses"]  # noqa: E731
+                       if m["knee_ratio"] is not None and (m["knee_ratio"] <= 0.8 or m["knee_ratio"] > 3)}
+    assert far(as_is) and not far(own)      # (122, 14 KiB) and the other far pairs: R alone
+    assert (62, 30 * 1024) in {(m["producers"], m["bytes_per_producer"]) for m in own["misses"]}   # the knee stays
+    assert len(own["misses"]) < len(as_is["misses"])
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--own-rate", "--records", str(EXTRA / "h100-local-r3")], "--own-rate"),   # no --against
+])
+def test_own_rate_without_a_platform_is_one_line_and_status_2(cli, argv, field):
+    code, out, err = cli("calibrate", *argv)
+    assert code == 2 and out == "" and err.startswith(f"xstage: error: {field}(=")
+
+
+def test_own_rate_on_a_folder_without_its_fit_is_one_line_and_status_2(cli, tmp_path):
+    (tmp_path / "points.parquet").write_bytes((EXTRA / "h100-local-r3" / "points.parquet").read_bytes())
+    code, out, err = cli("calibrate", "--against", LOCAL1, "--own-rate", "--records", str(tmp_path))
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("xstage: error: --own-rate(=")
+    assert "platform.json" in err

@@ -161,6 +161,12 @@ def register(sub):
                    "half and the pairs it misses with their knee ratio: whether a platform measured on one card holds "
                    "on another (measured: H100 local yes, 4.77 / 10.80 %%; H100 host no, p90 16-26 %%; "
                    "docs/calibration/h100-broad24.md)")
+    p.add_argument("--own-rate", action="store_true",
+                   help="with --against: also score each platform with the drain rate R fitted on the folder's own "
+                   "points (everything else carried). A drain-held lockstep point's T_iss is V/R minus the measured "
+                   "gap, so a 0.35 %% error in R moved such points by 15-25 %% on two H100s; with their own R, "
+                   "pool24 missed 2 of 132 pairs far from the knee instead of 23 (post hoc, "
+                   "docs/calibration/h100-broad24.md)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)
@@ -382,6 +388,8 @@ def run(args) -> int:
         return list_models(args)
     if args.estimate:
         return print_estimate(args)
+    if args.own_rate and not args.against:
+        raise InputError("--own-rate", True, "needs --against (the platform whose R it replaces)")
     if args.against and args.records is not None and not args.refit:
         from xstage.cli.calib_against import run_records
         return run_records(args)
@@ -458,7 +466,7 @@ def run(args) -> int:
         print(f"xstage: warning: {warning}", file=sys.stderr, flush=True)
     if args.against:
         from xstage.cli.calib_against import scores
-        summary = {**summary, "against": scores(args.against, args.out)}
+        summary = {**summary, "against": scores(args.against, args.out, own_rate=args.own_rate)}
     if args.json:
         print_json(summary)
     else:

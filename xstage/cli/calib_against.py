@@ -5,9 +5,13 @@
         --records data/calibration-extra/h100-local-r3          # card 1's local platform on a third card's run
     xstage calibrate --target host --grid fresh5 --model two-stage-gated2 --out DIR \
         --against h200-pcie-host                                 # calibrate this card, and score the bundled one
+    xstage calibrate --against data/calibration-extra/h100-pcie-host-pool24/platform.json --own-rate \
+        --records data/calibration-extra/h100-pcie-host-fresh11-c27    # and again with the card's own R
 
 With ``--records`` nothing is measured or written; after a sweep or a refit the scores are printed (and put in the
 --json summary under ``against``) after the run's own summary, and the files written are the run's alone.
+``--own-rate`` adds, after each platform's row, the same platform with the drain rate R fitted on the folder's own
+points (its platform.json; ``carried.with_drain_rate``): everything but R carried.
 """
 
 from pathlib import Path
@@ -40,12 +44,27 @@ def _gpu(meta_or_notes: dict) -> str | None:
     return ((meta_or_notes or {}).get("provenance") or {}).get("gpu", {}).get("gpu_uuid")
 
 
-def scores(names, folder) -> list[dict]:
+def _own_rate(folder) -> float:
+    """The drain rate R (GB/s) the calibration folder ``folder`` fitted (its platform.json)."""
+    from xstage.sim.platform import load_platform
+    src = Path(folder) / "platform.json"
+    if not src.is_file():
+        raise InputError("--own-rate", str(folder), "holds no platform.json (the run's fitted drain rate)")
+    try:
+        return float(load_platform(src).drain_rate_GBps)
+    except (OSError, ValueError, KeyError) as err:
+        raise InputError("--own-rate", str(src), f"could not be read as a platform ({type(err).__name__}: "
+                         f"{err})") from err
+
+
+def scores(names, folder, own_rate: bool = False) -> list[dict]:
     """``carried`` of each platform named in ``names`` on the points of calibration folder ``folder``, with where
-    the platform was found, the folder, both targets and both GPUs (uuids where recorded)."""
-    from xstage.sim.carried import carried
+    the platform was found, the folder, both targets and both GPUs (uuids where recorded). ``own_rate``: after each
+    platform, the same platform with the folder's own fitted R (``drain_rate_from`` names where R came from)."""
+    from xstage.sim.carried import carried, with_drain_rate
     points, meta = _points(folder)
     target = (meta.get("config") or {}).get("target")
+    rate = _own_rate(folder) if own_rate else None
     out = []
     for name in names:
         platform, where = _platform(name)
@@ -54,8 +73,13 @@ def scores(names, folder) -> list[dict]:
                              f"{target} points")
         row = {"platform_file": str(where), "records": str(folder), "target": target,
                "platform_gpu": _gpu(platform.notes), "records_gpu": _gpu(meta),
-               "platform_pooled": bool((platform.notes or {}).get("pool")), **carried(points, platform)}
-        out.append(row)
+               "platform_pooled": bool((platform.notes or {}).get("pool")),
+               "platform_R_GBps": platform.drain_rate_GBps, "drain_rate_GBps": platform.drain_rate_GBps,
+               "drain_rate_from": "platform"}
+        out.append({**row, **carried(points, platform)})
+        if rate is not None:
+            out.append({**row, "drain_rate_GBps": rate, "drain_rate_from": str(Path(folder) / "platform.json"),
+                        **carried(points, with_drain_rate(platform, rate))})
     return out
 
 
@@ -74,7 +98,9 @@ def lines(rows: list[dict], limit: int = 8) -> list[str]:
                 "the same GPU" if r["platform_gpu"] == r["records_gpu"] else
                 f"another GPU ({r['records_gpu'][:12]}; the platform's: {r['platform_gpu'][:12]}"
                 + (", pooled over several runs" if r["platform_pooled"] else "") + ")")
-        out.append(f"against {r['platform']} ({r['platform_file']}) on {r['records']}: {card}")
+        rate = ("" if r["drain_rate_from"] == "platform" else f" with the run's own R {r['drain_rate_GBps']:.3f} "
+                f"GB/s (the platform's {r['platform_R_GBps']:.3f})")
+        out.append(f"against {r['platform']}{rate} ({r['platform_file']}) on {r['records']}: {card}")
         if r["meets"] is None:
             out.append("  no lockstep periodic point: nothing to score")
             continue
@@ -96,7 +122,7 @@ def run_records(args) -> int:
         if getattr(args, field, None) is not None:
             raise InputError(f"--{field}", getattr(args, field), "does not go with --against --records (nothing is "
                              "measured or written; drop --records to score the run a sweep measures)")
-    rows = scores(args.against, args.records)
+    rows = scores(args.against, args.records, own_rate=args.own_rate)
     if args.json:
         print_json(rows)
     else:
