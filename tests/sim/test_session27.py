@@ -1,0 +1,127 @@
+"""Session 27 (docs/calibration/h100-broad24.md): call26's scores and call25's repeats on cards 7 and 8 follow from
+their folders, each repeat is one call on a card no earlier record names, rate27's quoted figures are the record's,
+and call27's device script and scorer behave as pre-registered."""
+
+import json
+
+import pytest
+
+from xstage.paths import data_dir
+from xstage.records import load_records
+
+from .bench_scripts import load_script, run_device_script
+
+EXTRA = data_dir() / "calibration-extra"
+CARD7 = tuple(f"h100-pcie-host-fresh1{i}-c27" for i in (1, 2, 3))
+CARD8 = tuple(f"h100-pcie-host-fresh1{i}-c27b" for i in (1, 2, 3))
+EARLIER = ("h100-pcie-host", "h100-pcie-host-fresh", "h100-pcie-host-fresh2", "h100-pcie-host-fresh11",
+           "h100-pcie-host-fresh10", "h100-pcie-host-fresh4")   # cards 1-6
+QUIET = {"log": lambda *a, **k: None}
+
+
+def _uuid(folder: str) -> str:
+    return load_records(EXTRA / folder / "points.parquet", "point")[1]["provenance"]["gpu"]["gpu_uuid"]
+
+
+def test_each_repeat_is_one_call_on_a_card_no_earlier_record_names():
+    earlier = {_uuid(f) for f in EARLIER}
+    assert len(earlier) == 6
+    for folders, uuid in ((CARD7, "GPU-9d75d559"), (CARD8, "GPU-19cc1aa4")):
+        (card,) = {_uuid(f) for f in folders}
+        assert card.startswith(uuid) and card not in earlier
+
+
+def test_call26_scores_follow_from_the_folders():
+    rec = json.loads((EXTRA / "call26-scores.json").read_text())
+    again = load_script("calib_call26").score(**QUIET)
+    assert json.loads(json.dumps(again["primary"])) == rec["primary"]
+    ab, free = rec["primary"]["AB_knee_band"], rec["primary"]["F_free_running"]
+    assert (ab["A_far"]["pairs_off"], ab["A_far"]["pairs"], ab["B_near"]["pairs_off"], ab["B_near"]["pairs"]) == \
+        (1, 66, 20, 24)
+    assert free["met"] and free["n_free_points"] == 114
+    assert free["free_p90_rel_err_T_iss"] == pytest.approx(0.1107, abs=5e-4)
+
+
+@pytest.mark.parametrize("branch,record,far,near", [("H100-card7", "call25-card7-scores.json", (12, 66), (23, 33)),
+                                                    ("H100-card8", "call25-card8-scores.json", (11, 66), (24, 33))])
+def test_the_repeats_scores_follow_from_the_folders(branch, record, far, near):
+    rec = json.loads((EXTRA / record).read_text())
+    again = json.loads(json.dumps(load_script("calib_call25").score(branch, **QUIET)))
+    assert rec["pre_registered"] is False and rec["repeat_claims"] == again["repeat_claims"]
+    c = rec["repeat_claims"]
+    assert (c["A_far"]["pairs_off"], c["A_far"]["pairs"]) == far and (c["B_near"]["pairs_off"], c["B_near"]["pairs"]) \
+        == near and c["verdict"] == "not met"
+    assert rec["directions"] == again["directions"]
+    far_bins = [d for d in rec["directions"] if d["bin"] in ("(-inf, 0.5]", "(0.5, 0.8]")]
+    assert all(d["off_waited_longer"] == 0 for d in far_bins)   # every far miss ran freer: predicted long
+
+
+def test_the_figures_the_docs_quote_from_rate27_are_the_records():
+    rec = json.loads((EXTRA / "rate27-posthoc.json").read_text())
+    h100 = rec["groups"]["H100"]
+    tot = {tag: h100["total"][tag]["claims"] for tag in ("as_committed", "own_rate")}
+    assert (tot["as_committed"]["A_far"]["pairs_off"], tot["own_rate"]["A_far"]["pairs_off"],
+            tot["own_rate"]["A_far"]["pairs"]) == (33, 11, 357)
+    assert tot["own_rate"]["B_near"]["pairs_off"] == tot["as_committed"]["B_near"]["pairs_off"] == 103
+    new_cards = [c for c in h100["cards"] if c.startswith(("GPU-9d75d559", "GPU-19cc1aa4"))]
+    assert sum(h100["cards"][c]["as_committed"]["A_far"]["pairs_off"] for c in new_cards) == 23
+    assert sum(h100["cards"][c]["own_rate"]["A_far"]["pairs_off"] for c in new_cards) == 2
+    shifts = {f["folder"]: f["R_shift"] for f in h100["folders"]}
+    assert all(0.003 <= shifts[f] <= 0.0038 for f in CARD7 + CARD8)
+    assert all(-0.0002 <= shifts[f] <= 0.0016 for f in shifts if f not in CARD7 + CARD8)
+    h200 = rec["groups"]["H200"]["total"]
+    assert [h200[t]["claims"]["A_far"]["pairs_off"] for t in ("as_committed", "own_rate")] == [22, 24]
+
+
+def test_call27_runs_the_three_knee_grids_into_their_own_folders_on_an_h100(tmp_path):
+    proc, calls, out = run_device_script(tmp_path, "call27.sh", "NVIDIA H100 80GB HBM3")
+    assert proc.returncode == 0 and (out / "res.tgz").is_file()
+    assert [c.split("--name ")[1].split()[0] for c in calls] == [f"h100-pcie-host-fresh1{i}-call27" for i in (1, 2, 3)]
+    assert all("--model two-stage-gated2" in c and "--target host" in c for c in calls)
+
+
+def test_call27_runs_call24s_h200_branch_on_an_h200_and_nothing_elsewhere(tmp_path):
+    (tmp_path / "a").mkdir()
+    proc, calls, _ = run_device_script(tmp_path / "a", "call27.sh", "NVIDIA H200")
+    assert proc.returncode == 0 and calls[0].split("--name ")[1].split()[0] == "h200-pcie-host-fresh2-c24"
+    (tmp_path / "b").mkdir()
+    proc, calls, out = run_device_script(tmp_path / "b", "call27.sh", "NVIDIA A100-SXM4-80GB")
+    assert proc.returncode == 3 and not calls and not any(out.iterdir())
+
+
+def test_call27_scorer_refuses_a_taken_path_and_missing_folders(tmp_path):
+    import subprocess
+    import sys
+
+    from .bench_scripts import BENCHMARKS
+    taken = tmp_path / "scores.json"
+    taken.write_text("{}")
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call27.py"), "--json", str(taken)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "exists" in proc.stderr and taken.read_text() == "{}"
+    mod = load_script("calib_call27")
+    if not all((EXTRA / f / "points.parquet").is_file() for f in mod.FOLDERS):
+        fresh = tmp_path / "new.json"
+        proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call27.py"), "--json", str(fresh)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and "not committed yet" in proc.stderr and not fresh.exists()
+
+
+def test_call27_claims_on_the_repeats_and_on_card_3():
+    mod = load_script("calib_call27")
+    for folders in (CARD7, CARD8):
+        p = mod.score(folders, **QUIET)["primary"]
+        assert p["verdict"] == "met" and p["A_far"]["pairs_off"] == 1
+    p = mod.score(("h100-pcie-host-fresh2", "h100-pcie-host-fresh3", "h100-pcie-host-fresh5"), **QUIET)["primary"]
+    assert p["verdict"] == "not met" and not p["D_direction"]["met"]   # card 3: the exception the guess names
+
+
+@pytest.mark.parametrize("rows,met", [
+    ([{"knee_ratio": 2.0, "off": True, "worst_err": -0.2}, {"knee_ratio": 1.05, "off": True, "worst_err": 0.3}], True),
+    ([{"knee_ratio": 2.0, "off": True, "worst_err": -0.2}, {"knee_ratio": 1.05, "off": False, "worst_err": 0.3}],
+     False),                                                                         # no off pair at 1.0-1.1
+    ([{"knee_ratio": 2.0, "off": True, "worst_err": 0.2}, {"knee_ratio": 1.05, "off": True, "worst_err": 0.3}], False),
+    ([{"knee_ratio": 1.5, "off": True, "worst_err": -0.2}, {"knee_ratio": 1.1, "off": True, "worst_err": 0.3}], False),
+])
+def test_the_direction_claim_reads_half_open_bins_and_fails_an_empty_one(rows, met):
+    assert load_script("calib_call27").direction_claim(rows)["met"] is met
