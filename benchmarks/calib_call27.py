@@ -2,6 +2,7 @@
 after it, as frozen in data/calibration-extra/call27-preregistration.md.
 
     python benchmarks/calib_call27.py --json data/calibration-extra/call27-scores.json
+    python benchmarks/calib_call27.py --call27b --json data/calibration-extra/call27b-scores.json
 
 Platform ``h100-pcie-host-pool24`` with its drain rate R replaced by each folder's own fitted R
 (``xstage.sim.carried.with_drain_rate``), on every lockstep periodic pair of the call's ``fresh11``, ``fresh12`` and
@@ -10,7 +11,8 @@ than 15 % in T_iss. B': among pairs at 1.0-1.5 at least 50 % off. D: of the off 
 longer than predicted, and of the off pairs at 1.0-1.1 at least 75 % ran freer (a bin with no off pair fails). Met
 iff A', B' and D. Secondary (decide nothing): call25's A and B with pool24 as committed, the card's R against
 pool24's, the per-bin tables with directions both ways, each folder's T_iss figures both ways and its own held-out
-verdict.
+verdict. ``--call27b``: the same claims, unchanged, on ``fresh10`` and ``fresh14`` measured on the next H100
+(``*-call27b``; data/calibration-extra/call27b-preregistration.md).
 """
 import argparse
 import sys
@@ -29,6 +31,8 @@ from xstage.sim.platform import load_platform  # noqa: E402
 RULE = "data/calibration-extra/call27-preregistration.md"
 PLATFORM = "h100-pcie-host-pool24"
 FOLDERS = ("h100-pcie-host-fresh11-call27", "h100-pcie-host-fresh12-call27", "h100-pcie-host-fresh13-call27")
+FOLDERS_27B = ("h100-pcie-host-fresh10-call27b", "h100-pcie-host-fresh14-call27b")
+RULE_27B = "data/calibration-extra/call27b-preregistration.md"
 FAR_MAX, NEAR_MIN, DIRECTION_MIN = 0.08, 0.50, 0.75
 LONGER_BIN, FREER_BIN = (1.5, 3.0), (1.0, 1.1)
 
@@ -56,7 +60,7 @@ def primary(rows: list[dict]) -> dict:
             "verdict": "met" if a_met and b_met and d["met"] else "not met"}
 
 
-def score(folders=FOLDERS, log=print) -> dict:
+def score(folders=FOLDERS, log=print, rule: str = RULE) -> dict:
     base = load_platform(EXTRA / PLATFORM / "platform.json")
     own_rows, as_rows, per_folder = [], [], {}
     for f in folders:
@@ -88,7 +92,7 @@ def score(folders=FOLDERS, log=print) -> dict:
     for line in claim_lines(committed):
         log("  " + line)
     verdicts = folder_verdicts(PLATFORM, folders, log)
-    return {"pre_registered": True, "rule": RULE, "platform": PLATFORM, "folders": list(folders),
+    return {"pre_registered": True, "rule": rule, "platform": PLATFORM, "folders": list(folders),
             "primary": p, "bins_own_rate": table(own_rows), "directions_own_rate": directions(own_rows),
             "secondary_as_committed": {"claims": committed, "bins": table(as_rows), "directions": directions(as_rows)},
             "per_folder": {f: {**per_folder[f], **verdicts[f]} for f in folders}, "provenance": provenance()}
@@ -97,14 +101,17 @@ def score(folders=FOLDERS, log=print) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", required=True, help="write the scores here (refuses an existing file)")
+    ap.add_argument("--call27b", action="store_true",
+                    help="score call27b's folders (fresh10, fresh14 on the next H100; same claims)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_call27")
-    missing = [f for f in FOLDERS if not (EXTRA / f / "points.parquet").is_file()]
+    folders, rule = (FOLDERS_27B, RULE_27B) if args.call27b else (FOLDERS, RULE)
+    missing = [f for f in folders if not (EXTRA / f / "points.parquet").is_file()]
     if missing:
         print(f"calib_call27: error: folder {missing[0]} is not committed yet (run benchmarks/gpu/call27.sh first)",
               file=sys.stderr)
         return 2
-    write_new(args.json, score(), "calib_call27")
+    write_new(args.json, score(folders, rule=rule), "calib_call27")
     return 0
 
 

@@ -8,9 +8,17 @@ HERE=$(dirname "$0")
 . "$HERE/common.sh"   # strict mode, no NVLink multicast, $OUT required, h100_branch, calib_*
 export PYTHONUNBUFFERED=1
 h100_branch call27   # an H200 runs call24's H200 branch; any other GPU but an H100: exit 3
-calib_start /tmp/call27-work
+# Arguments (call27b, session 27): SUFFIX GRID... measures those grids into h100-pcie-host-GRID-SUFFIX folders
+# (data/calibration-extra/call27b-preregistration.md); none: call27's three grids with the suffix call27.
+SUFFIX=${1:-call27}
+GRIDS=("${@:2}")
+[ "$#" -le 1 ] && GRIDS=(fresh11 fresh12 fresh13)
+calib_start "/tmp/$SUFFIX-work"
 cal() { calib_step "$1" "$2" 4 "${@:3}" --model two-stage-gated2; }   # NAME TIMEOUT ARGS...
-for g in fresh11 fresh12 fresh13; do
-  cal "h100-pcie-host-$g-call27" 150 --target host --grid "$g"
+for g in "${GRIDS[@]}"; do
+  case "$g" in
+    fresh10|fresh11|fresh12|fresh13|fresh14) cal "h100-pcie-host-$g-$SUFFIX" 150 --target host --grid "$g" ;;
+    *) echo "$SUFFIX: grid $g is not a knee grid (fresh10-fresh14); skipped" ;;
+  esac
 done
 calib_end

@@ -125,3 +125,23 @@ def test_call27_claims_on_the_repeats_and_on_card_3():
 ])
 def test_the_direction_claim_reads_half_open_bins_and_fails_an_empty_one(rows, met):
     assert load_script("calib_call27").direction_claim(rows)["met"] is met
+
+
+@pytest.mark.parametrize("args,names", [
+    (("call27b", "fresh10", "fresh14"), ["h100-pcie-host-fresh10-call27b", "h100-pcie-host-fresh14-call27b"]),
+    (("call27b", "fresh10", "wide"), ["h100-pcie-host-fresh10-call27b"]),
+    (("call27",), [f"h100-pcie-host-fresh1{i}-call27" for i in (1, 2, 3)]),
+])
+def test_call27_takes_a_suffix_and_knee_grids(tmp_path, args, names):
+    proc, calls, _ = run_device_script(tmp_path, "call27.sh", "NVIDIA H100 80GB HBM3", *args)
+    assert proc.returncode == 0 and [c.split("--name ")[1].split()[0] for c in calls] == names
+    assert ("skipped" in proc.stdout) == ("wide" in args)
+
+
+def test_call27b_post_hoc_figures_in_its_preregistration_are_the_fifth_cards():
+    p = load_script("calib_call27").score(("h100-pcie-host-fresh10", "h100-pcie-host-fresh14"), **QUIET)["primary"]
+    assert (p["A_far"]["pairs_off"], p["A_far"]["pairs"], p["B_near"]["pairs_off"], p["B_near"]["pairs"]) == \
+        (0, 44, 19, 22)
+    d = p["D_direction"]
+    assert (d["waited_longer_1.5_3"]["in_direction"], d["waited_longer_1.5_3"]["off_pairs"]) == (10, 10)
+    assert (d["ran_freer_1.0_1.1"]["in_direction"], d["ran_freer_1.0_1.1"]["off_pairs"]) == (4, 4)
