@@ -145,3 +145,20 @@ def test_call27b_post_hoc_figures_in_its_preregistration_are_the_fifth_cards():
     d = p["D_direction"]
     assert (d["waited_longer_1.5_3"]["in_direction"], d["waited_longer_1.5_3"]["off_pairs"]) == (10, 10)
     assert (d["ran_freer_1.0_1.1"]["in_direction"], d["ran_freer_1.0_1.1"]["off_pairs"]) == (4, 4)
+
+
+def test_the_pool27_platforms_are_pool24s_points_refitted_and_the_record_follows():
+    pool24 = json.loads((EXTRA / "h100-pcie-host-pool24" / "platform.json").read_text())
+    for name in ("h100-pcie-host-pool27-lockq", "h100-pcie-host-pool27-lockq-perk"):
+        p = json.loads((EXTRA / name / "platform.json").read_text())
+        assert p["name"] == name and "two-stage-lockq" in p["notes"]["model"]
+        assert p["notes"]["pool"] == pool24["notes"]["pool"]           # the same pooled folders and points
+        assert p["capacity_relax_GBps"] > 2 * pool24["capacity_relax_GBps"]   # lockq's steeper relaxation
+    rec = json.loads((EXTRA / "pool27-posthoc.json").read_text())
+    again = json.loads(json.dumps(load_script("calib_pool27").score(**QUIET)))
+    assert again["platforms"] == rec["platforms"]
+    figs = {n: (v["pairs_off"], round(v["p90_T_iss_median_over_folders"], 3), round(v["p90_T_iss_max"], 3))
+            for n, v in rec["platforms"].items()}
+    assert figs == {"h100-pcie-host-pool24": (286, 0.508, 2.091), "h100-pcie-host-pool27-lockq": (189, 0.32, 0.619),
+                    "h100-pcie-host-pool27-lockq-perk": (191, 0.245, 0.564)}
+    assert all(v["pairs"] == 830 for v in rec["platforms"].values())
