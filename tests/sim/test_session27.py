@@ -162,3 +162,20 @@ def test_the_pool27_platforms_are_pool24s_points_refitted_and_the_record_follows
     assert figs == {"h100-pcie-host-pool24": (286, 0.508, 2.091), "h100-pcie-host-pool27-lockq": (189, 0.32, 0.619),
                     "h100-pcie-host-pool27-lockq-perk": (191, 0.245, 0.564)}
     assert all(v["pairs"] == 830 for v in rec["platforms"].values())
+
+
+def test_call27_and_call27b_scores_follow_from_their_folders():
+    mod = load_script("calib_call27")
+    for record, folders, figures in (("call27-scores.json", mod.FOLDERS, (1, 66, 26, 33)),
+                                     ("call27b-scores.json", mod.FOLDERS_27B, (0, 44, 18, 22))):
+        rec = json.loads((EXTRA / record).read_text())
+        again = json.loads(json.dumps(mod.score(folders, **QUIET)))
+        assert rec["primary"] == again["primary"] and rec["primary"]["verdict"] == "met"
+        p = rec["primary"]
+        assert (p["A_far"]["pairs_off"], p["A_far"]["pairs"], p["B_near"]["pairs_off"], p["B_near"]["pairs"]) == figures
+    tenth = json.loads((EXTRA / "call27b-scores.json").read_text())
+    assert tenth["secondary_as_committed"]["claims"]["A_far"]["pairs_off"] == 6          # R mattered on this card
+    assert all(0.003 < v["R_shift"] < 0.004 for v in tenth["per_folder"].values())
+    uuids = {v["gpu_uuid"] for r in ("call27-scores.json", "call27b-scores.json")
+             for v in json.loads((EXTRA / r).read_text())["per_folder"].values()}
+    assert {u[:12] for u in uuids} == {"GPU-cbe4b71b", "GPU-a47deae5"}
