@@ -102,7 +102,10 @@ MODEL_STANDING = {
                         "fresh14 host 0 of 5, fresh13 measured again 3 of 5 (fresh14); with --issue-law (knee10's five "
                         "broad host grids) and --per-k-capacity (combo18), pre-registered: fresh15 host 4 of 5, "
                         "fresh16 2 of 5, measured again in another call 3 of 5 (combo18.md, fresh16-repeat.md); on an H100, "
-                        "the issue law from its wide run: fresh16 5 of 5, fresh15 0 of 5 (newgpu22.md)"),
+                        "the issue law from its wide run: fresh16 5 of 5, fresh15 0 of 5 (newgpu22.md); pooled over "
+                        "two H100s and carried to 19 host grids of seven others with each card's R (--per-k-capacity), "
+                        "post hoc: T_iss p90 per grid median 24.5 %, against gated2's 50.8 %, the best carry found "
+                        "(h100-broad24.md, pool27)"),
 }
 
 
