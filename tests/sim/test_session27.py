@@ -179,3 +179,38 @@ def test_call27_and_call27b_scores_follow_from_their_folders():
     uuids = {v["gpu_uuid"] for r in ("call27-scores.json", "call27b-scores.json")
              for v in json.loads((EXTRA / r).read_text())["per_folder"].values()}
     assert {u[:12] for u in uuids} == {"GPU-cbe4b71b", "GPU-a47deae5"}
+
+
+def test_call27c_figures_in_its_preregistration_are_the_four_knee_grid_cards():
+    mod = load_script("calib_call27c")
+    cand, base = [], []
+    for suffix in ("", "-c27", "-c27b", "-call27"):
+        r = mod.score(tuple(f"h100-pcie-host-fresh1{i}{suffix}" for i in (1, 2, 3)), **QUIET)
+        assert r["primary"]["verdict"] == "met"
+        cand += r["primary"]["L1_p90_each_at_most_35"]["p90"].values()
+        base += r["primary"]["L2_below_pool24_each"]["pool24_p90"].values()
+    assert 0.17 < min(cand) and max(cand) < 0.30        # "18-30 %"
+    assert 0.50 < min(base) and max(base) < 2.10        # "50-209 %"
+
+
+def test_call27c_claims_fail_as_written():
+    mod = load_script("calib_call27c")
+    cand = {"folders": {"a": {"p90_rel_err_T_iss": 0.30}, "b": {"p90_rel_err_T_iss": 0.36}}, "pairs_off": 5,
+            "pairs": 20}
+    base = {"folders": {"a": {"p90_rel_err_T_iss": 0.50}, "b": {"p90_rel_err_T_iss": 0.40}}, "pairs_off": 5}
+    c = mod.claims(cand, base)
+    assert not c["L1_p90_each_at_most_35"]["met"] and c["L2_below_pool24_each"]["met"]
+    assert not c["L3_fewer_pairs_off"]["met"] and c["verdict"] == "not met"   # a tie is not fewer
+
+
+def test_call27c_scorer_refuses_missing_folders(tmp_path):
+    import subprocess
+    import sys
+
+    from .bench_scripts import BENCHMARKS
+    mod = load_script("calib_call27c")
+    if not all((EXTRA / f / "points.parquet").is_file() for f in mod.FOLDERS):
+        out = tmp_path / "s.json"
+        proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call27c.py"), "--json", str(out)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and "not committed yet" in proc.stderr and not out.exists()
