@@ -117,3 +117,34 @@ def test_own_rate_on_a_folder_without_its_fit_is_one_line_and_status_2(cli, tmp_
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("xstage: error: --own-rate(=")
     assert "platform.json" in err
+
+
+def test_own_rate_warns_where_the_runs_fitted_R_left_its_zero_gap_points(cli):
+    perk = str(EXTRA / "h100-pcie-host-pool27-lockq-perk" / "platform.json")
+    code, out, _ = cli("calibrate", "--against", perk, "--own-rate", "--records",
+                       str(EXTRA / "h100-pcie-host-fresh13-call27c"))
+    assert code == 0 and out.count("warning: the run's fitted R is -0.91%") == 1   # one slow point pulled the fit
+    code, out, _ = cli("calibrate", "--against", perk, "--own-rate", "--records",
+                       str(EXTRA / "h100-pcie-host-fresh11-c27"))
+    assert code == 0 and "warning" not in out
+    code, js, _ = cli("calibrate", "--against", perk, "--own-rate", "--records",
+                      str(EXTRA / "h100-pcie-host-fresh13-call27c"), "--json")
+    as_is, own = json.loads(js)
+    assert "rate_check" not in as_is and own["rate_check"]["suspect"] is True
+    assert own["rate_check"]["median_zero_gap_rate_GBps"] == pytest.approx(52.735, abs=1e-3)
+
+
+def test_the_rate_check_flags_one_committed_host_folder_and_skips_local():
+    from xstage.cli.calib_against import rate_check
+    from xstage.records import load_records
+    from xstage.sim.platform import load_platform
+    flagged = []
+    for folder in sorted(p.parent for p in EXTRA.glob("h*-pcie-host-*/points.parquet")):
+        if (folder / "platform.json").is_file():
+            check = rate_check(load_records(folder / "points.parquet", "point")[0],
+                               load_platform(folder / "platform.json").drain_rate_GBps, "host")
+            if check and check["suspect"]:
+                flagged.append(folder.name)
+    assert flagged == ["h100-pcie-host-fresh13-call27c"]
+    points = load_records(EXTRA / "h100-local-r3" / "points.parquet", "point")[0]
+    assert rate_check(points, 2500.0, "local") is None

@@ -57,6 +57,24 @@ def _own_rate(folder) -> float:
                          f"{err})") from err
 
 
+RATE_CHECK = 0.005   # the fitted R against the median rate of the zero-gap lockstep points (host: 54 folders <= 0.29 %)
+
+
+def rate_check(points, rate_GBps: float, target: str | None) -> dict | None:
+    """On a host folder, the median V/period of its zero-gap lockstep points beside the fitted R: a least-squares R
+    pulled by one slow point (call27c's fresh13: 52.26 GB/s fitted, 52.73 median, every other host folder within
+    0.29 %) moves every drain-held prediction. None off host (local's zero-gap points are not drain-held)."""
+    if target != "host":
+        return None
+    spin = points["gap_kind"] == "spin" if "gap_kind" in points else True
+    zero = points[(points["mode"] == "periodic") & (points["gap(us)"] == 0) & spin]
+    if zero.empty:
+        return None
+    median = float((zero["volume(bytes)"] / zero["period(us)"]).median()) / 1e3
+    off = rate_GBps / median - 1.0
+    return {"median_zero_gap_rate_GBps": median, "fitted_vs_median": off, "suspect": abs(off) > RATE_CHECK}
+
+
 def scores(names, folder, own_rate: bool = False) -> list[dict]:
     """``carried`` of each platform named in ``names`` on the points of calibration folder ``folder``, with where
     the platform was found, the folder, both targets and both GPUs (uuids where recorded). ``own_rate``: after each
@@ -65,6 +83,7 @@ def scores(names, folder, own_rate: bool = False) -> list[dict]:
     points, meta = _points(folder)
     target = (meta.get("config") or {}).get("target")
     rate = _own_rate(folder) if own_rate else None
+    check = rate_check(points, rate, target) if rate is not None else None
     out = []
     for name in names:
         platform, where = _platform(name)
@@ -79,7 +98,7 @@ def scores(names, folder, own_rate: bool = False) -> list[dict]:
         out.append({**row, **carried(points, platform)})
         if rate is not None:
             out.append({**row, "drain_rate_GBps": rate, "drain_rate_from": str(Path(folder) / "platform.json"),
-                        **carried(points, with_drain_rate(platform, rate))})
+                        "rate_check": check, **carried(points, with_drain_rate(platform, rate))})
     return out
 
 
@@ -101,6 +120,11 @@ def lines(rows: list[dict], limit: int = 8) -> list[str]:
         rate = ("" if r["drain_rate_from"] == "platform" else f" with the run's own R {r['drain_rate_GBps']:.3f} "
                 f"GB/s (the platform's {r['platform_R_GBps']:.3f})")
         out.append(f"against {r['platform']}{rate} ({r['platform_file']}) on {r['records']}: {card}")
+        check = r.get("rate_check")
+        if check and check["suspect"]:
+            out.append(f"  warning: the run's fitted R is {check['fitted_vs_median']:+.2%} from the median rate of its "
+                       f"zero-gap lockstep points ({check['median_zero_gap_rate_GBps']:.3f} GB/s): the fit was pulled "
+                       "by a few points; read this row with care")
         if r["meets"] is None:
             out.append("  no lockstep periodic point: nothing to score")
             continue
