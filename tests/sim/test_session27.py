@@ -214,3 +214,15 @@ def test_call27c_scorer_refuses_missing_folders(tmp_path):
         proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call27c.py"), "--json", str(out)],
                               capture_output=True, text=True)
         assert proc.returncode == 2 and "not committed yet" in proc.stderr and not out.exists()
+
+
+def test_call27c_scores_follow_from_the_folders_and_the_fresh13_R_is_the_outlier():
+    rec = json.loads((EXTRA / "call27c-scores.json").read_text())
+    again = json.loads(json.dumps(load_script("calib_call27c").score(**QUIET)))
+    assert rec["primary"] == again["primary"] and rec["primary"]["verdict"] == "not met"
+    p90 = rec["primary"]["L1_p90_each_at_most_35"]["p90"]
+    assert [round(v, 3) for v in p90.values()] == [0.307, 0.214, 0.49]
+    assert rec["primary"]["L2_below_pool24_each"]["met"] and rec["primary"]["L3_fewer_pairs_off"]["met"]
+    assert rec["gpu_uuid"].startswith("GPU-896672ad")
+    r = rec["own_R_GBps"]
+    assert r["h100-pcie-host-fresh13-call27c"] == pytest.approx(52.256, abs=1e-3)
