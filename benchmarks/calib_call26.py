@@ -12,7 +12,6 @@ issue 15's four checks (median <= 5 %, p90 <= 15 % of T_iss and of the period) o
 ``fit.error_summary``'s ``free_*`` figures. Secondary (decide nothing): C, the share off among pairs at 1.5-3; the
 per-bin table; pool24's four lockstep checks on each folder; each folder's own held-out verdict.
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claim_lines, claims, folder_verdicts  # noqa: E402
-from calib_knee10 import refuse_existing, write_new  # noqa: E402
+from calib_knee10 import record_main  # noqa: E402
 from calib_knee_band25 import EXTRA, pair_rows, table  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
@@ -71,12 +70,7 @@ def score(log=print) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", required=True, help="write the scores here (refuses an existing file)")
-    args = ap.parse_args(argv)
-    refuse_existing(args.json, "calib_call26")
-    write_new(args.json, score(), "calib_call26")
-    return 0
+    return record_main(argv, __doc__, "calib_call26", score, needed=FOLDERS)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,13 @@ than pool24's over the three together. Met iff all three. Every platform with ea
 (``xstage.sim.carried.with_drain_rate``). Secondary: ``h100-pcie-host-pool27-lockq`` beside them, the four checks per
 folder, per-bin directions, call27's claims for pool24 with own R.
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import directions  # noqa: E402
 from calib_call27 import primary as call27_primary  # noqa: E402
-from calib_knee10 import refuse_existing, write_new  # noqa: E402
+from calib_knee10 import record_main  # noqa: E402
 from calib_knee_band25 import EXTRA  # noqa: E402
 from calib_rate27 import gpu_uuid, pairs_and_figures  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
@@ -77,17 +76,7 @@ def score(folders=FOLDERS, log=print) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", required=True, help="write the scores here (refuses an existing file)")
-    args = ap.parse_args(argv)
-    refuse_existing(args.json, "calib_call27c")
-    missing = [f for f in FOLDERS if not (EXTRA / f / "points.parquet").is_file()]
-    if missing:
-        print(f"calib_call27c: error: folder {missing[0]} is not committed yet (run benchmarks/gpu/call27.sh call27c "
-              "fresh11 fresh12 fresh13 first)", file=sys.stderr)
-        return 2
-    write_new(args.json, score(), "calib_call27c")
-    return 0
+    return record_main(argv, __doc__, "calib_call27c", score, needed=FOLDERS)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,22 @@ def write_new(path: Path, obj, who: str) -> None:
     _write(path, obj)
 
 
+def record_main(argv, doc: str, who: str, make, needed=()) -> int:
+    """The command line of a scoring script: ``--json OUT`` (refused where it exists), every folder named in
+    ``needed`` (under data/calibration-extra) committed, then ``make()`` written to OUT. Exit status 2 with one line
+    on stderr otherwise."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
+    args = ap.parse_args(argv)
+    refuse_existing(args.json, who)
+    missing = [f for f in needed if not (EXTRA / f / "points.parquet").is_file()]
+    if missing:
+        print(f"{who}: error: folder {missing[0]} is not committed yet (its device call has not run)", file=sys.stderr)
+        return 2
+    write_new(args.json, make(), who)
+    return 0
+
+
 def _fit(frame, target):
     fitted, _ = fit_platform(frame, name="knee10", target=TARGETS[target], sm_count=132,
                              capacity_law=capacity_law_of(MODEL))

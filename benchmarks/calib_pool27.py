@@ -13,7 +13,6 @@ checks on every lockstep point and call25's A / B counts; pooled, the pairs off 
 and the median and largest per-folder T_iss p90. Chosen after looking: the platforms were fitted in session 27 after
 every folder scored here had been seen.
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claims, directions  # noqa: E402
-from calib_knee10 import refuse_existing, write_new  # noqa: E402
+from calib_knee10 import record_main  # noqa: E402
 from calib_knee_band25 import EXTRA  # noqa: E402
 from calib_rate27 import H100_FOLDERS, gpu_uuid, pairs_and_figures  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
@@ -66,12 +65,7 @@ def score(log=print) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
-    args = ap.parse_args(argv)
-    refuse_existing(args.json, "calib_pool27")
-    write_new(args.json, score(), "calib_pool27")
-    return 0
+    return record_main(argv, __doc__, "calib_pool27", score)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ claims (A: pairs far from the knee, ratio <= 0.8 or > 3, off by more than 15 % i
 T_iss median / p90 over every lockstep point, and per knee-ratio bin which way the off pairs missed. Out of sample for
 the platform, not for R: R comes from the points scored (from its fit half's drain-held points).
 """
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claims, directions  # noqa: E402
-from calib_knee10 import refuse_existing, write_new  # noqa: E402
+from calib_knee10 import record_main  # noqa: E402
 from calib_knee_band25 import EXTRA, H200_WIDE  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
@@ -100,12 +99,7 @@ def score(log=print) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
-    args = ap.parse_args(argv)
-    refuse_existing(args.json, "calib_rate27")
-    write_new(args.json, score(), "calib_rate27")
-    return 0
+    return record_main(argv, __doc__, "calib_rate27", score)
 
 
 if __name__ == "__main__":

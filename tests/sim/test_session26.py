@@ -78,7 +78,8 @@ def test_call26_measures_the_grids_it_is_given_on_an_h100(tmp_path, args, grids)
     assert ("skipped" in proc.stdout) == ("wide" in args)
 
 
-@pytest.mark.parametrize("script", ["calib_call25", "calib_call26"])
+@pytest.mark.parametrize("script", ["calib_call25", "calib_call26", "calib_call27", "calib_call27c", "calib_rate27",
+                                    "calib_pool27"])   # the last four: session 27
 def test_the_call_scorers_refuse_an_existing_scores_file(tmp_path, script):
     import subprocess
     import sys

@@ -89,22 +89,14 @@ def test_call27_runs_call24s_h200_branch_on_an_h200_and_nothing_elsewhere(tmp_pa
     assert proc.returncode == 3 and not calls and not any(out.iterdir())
 
 
-def test_call27_scorer_refuses_a_taken_path_and_missing_folders(tmp_path):
-    import subprocess
-    import sys
-
-    from .bench_scripts import BENCHMARKS
-    taken = tmp_path / "scores.json"
-    taken.write_text("{}")
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call27.py"), "--json", str(taken)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2 and "exists" in proc.stderr and taken.read_text() == "{}"
-    mod = load_script("calib_call27")
-    if not all((EXTRA / f / "points.parquet").is_file() for f in mod.FOLDERS):
-        fresh = tmp_path / "new.json"
-        proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call27.py"), "--json", str(fresh)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 2 and "not committed yet" in proc.stderr and not fresh.exists()
+def test_a_scorer_stops_before_writing_when_a_folder_is_not_committed(tmp_path, capsys):
+    knee10 = load_script("calib_knee10")
+    out = tmp_path / "s.json"
+    code = knee10.record_main(["--json", str(out)], "doc", "calib_x", lambda: {"x": 1}, needed=("no-such-folder",))
+    assert code == 2 and not out.exists()
+    assert capsys.readouterr().err.startswith("calib_x: error: folder no-such-folder is not committed yet")
+    assert knee10.record_main(["--json", str(out)], "doc", "calib_x", lambda: {"x": 1}) == 0
+    assert json.loads(out.read_text()) == {"x": 1}
 
 
 def test_call27_claims_on_the_repeats_and_on_card_3():
@@ -201,19 +193,6 @@ def test_call27c_claims_fail_as_written():
     c = mod.claims(cand, base)
     assert not c["L1_p90_each_at_most_35"]["met"] and c["L2_below_pool24_each"]["met"]
     assert not c["L3_fewer_pairs_off"]["met"] and c["verdict"] == "not met"   # a tie is not fewer
-
-
-def test_call27c_scorer_refuses_missing_folders(tmp_path):
-    import subprocess
-    import sys
-
-    from .bench_scripts import BENCHMARKS
-    mod = load_script("calib_call27c")
-    if not all((EXTRA / f / "points.parquet").is_file() for f in mod.FOLDERS):
-        out = tmp_path / "s.json"
-        proc = subprocess.run([sys.executable, str(BENCHMARKS / "calib_call27c.py"), "--json", str(out)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 2 and "not committed yet" in proc.stderr and not out.exists()
 
 
 def test_call27c_scores_follow_from_the_folders_and_the_fresh13_R_is_the_outlier():
