@@ -14,13 +14,12 @@ pool24's, the per-bin tables with directions both ways, each folder's T_iss figu
 verdict. ``--call27b``: the same claims, unchanged, on ``fresh10`` and ``fresh14`` measured on the next H100
 (``*-call27b``; data/calibration-extra/call27b-preregistration.md).
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claim_lines, claims, direction_lines, directions, folder_verdicts  # noqa: E402
-from calib_knee10 import refuse_existing, write_new  # noqa: E402
+from calib_knee10 import record_main  # noqa: E402
 from calib_rate27 import gpu_uuid, pairs_and_figures  # noqa: E402
 from calib_knee_band25 import EXTRA, table  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
@@ -99,20 +98,9 @@ def score(folders=FOLDERS, log=print, rule: str = RULE) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", required=True, help="write the scores here (refuses an existing file)")
-    ap.add_argument("--call27b", action="store_true",
-                    help="score call27b's folders (fresh10, fresh14 on the next H100; same claims)")
-    args = ap.parse_args(argv)
-    refuse_existing(args.json, "calib_call27")
-    folders, rule = (FOLDERS_27B, RULE_27B) if args.call27b else (FOLDERS, RULE)
-    missing = [f for f in folders if not (EXTRA / f / "points.parquet").is_file()]
-    if missing:
-        print(f"calib_call27: error: folder {missing[0]} is not committed yet (run benchmarks/gpu/call27.sh first)",
-              file=sys.stderr)
-        return 2
-    write_new(args.json, score(folders, rule=rule), "calib_call27")
-    return 0
+    other = ("score call27b's folders (fresh10, fresh14 on the next H100; same claims)",
+             lambda: score(FOLDERS_27B, rule=RULE_27B), FOLDERS_27B)
+    return record_main(argv, __doc__, "calib_call27", score, needed=FOLDERS, variants={"--call27b": other})
 
 
 if __name__ == "__main__":

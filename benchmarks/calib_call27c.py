@@ -3,12 +3,14 @@ each folder's own R on call25's knee grids measured on another H100, as frozen i
 data/calibration-extra/call27c-preregistration.md.
 
     python benchmarks/calib_call27c.py --json data/calibration-extra/call27c-scores.json
+    python benchmarks/calib_call27c.py --card12 --json data/calibration-extra/call27c-card12-scores.json   # a repeat
 
 L1: ``h100-pcie-host-pool27-lockq-perk``'s T_iss p90 on every lockstep point at most 35 % on each of the three
 ``*-call27c`` folders. L2: below ``h100-pcie-host-pool24``'s on each. L3: fewer lockstep pairs off by more than 15 %
 than pool24's over the three together. Met iff all three. Every platform with each folder's own fitted R
 (``xstage.sim.carried.with_drain_rate``). Secondary: ``h100-pcie-host-pool27-lockq`` beside them, the four checks per
-folder, per-bin directions, call27's claims for pool24 with own R.
+folder, per-bin directions, call27's claims for pool24 with own R. ``--card12``: the same claims on the same grids
+measured again on a twelfth H100 (``*-c27d``), a repeat decided at the device, not pre-registered.
 """
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ from xstage.sim.platform import load_platform  # noqa: E402
 RULE = "data/calibration-extra/call27c-preregistration.md"
 CANDIDATE, BASE, ALSO = ("h100-pcie-host-pool27-lockq-perk", "h100-pcie-host-pool24", "h100-pcie-host-pool27-lockq")
 FOLDERS = tuple(f"h100-pcie-host-fresh1{i}-call27c" for i in (1, 2, 3))
+CARD12 = tuple(f"h100-pcie-host-fresh1{i}-c27d" for i in (1, 2, 3))   # session 27's repeat, not pre-registered
 P90_MAX = 0.35
 
 
@@ -53,7 +56,7 @@ def claims(cand: dict, base: dict) -> dict:
             "verdict": "met" if l1 and l2 and l3 else "not met"}
 
 
-def score(folders=FOLDERS, log=print) -> dict:
+def score(folders=FOLDERS, log=print, pre_registered: bool = True) -> dict:
     data = []
     for f in folders:
         points = load_records(EXTRA / f / "points.parquet", "point")[0].reset_index(drop=True)
@@ -69,14 +72,16 @@ def score(folders=FOLDERS, log=print) -> dict:
         f"{'met' if c['L3_fewer_pairs_off']['met'] else 'not met'}; primary: {c['verdict']}")
     secondary = call27_primary(plats[BASE]["rows"])
     log(f"secondary, call27's claims for pool24 with own R: {secondary['verdict']}")
-    return {"pre_registered": True, "rule": RULE, "folders": list(folders), "gpu_uuid": gpu_uuid(folders[0]),
+    return {"pre_registered": pre_registered, "rule": RULE, "folders": list(folders), "gpu_uuid": gpu_uuid(folders[0]),
             "own_R_GBps": {f: r for f, _, r in data}, "primary": c,
             "platforms": {n: {k: v for k, v in p.items() if k != "rows"} for n, p in plats.items()},
             "secondary_call27_claims_pool24": secondary, "provenance": provenance()}
 
 
 def main(argv=None) -> int:
-    return record_main(argv, __doc__, "calib_call27c", score, needed=FOLDERS)
+    card12 = ("score the repeat on a twelfth H100 (session 27, the *-c27d folders; not pre-registered)",
+              lambda: score(CARD12, pre_registered=False), CARD12)
+    return record_main(argv, __doc__, "calib_call27c", score, needed=FOLDERS, variants={"--card12": card12})
 
 
 if __name__ == "__main__":

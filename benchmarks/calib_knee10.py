@@ -96,13 +96,20 @@ def write_new(path: Path, obj, who: str) -> None:
     _write(path, obj)
 
 
-def record_main(argv, doc: str, who: str, make, needed=()) -> int:
+def record_main(argv, doc: str, who: str, make, needed=(), variants=None) -> int:
     """The command line of a scoring script: ``--json OUT`` (refused where it exists), every folder named in
     ``needed`` (under data/calibration-extra) committed, then ``make()`` written to OUT. Exit status 2 with one line
-    on stderr otherwise."""
+    on stderr otherwise. ``variants``: {flag: (help, make, needed)}, mutually exclusive flags that score another set
+    of folders instead."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
+    group = ap.add_mutually_exclusive_group()
+    for flag, (text, *_) in (variants or {}).items():
+        group.add_argument(flag, action="store_true", help=text)
     args = ap.parse_args(argv)
+    for flag, (_, other_make, other_needed) in (variants or {}).items():
+        if getattr(args, flag.lstrip("-").replace("-", "_")):
+            make, needed = other_make, other_needed
     refuse_existing(args.json, who)
     missing = [f for f in needed if not (EXTRA / f / "points.parquet").is_file()]
     if missing:

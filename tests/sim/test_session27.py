@@ -205,3 +205,12 @@ def test_call27c_scores_follow_from_the_folders_and_the_fresh13_R_is_the_outlier
     assert rec["gpu_uuid"].startswith("GPU-896672ad")
     r = rec["own_R_GBps"]
     assert r["h100-pcie-host-fresh13-call27c"] == pytest.approx(52.256, abs=1e-3)
+
+
+def test_call27c_repeat_on_a_twelfth_card_follows_from_its_folders():
+    rec = json.loads((EXTRA / "call27c-card12-scores.json").read_text())
+    mod = load_script("calib_call27c")
+    again = json.loads(json.dumps(mod.score(mod.CARD12, pre_registered=False, **QUIET)))
+    assert rec["pre_registered"] is False and rec["primary"] == again["primary"] and rec["primary"]["verdict"] == "met"
+    assert [round(v, 3) for v in rec["primary"]["L1_p90_each_at_most_35"]["p90"].values()] == [0.255, 0.219, 0.224]
+    assert rec["gpu_uuid"].startswith("GPU-2b7d5aff")
