@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claim_lines, claims, direction_lines, directions, folder_verdicts  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_rate27 import gpu_uuid, pairs_and_figures  # noqa: E402
-from calib_knee_band25 import EXTRA, table  # noqa: E402
+from calib_knee_band25 import EXTRA, pairs_and_figures, table  # noqa: E402
+from calib_rate27 import gpu_uuid  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim.carried import with_drain_rate  # noqa: E402

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import directions  # noqa: E402
 from calib_call27 import primary as call27_primary  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_knee_band25 import EXTRA  # noqa: E402
-from calib_rate27 import gpu_uuid, pairs_and_figures  # noqa: E402
+from calib_knee_band25 import EXTRA, pairs_and_figures  # noqa: E402
+from calib_rate27 import gpu_uuid  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim.carried import with_drain_rate  # noqa: E402

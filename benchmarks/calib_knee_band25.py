@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_knee10 import refuse_existing, write_new  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
-from xstage.sim.fit import model_check  # noqa: E402
+from xstage.sim.fit import error_summary, model_check  # noqa: E402
 from xstage.sim.heldout_misses import MISS_LIMIT, knee_ratio, periodic_pairs  # noqa: E402
 from xstage.sim.knee_band import BINS, bin_label  # noqa: E402
 from xstage.sim.platform import load_platform  # noqa: E402
@@ -51,17 +51,25 @@ def combos(with_call25: bool = False) -> dict:
     return {gpu: c + (CALL25 if with_call25 and gpu == "H100" else []) for gpu, c in COMBOS.items()}
 
 
-def pair_rows(platform_name: str, folder: str) -> list[dict]:
+def pairs_and_figures(platform, points) -> tuple[list[dict], dict]:
     """(knee ratio, off, median |error|, the signed error of its worst point) of every lockstep periodic pair of
-    ``folder`` under ``platform_name``; a signed error is (predicted − measured) / measured, so < 0: the pair waited
-    longer than predicted, > 0: it ran freer."""
-    platform = load_platform(EXTRA / platform_name / "platform.json")
-    points, _ = load_records(EXTRA / folder / "points.parquet", "point")
+    ``points`` (a calibration folder's frame) under ``platform`` (a ``Platform``), and issue 15's four figures on every
+    lockstep point. A signed error is (predicted − measured) / measured: < 0, the pair waited longer than predicted;
+    > 0, it ran freer."""
     check = model_check(points.reset_index(drop=True), platform)
-    return [{"producers": k, "bytes_per_producer": b, "knee_ratio": knee_ratio(platform, k, b),
+    rows = [{"producers": k, "bytes_per_producer": b, "knee_ratio": knee_ratio(platform, k, b),
              "off": bool((np.abs(e) > MISS_LIMIT).any()), "median_abs_err": float(np.median(np.abs(e))),
              "worst_err": float(e[np.argmax(np.abs(e))])}
             for k, b, _, e in periodic_pairs(check, np.full(len(check), "all"), heldout_only=False)]
+    errs = error_summary(check)
+    keys = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period")
+    return rows, {k: errs[k] for k in keys}
+
+
+def pair_rows(platform_name: str, folder: str) -> list[dict]:
+    """``pairs_and_figures``' pair rows of committed ``folder`` under committed platform ``platform_name``."""
+    platform = load_platform(EXTRA / platform_name / "platform.json")
+    return pairs_and_figures(platform, load_records(EXTRA / folder / "points.parquet", "point")[0])[0]
 
 
 def table(rows: list[dict]) -> list[dict]:

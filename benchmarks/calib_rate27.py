@@ -17,17 +17,14 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claims, directions  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_knee_band25 import EXTRA, H200_WIDE  # noqa: E402
+from calib_knee_band25 import EXTRA, H200_WIDE, pairs_and_figures  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 from xstage.records import load_records  # noqa: E402
 from xstage.sim.carried import with_drain_rate  # noqa: E402
-from xstage.sim.fit import error_summary, model_check  # noqa: E402
-from xstage.sim.heldout_misses import MISS_LIMIT, knee_ratio, periodic_pairs  # noqa: E402
+from xstage.sim.heldout_misses import MISS_LIMIT  # noqa: E402
 from xstage.sim.platform import load_platform  # noqa: E402
 
 H100_POOL = "h100-pcie-host-pool24"
@@ -44,20 +41,6 @@ GROUPS = {"H100": (H100_POOL, [f"h100-pcie-host-{g}" for g in H100_FOLDERS]),
 def gpu_uuid(folder: str) -> str:
     notes = load_platform(EXTRA / folder / "platform.json").notes or {}
     return ((notes.get("provenance") or {}).get("gpu") or {}).get("gpu_uuid") or "unknown"
-
-
-def pairs_and_figures(platform, points) -> tuple[list[dict], dict]:
-    """call25's pair rows (knee ratio, off, signed worst error) and the four checks on every lockstep point."""
-    check = model_check(points, platform)
-    rows = []
-    for k, b, _, e in periodic_pairs(check, ["all"] * len(check), heldout_only=False):
-        worst = float(e[abs(e).argmax()])
-        rows.append({"producers": k, "bytes_per_producer": b, "knee_ratio": knee_ratio(platform, k, b),
-                     "off": bool((abs(e) > MISS_LIMIT).any()), "median_abs_err": float(np.median(abs(e))),
-                     "worst_err": worst})
-    errs = error_summary(check)
-    keys = ("median_rel_err_T_iss", "p90_rel_err_T_iss", "median_rel_err_period", "p90_rel_err_period")
-    return rows, {k: errs[k] for k in keys}
 
 
 def short(c: dict) -> dict:
