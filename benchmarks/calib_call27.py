@@ -20,10 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claim_lines, claims, direction_lines, directions, folder_verdicts  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_knee_band25 import EXTRA, pairs_and_figures, table  # noqa: E402
+from calib_knee_band25 import EXTRA, folder_data, pairs_and_figures, table  # noqa: E402
 from calib_rate27 import gpu_uuid  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.records import load_records  # noqa: E402
 from xstage.sim.carried import with_drain_rate  # noqa: E402
 from xstage.sim.platform import load_platform  # noqa: E402
 
@@ -63,8 +62,7 @@ def score(folders=FOLDERS, log=print, rule: str = RULE) -> dict:
     base = load_platform(EXTRA / PLATFORM / "platform.json")
     own_rows, as_rows, per_folder = [], [], {}
     for f in folders:
-        points = load_records(EXTRA / f / "points.parquet", "point")[0].reset_index(drop=True)
-        own_r = load_platform(EXTRA / f / "platform.json").drain_rate_GBps
+        _, points, own_r = folder_data(f)
         rows_own, figs_own = pairs_and_figures(with_drain_rate(base, own_r), points)
         rows_as, figs_as = pairs_and_figures(base, points)
         own_rows += rows_own

@@ -19,10 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import directions  # noqa: E402
 from calib_call27 import primary as call27_primary  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_knee_band25 import EXTRA, pairs_and_figures  # noqa: E402
+from calib_knee_band25 import EXTRA, folder_data, pairs_and_figures  # noqa: E402
 from calib_rate27 import gpu_uuid  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.records import load_records  # noqa: E402
 from xstage.sim.carried import with_drain_rate  # noqa: E402
 from xstage.sim.platform import load_platform  # noqa: E402
 
@@ -57,10 +56,7 @@ def claims(cand: dict, base: dict) -> dict:
 
 
 def score(folders=FOLDERS, log=print, pre_registered: bool = True) -> dict:
-    data = []
-    for f in folders:
-        points = load_records(EXTRA / f / "points.parquet", "point")[0].reset_index(drop=True)
-        data.append((f, points, load_platform(EXTRA / f / "platform.json").drain_rate_GBps))
+    data = [folder_data(f) for f in folders]
     plats = {n: per_platform(n, data) for n in (CANDIDATE, BASE, ALSO)}
     c = claims(plats[CANDIDATE], plats[BASE])
     log(f"with each folder's own R, on {', '.join(folders)} ({gpu_uuid(folders[0])[:12]}):")

@@ -103,9 +103,10 @@ def record_main(argv, doc: str, who: str, make, needed=(), variants=None) -> int
     of folders instead."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
-    group = ap.add_mutually_exclusive_group()
-    for flag, (text, *_) in (variants or {}).items():
-        group.add_argument(flag, action="store_true", help=text)
+    if variants:   # an empty group breaks argparse's usage line (Python 3.11: "empty group")
+        group = ap.add_mutually_exclusive_group()
+        for flag, (text, *_) in variants.items():
+            group.add_argument(flag, action="store_true", help=text)
     args = ap.parse_args(argv)
     for flag, (_, other_make, other_needed) in (variants or {}).items():
         if getattr(args, flag.lstrip("-").replace("-", "_")):

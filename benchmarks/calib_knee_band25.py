@@ -66,6 +66,26 @@ def pairs_and_figures(platform, points) -> tuple[list[dict], dict]:
     return rows, {k: errs[k] for k in keys}
 
 
+RATES = ("fit", "median")   # a folder's R: its platform.json's (least squares) or its zero-gap median (call28's rule)
+
+
+def folder_data(folder: str, rate: str = "fit") -> tuple[str, object, float]:
+    """(name, lockstep-and-other points, R in GB/s) of committed calibration ``folder``. ``rate`` "fit": the R its run
+    fitted (platform.json); "median": the median V / period of its zero-gap spin lockstep points
+    (``xstage.cli.calib_against.rate_check``; call28's rule, which one slow point cannot pull)."""
+    from xstage.cli.calib_against import rate_check
+    if rate not in RATES:
+        raise ValueError(f"rate {rate!r} is not one of {RATES}")
+    points = load_records(EXTRA / folder / "points.parquet", "point")[0].reset_index(drop=True)
+    fitted = load_platform(EXTRA / folder / "platform.json").drain_rate_GBps
+    if rate == "fit":
+        return folder, points, fitted
+    check = rate_check(points, fitted, "host")
+    if check is None:
+        raise ValueError(f"{folder} has no zero-gap spin lockstep point: no median rate")
+    return folder, points, check["median_zero_gap_rate_GBps"]
+
+
 def pair_rows(platform_name: str, folder: str) -> list[dict]:
     """``pairs_and_figures``' pair rows of committed ``folder`` under committed platform ``platform_name``."""
     platform = load_platform(EXTRA / platform_name / "platform.json")

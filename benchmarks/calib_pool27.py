@@ -21,10 +21,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claims, directions  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_knee_band25 import EXTRA, pairs_and_figures  # noqa: E402
+from calib_knee_band25 import EXTRA, folder_data, pairs_and_figures  # noqa: E402
 from calib_rate27 import H100_FOLDERS, gpu_uuid  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.records import load_records  # noqa: E402
 from xstage.sim.carried import with_drain_rate  # noqa: E402
 from xstage.sim.platform import load_platform  # noqa: E402
 
@@ -34,10 +33,7 @@ FOLDERS = tuple(f"h100-pcie-host-{g}" for g in H100_FOLDERS) + tuple(
 
 
 def score(log=print) -> dict:
-    data = []
-    for f in FOLDERS:
-        points = load_records(EXTRA / f / "points.parquet", "point")[0].reset_index(drop=True)
-        data.append((f, points, load_platform(EXTRA / f / "platform.json").drain_rate_GBps))
+    data = [folder_data(f) for f in FOLDERS]
     out = {}
     for name in PLATFORMS:
         base = load_platform(EXTRA / name / "platform.json")

@@ -20,9 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call25 import claims, directions  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_knee_band25 import EXTRA, H200_WIDE, pairs_and_figures  # noqa: E402
+from calib_knee_band25 import EXTRA, H200_WIDE, folder_data, pairs_and_figures  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
-from xstage.records import load_records  # noqa: E402
 from xstage.sim.carried import with_drain_rate  # noqa: E402
 from xstage.sim.heldout_misses import MISS_LIMIT  # noqa: E402
 from xstage.sim.platform import load_platform  # noqa: E402
@@ -55,8 +54,7 @@ def score(log=print) -> dict:
         pooled = {"as_committed": [], "own_rate": []}
         log(f"{gpu}: {pname} (R {base.drain_rate_GBps:.3f} GB/s) on {len(folders)} folders")
         for f in folders:
-            points = load_records(EXTRA / f / "points.parquet", "point")[0].reset_index(drop=True)
-            own_r = load_platform(EXTRA / f / "platform.json").drain_rate_GBps
+            _, points, own_r = folder_data(f)
             card = gpu_uuid(f)
             row = {"folder": f, "gpu_uuid": card, "own_R_GBps": own_r,
                    "R_shift": own_r / base.drain_rate_GBps - 1.0}
