@@ -3,6 +3,7 @@ never saw, by the pair's knee ratio under that platform.
 
     python benchmarks/calib_knee_band25.py --json data/calibration-extra/knee-band25.json    # ~30 s
     python benchmarks/calib_knee_band25.py --with-call25 --json data/calibration-extra/knee-band26.json   # ~40 s
+    python benchmarks/calib_knee_band25.py --session28 --json data/calibration-extra/knee-band28.json    # ~60 s
 
 Every (platform, folder) below is out of sample: the platform saw none of the folder's points. H200: the recommended
 wide platform (``h200-pcie-host-wide-3525cba-two-stage-gated2``) on every broad and knee grid measured on H200s since;
@@ -16,7 +17,12 @@ to say how far a prediction at a given knee ratio has held (``knee_ratio``, ``kn
 
 ``--with-call25`` (session 26): the same, with pool24 on the fourth H100's ``fresh11`` / ``fresh12`` / ``fresh13``
 (call25, measured after knee-band25 was written and scored against it first, call25-scores.json) added to the H100
-rows: the knee-band26 record, the one ``xstage model`` reads.
+rows: the knee-band26 record.
+
+``--session28`` (session 28): knee-band26's combinations, and ``h100-pcie-host-pool24`` on each of the 24 H100 host
+folders measured after it (cards 5-13: call26, the session-27 repeats, call27, call27b, call27c, call28) with the
+folder's median zero-gap drain rate (``folder_data(f, "median")``, call28's rule): R is what a card's own calibration
+gives, so these rows say how far the rest of the law carries. The knee-band28 record, the one ``xstage model`` reads.
 """
 import argparse
 import math
@@ -44,11 +50,20 @@ COMBOS = {"H200": [(H200_WIDE, f"h200-pcie-host-{g}") for g in
           + [("h100-pcie-host-pool24", f) for f in ("h100-pcie-host-fresh2", "h100-pcie-host-fresh3",
                                                      "h100-pcie-host-fresh5")]}
 CALL25 = [("h100-pcie-host-pool24", f"h100-pcie-host-fresh{g}") for g in (11, 12, 13)]
+# knee-band28 (session 28): every H100 host folder measured after knee-band26 (cards 5-13, sessions 26-28), pool24
+# with each folder's median zero-gap drain rate (call28's rule): a card's own R, which a user calibrating it has
+LATER = [("h100-pcie-host-pool24", f"h100-pcie-host-{g}", "median") for g in
+         ("fresh10", "fresh14", "fresh4", "fresh7")
+         + tuple(f"fresh1{i}-{s}" for s in ("c27", "c27b", "call27") for i in (1, 2, 3))
+         + ("fresh10-call27b", "fresh14-call27b")
+         + tuple(f"fresh1{i}-{s}" for s in ("call27c", "c27d", "call28") for i in (1, 2, 3))]
 
 
-def combos(with_call25: bool = False) -> dict:
-    """The (platform, folder) pairs per GPU model: knee-band25's, or with call25's folders added to the H100's."""
-    return {gpu: c + (CALL25 if with_call25 and gpu == "H100" else []) for gpu, c in COMBOS.items()}
+def combos(with_call25: bool = False, later: bool = False) -> dict:
+    """The (platform, folder[, rate]) combinations per GPU model: knee-band25's, with call25's folders added to the
+    H100's (knee-band26), and with every later H100 folder scored at its own median R (knee-band28)."""
+    return {gpu: c + (CALL25 if (with_call25 or later) and gpu == "H100" else [])
+            + (LATER if later and gpu == "H100" else []) for gpu, c in COMBOS.items()}
 
 
 def pairs_and_figures(platform, points) -> tuple[list[dict], dict]:
@@ -86,10 +101,15 @@ def folder_data(folder: str, rate: str = "fit") -> tuple[str, object, float]:
     return folder, points, check["median_zero_gap_rate_GBps"]
 
 
-def pair_rows(platform_name: str, folder: str) -> list[dict]:
-    """``pairs_and_figures``' pair rows of committed ``folder`` under committed platform ``platform_name``."""
+def pair_rows(platform_name: str, folder: str, rate: str | None = None) -> list[dict]:
+    """``pairs_and_figures``' pair rows of committed ``folder`` under committed platform ``platform_name``, as
+    committed, or with the folder's own R by ``rate`` (``folder_data``)."""
+    from xstage.sim.carried import with_drain_rate
     platform = load_platform(EXTRA / platform_name / "platform.json")
-    return pairs_and_figures(platform, load_records(EXTRA / folder / "points.parquet", "point")[0])[0]
+    if rate is None:
+        return pairs_and_figures(platform, load_records(EXTRA / folder / "points.parquet", "point")[0])[0]
+    _, points, own_r = folder_data(folder, rate)
+    return pairs_and_figures(with_drain_rate(platform, own_r), points)[0]
 
 
 def table(rows: list[dict]) -> list[dict]:
@@ -108,13 +128,17 @@ def table(rows: list[dict]) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", required=True, help="write the record here (refuses an existing file)")
-    ap.add_argument("--with-call25", action="store_true",
-                    help="add call25's three H100 folders (session 26; the knee-band26 record)")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--with-call25", action="store_true",
+                       help="add call25's three H100 folders (session 26; the knee-band26 record)")
+    which.add_argument("--session28", action="store_true",
+                       help="add call25's and every later H100 host folder (cards 5-13), pool24 at each folder's "
+                       "median zero-gap R (session 28; the knee-band28 record, the one `xstage model` reads)")
     args = ap.parse_args(argv)
     refuse_existing(args.json, "calib_knee_band25")
     gpus = {}
-    for gpu, chosen in combos(args.with_call25).items():
-        rows = [r for p, f in chosen for r in pair_rows(p, f)]
+    for gpu, chosen in combos(args.with_call25, args.session28).items():
+        rows = [r for c in chosen for r in pair_rows(*c)]
         gpus[gpu] = {"combos": [list(c) for c in chosen], "n_pairs": len(rows), "bins": table(rows)}
         print(f"{gpu}: {len(rows)} lockstep pairs over {len(chosen)} folders")
         for b in gpus[gpu]["bins"]:

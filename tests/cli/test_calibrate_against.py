@@ -77,7 +77,7 @@ def test_own_rate_recovers_a_simulated_run_whose_platform_differs_only_in_R(cli,
     slow.update(name="h200-slow-R", drain_rate_GBps=true_R * 0.995)
     (tmp_path / "slow.json").write_text(json.dumps(slow))
     code, out, err = cli("calibrate", "--sim", "h200-pcie-host", "--target", "host", "--quick", "--out",
-                         str(tmp_path / "run"), "--against", str(tmp_path / "slow.json"), "--own-rate", "--quiet",
+                         str(tmp_path / "run"), "--against", str(tmp_path / "slow.json"), "--own-rate", "fit", "--quiet",
                          "--json")
     assert code == 0, err
     carried_as_is, own = json.loads(out)["against"]
@@ -89,7 +89,7 @@ def test_own_rate_recovers_a_simulated_run_whose_platform_differs_only_in_R(cli,
 
 def test_own_rate_removes_the_seventh_cards_far_misses_and_keeps_its_knee_misses(cli):
     pool = str(EXTRA / "h100-pcie-host-pool24" / "platform.json")
-    code, out, err = cli("calibrate", "--against", pool, "--own-rate", "--records",
+    code, out, err = cli("calibrate", "--against", pool, "--own-rate", "fit", "--records",
                          str(EXTRA / "h100-pcie-host-fresh11-c27"), "--json")
     assert code == 0, err
     as_is, own = json.loads(out)
@@ -148,3 +148,37 @@ def test_the_rate_check_flags_one_committed_host_folder_and_skips_local():
     assert flagged == ["h100-pcie-host-fresh13-call27c"]
     points = load_records(EXTRA / "h100-local-r3" / "points.parquet", "point")[0]
     assert rate_check(points, 2500.0, "local") is None
+
+
+def test_own_rate_reads_the_zero_gap_median_by_default_and_the_fit_on_request(cli):
+    """call28's rule (session 28): a bare --own-rate takes the median V/period of the folder's zero-gap lockstep
+    points, which call27c's one slow point did not pull; --own-rate fit keeps the run's least-squares R."""
+    perk = str(EXTRA / "h100-pcie-host-pool27-lockq-perk" / "platform.json")
+    folder = str(EXTRA / "h100-pcie-host-fresh13-call27c")
+    rows = {}
+    for rule in ("", "median", "fit"):
+        code, js, err = cli("calibrate", "--against", perk, "--records", folder, "--json", "--own-rate",
+                            *([rule] if rule else []))
+        assert code == 0, err
+        rows[rule] = json.loads(js)[1]
+    assert rows[""] == rows["median"] and rows["median"]["drain_rate_rule"] == "median"
+    assert rows["median"]["drain_rate_GBps"] == pytest.approx(52.735, abs=1e-3)
+    assert rows["fit"]["drain_rate_GBps"] == pytest.approx(52.256, abs=1e-3) and rows["fit"]["drain_rate_rule"] == "fit"
+    med, fit = (rows[k]["every_point"]["p90_rel_err_T_iss"] for k in ("median", "fit"))
+    assert med == pytest.approx(0.2007, abs=5e-4) and fit == pytest.approx(0.4902, abs=5e-4)   # call28's doc figures
+    code, out, _ = cli("calibrate", "--against", perk, "--records", folder, "--own-rate")
+    assert "this row uses the median" in out
+
+
+def test_own_rate_off_host_falls_back_to_the_fit_and_says_so(cli):
+    code, js, err = cli("calibrate", "--against", LOCAL1, "--own-rate", "--records", str(EXTRA / "h100-local-r3"),
+                        "--json")
+    assert code == 0, err
+    own = json.loads(js)[1]
+    assert own["drain_rate_rule"].startswith("fit") and own["drain_rate_from"].endswith("platform.json")
+
+
+def test_an_unknown_own_rate_rule_is_refused_with_status_2(cli):
+    code, out, err = cli("calibrate", "--against", LOCAL1, "--own-rate", "mean", "--records",
+                         str(EXTRA / "h100-local-r3"))
+    assert code == 2 and out == "" and "--own-rate" in err and "mean" in err

@@ -1,5 +1,6 @@
-"""knee-band25 and knee-band26 (sim/knee_band.py, benchmarks/calib_knee_band25.py): each record follows from the
-committed points, a ratio finds its bin (tests/cli/test_model_knee_band.py: `xstage model`, which reads knee-band26)."""
+"""knee-band25, knee-band26 and knee-band28 (sim/knee_band.py, benchmarks/calib_knee_band25.py): each record follows
+from the committed points, a ratio finds its bin (tests/cli/test_model_knee_band.py: `xstage model`, which reads
+knee-band28)."""
 
 import json
 import math
@@ -13,6 +14,7 @@ from .bench_scripts import load_script
 
 RECORD = data_dir() / "calibration-extra" / "knee-band25.json"
 RECORD26 = data_dir() / "calibration-extra" / "knee-band26.json"
+RECORD28 = data_dir() / "calibration-extra" / "knee-band28.json"
 
 
 def test_bins_tile_the_line_without_gaps():
@@ -21,12 +23,14 @@ def test_bins_tile_the_line_without_gaps():
     assert bin_label(*BINS[0]) == "(-inf, 0.5]" and bin_label(1.0, 1.1) == "(1, 1.1]"
 
 
-@pytest.mark.parametrize("record,with_call25", [(RECORD, False), (RECORD26, True)])
-def test_record_follows_from_the_committed_points(record, with_call25):
+@pytest.mark.parametrize("record,which", [(RECORD, {}), (RECORD26, {"with_call25": True}),
+                                          (RECORD28, {"later": True})])
+def test_record_follows_from_the_committed_points(record, which):
     rec = json.loads(record.read_text())
     mod = load_script("calib_knee_band25")
-    for gpu, combos in mod.combos(with_call25).items():
-        rows = [r for p, f in combos for r in mod.pair_rows(p, f)]
+    for gpu, combos in mod.combos(**which).items():
+        assert [list(c) for c in combos] == rec["gpus"][gpu]["combos"], gpu
+        rows = [r for c in combos for r in mod.pair_rows(*c)]
         assert json.loads(json.dumps(mod.table(rows))) == rec["gpus"][gpu]["bins"], gpu
         assert rec["gpus"][gpu]["n_pairs"] == len(rows)
 
@@ -37,6 +41,17 @@ def test_knee_band26_adds_call25s_three_h100_folders_and_nothing_else():
     added = [c for c in new["H100"]["combos"] if c not in old["H100"]["combos"]]
     assert added == [["h100-pcie-host-pool24", f"h100-pcie-host-fresh{g}"] for g in (11, 12, 13)]
     assert new["H100"]["n_pairs"] == old["H100"]["n_pairs"] + 145   # call25-scores.json: 145 lockstep pairs
+
+
+def test_knee_band28_adds_the_24_later_h100_folders_at_their_median_rate():
+    old, new = (json.loads(r.read_text())["gpus"] for r in (RECORD26, RECORD28))
+    assert new["H200"] == old["H200"]
+    added = [c for c in new["H100"]["combos"] if c not in old["H100"]["combos"]]
+    assert len(added) == 24 and all(p == "h100-pcie-host-pool24" and rate == "median" for p, _, rate in added)
+    assert len({f for _, f, _ in added}) == 24
+    bins = {b["bin"]: b for b in new["H100"]["bins"]}
+    assert (new["H100"]["n_pairs"], bins["(1, 1.1]"]["pairs_off"], bins["(1, 1.1]"]["pairs"]) == (1499, 78, 83)
+    assert max(bins[b]["share_off"] for b in ("(-inf, 0.5]", "(0.5, 0.8]", "(3, inf]")) <= 0.06   # far: it holds
 
 
 def test_the_figures_the_docs_quote_are_the_records():

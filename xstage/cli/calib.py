@@ -161,12 +161,14 @@ def register(sub):
                    "half and the pairs it misses with their knee ratio: whether a platform measured on one card holds "
                    "on another (measured: H100 local yes, 4.77 / 10.80 %%; H100 host no, p90 16-26 %%; "
                    "docs/calibration/h100-broad24.md)")
-    p.add_argument("--own-rate", action="store_true",
-                   help="with --against: also score each platform with the drain rate R fitted on the folder's own "
-                   "points (everything else carried). A drain-held lockstep point's T_iss is V/R minus the measured "
-                   "gap, so a 0.35 %% error in R moved such points by 15-25 %% on two H100s; with their own R, "
-                   "pool24 missed 2 of 132 pairs far from the knee instead of 23 (post hoc, "
-                   "docs/calibration/h100-broad24.md)")
+    p.add_argument("--own-rate", nargs="?", const="median", default=None, choices=("median", "fit"),
+                   metavar="{median,fit}",
+                   help="with --against: also score each platform with the folder's own drain rate R (everything "
+                   "else carried). median (the default): on host, the median V/period of the folder's zero-gap "
+                   "lockstep points, which one slow point cannot pull (call28, pre-registered); fit: the R the run "
+                   "fitted. A drain-held lockstep point's T_iss is V/R minus the measured gap, so a 0.35 %% error in "
+                   "R moved such points by 15-25 %% on two H100s; with their own R, pool24 missed 2 of 132 pairs far "
+                   "from the knee instead of 23 (post hoc, docs/calibration/h100-broad24.md)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --out")
     add_json(p, "print the summary as JSON")
     add_quiet(p)

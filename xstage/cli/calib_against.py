@@ -10,8 +10,11 @@
 
 With ``--records`` nothing is measured or written; after a sweep or a refit the scores are printed (and put in the
 --json summary under ``against``) after the run's own summary, and the files written are the run's alone.
-``--own-rate`` adds, after each platform's row, the same platform with the drain rate R fitted on the folder's own
-points (its platform.json; ``carried.with_drain_rate``): everything but R carried.
+``--own-rate`` adds, after each platform's row, the same platform with the folder's own drain rate R
+(``carried.with_drain_rate``): everything but R carried. ``--own-rate`` / ``--own-rate median`` (call28's rule,
+pre-registered in session 28): on a host folder, the median V / period of its zero-gap lockstep points, which one slow
+point cannot pull (call27c's fresh13: 52.735 GB/s where the least-squares fit gave 52.256); off host, and where a
+folder has no such point, the fitted R. ``--own-rate fit``: the R the run fitted (its platform.json; session 27).
 """
 
 from pathlib import Path
@@ -75,15 +78,27 @@ def rate_check(points, rate_GBps: float, target: str | None) -> dict | None:
     return {"median_zero_gap_rate_GBps": median, "fitted_vs_median": off, "suspect": abs(off) > RATE_CHECK}
 
 
-def scores(names, folder, own_rate: bool = False) -> list[dict]:
+OWN_RATES = ("median", "fit")   # --own-rate's rules; the first is the default
+
+
+def scores(names, folder, own_rate: str | None = None) -> list[dict]:
     """``carried`` of each platform named in ``names`` on the points of calibration folder ``folder``, with where
-    the platform was found, the folder, both targets and both GPUs (uuids where recorded). ``own_rate``: after each
-    platform, the same platform with the folder's own fitted R (``drain_rate_from`` names where R came from)."""
+    the platform was found, the folder, both targets and both GPUs (uuids where recorded). ``own_rate`` ("median" or
+    "fit", ``OWN_RATES``): after each platform, the same platform with the folder's own R (``drain_rate_from`` names
+    where R came from, ``drain_rate_rule`` the rule that gave it)."""
     from xstage.sim.carried import carried, with_drain_rate
+    if own_rate not in (None, *OWN_RATES):
+        raise InputError("--own-rate", own_rate, f"is not one of {', '.join(OWN_RATES)}")
     points, meta = _points(folder)
     target = (meta.get("config") or {}).get("target")
     rate = _own_rate(folder) if own_rate else None
     check = rate_check(points, rate, target) if rate is not None else None
+    rule, source = own_rate, str(Path(folder) / "platform.json")
+    if own_rate == "median":
+        if check is None:     # off host, or no zero-gap lockstep point: the fitted R, and the row says so
+            rule = "fit (no zero-gap host median)"
+        else:
+            rate, source = check["median_zero_gap_rate_GBps"], str(Path(folder) / "points.parquet")
     out = []
     for name in names:
         platform, where = _platform(name)
@@ -97,7 +112,7 @@ def scores(names, folder, own_rate: bool = False) -> list[dict]:
                "drain_rate_from": "platform"}
         out.append({**row, **carried(points, platform)})
         if rate is not None:
-            out.append({**row, "drain_rate_GBps": rate, "drain_rate_from": str(Path(folder) / "platform.json"),
+            out.append({**row, "drain_rate_GBps": rate, "drain_rate_from": source, "drain_rate_rule": rule,
                         "rate_check": check, **carried(points, with_drain_rate(platform, rate))})
     return out
 
@@ -105,6 +120,10 @@ def scores(names, folder, own_rate: bool = False) -> list[dict]:
 def _fig(f: dict) -> str:
     return (f"T_iss {f['median_rel_err_T_iss']:.2%} / {f['p90_rel_err_T_iss']:.2%}, period "
             f"{f['median_rel_err_period']:.2%} / {f['p90_rel_err_period']:.2%} (n {f['n_points']})")
+
+
+RULE_WORDS = {"median": "the median of its zero-gap lockstep points", "fit": "its fitted R",
+              "fit (no zero-gap host median)": "its fitted R (a median rate is read on host folders only)"}
 
 
 def lines(rows: list[dict], limit: int = 8) -> list[str]:
@@ -118,13 +137,15 @@ def lines(rows: list[dict], limit: int = 8) -> list[str]:
                 f"another GPU ({r['records_gpu'][:12]}; the platform's: {r['platform_gpu'][:12]}"
                 + (", pooled over several runs" if r["platform_pooled"] else "") + ")")
         rate = ("" if r["drain_rate_from"] == "platform" else f" with the run's own R {r['drain_rate_GBps']:.3f} "
-                f"GB/s (the platform's {r['platform_R_GBps']:.3f})")
+                f"GB/s, {RULE_WORDS.get(r['drain_rate_rule'], r['drain_rate_rule'])} (the platform's "
+                f"{r['platform_R_GBps']:.3f})")
         out.append(f"against {r['platform']}{rate} ({r['platform_file']}) on {r['records']}: {card}")
         check = r.get("rate_check")
         if check and check["suspect"]:
+            tail = ("this row uses the median" if r["drain_rate_rule"] == "median" else
+                    "the fit was pulled by a few points; read this row with care (--own-rate median uses the median)")
             out.append(f"  warning: the run's fitted R is {check['fitted_vs_median']:+.2%} from the median rate of its "
-                       f"zero-gap lockstep points ({check['median_zero_gap_rate_GBps']:.3f} GB/s): the fit was pulled "
-                       "by a few points; read this row with care")
+                       f"zero-gap lockstep points ({check['median_zero_gap_rate_GBps']:.3f} GB/s): {tail}")
         if r["meets"] is None:
             out.append("  no lockstep periodic point: nothing to score")
             continue

@@ -94,14 +94,14 @@ def run_model(args) -> int:
     return 0
 
 
-KNEE_BAND_RECORD = "calibration-extra/knee-band26.json"   # knee-band25 with call25's H100 grids (session 26)
+KNEE_BAND_RECORD = "calibration-extra/knee-band28.json"   # knee-band26 with every later H100 host folder (session 28)
 
 
 def knee_band(platform, K: int, B: int) -> dict:
     """``knee_ratio`` of (K, B) under the platform and, for a host platform, how often committed host platforms missed
     lockstep pairs they never saw at that knee ratio, per GPU model (``knee_band_<GPU>_share_off`` of
     ``knee_band_<GPU>_pairs`` pairs had a point off by > 15 %; the record of ``benchmarks/calib_knee_band25.py
-    --with-call25``, absent where the records are not installed)."""
+    --session28``, absent where the records are not installed)."""
     import json
 
     from xstage.paths import data_dir
