@@ -43,6 +43,13 @@ def per_platform(name: str, data) -> dict:
             "directions": directions(rows), "rows": rows}
 
 
+def log_platforms(plats: dict, log) -> None:
+    """One line per ``per_platform`` result: its T_iss p90 per folder and its pairs off."""
+    for n, v in plats.items():
+        p90 = ", ".join(f"{x['p90_rel_err_T_iss']:.1%}" for x in v["folders"].values())
+        log(f"  {n:34s} T_iss p90 per folder {p90}; pairs off {v['pairs_off']} of {v['pairs']}")
+
+
 def claims(cand: dict, base: dict) -> dict:
     p90 = {f: v["p90_rel_err_T_iss"] for f, v in cand["folders"].items()}
     base_p90 = {f: v["p90_rel_err_T_iss"] for f, v in base["folders"].items()}
@@ -60,9 +67,7 @@ def score(folders=FOLDERS, log=print, pre_registered: bool = True) -> dict:
     plats = {n: per_platform(n, data) for n in (CANDIDATE, BASE, ALSO)}
     c = claims(plats[CANDIDATE], plats[BASE])
     log(f"with each folder's own R, on {', '.join(folders)} ({gpu_uuid(folders[0])[:12]}):")
-    for n, v in plats.items():
-        p90 = ", ".join(f"{x['p90_rel_err_T_iss']:.1%}" for x in v["folders"].values())
-        log(f"  {n:34s} T_iss p90 per folder {p90}; pairs off {v['pairs_off']} of {v['pairs']}")
+    log_platforms(plats, log)
     log(f"L1 (each p90 <= 35 %): {'met' if c['L1_p90_each_at_most_35']['met'] else 'not met'}; L2 (below pool24's on "
         f"each): {'met' if c['L2_below_pool24_each']['met'] else 'not met'}; L3 (fewer pairs off): "
         f"{'met' if c['L3_fewer_pairs_off']['met'] else 'not met'}; primary: {c['verdict']}")

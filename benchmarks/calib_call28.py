@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calib_call27c import ALSO, BASE, CANDIDATE, claims, per_platform  # noqa: E402
+from calib_call27c import ALSO, BASE, CANDIDATE, claims, log_platforms, per_platform  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
 from calib_knee_band25 import folder_data  # noqa: E402
 from calib_rate27 import gpu_uuid  # noqa: E402
@@ -40,9 +40,7 @@ def by_rate(folders, rate: str, log) -> dict:
            "M3_fewer_pairs_off": c["L3_fewer_pairs_off"], "verdict": c["verdict"],
            "M4_median_p90_at_most_25": {"median_p90": m4, "met": m4 <= MEDIAN_MAX}}
     log(f"R by {rate}:")
-    for n, v in plats.items():
-        figs = ", ".join(f"{x['p90_rel_err_T_iss']:.1%}" for x in v["folders"].values())
-        log(f"  {n:34s} T_iss p90 per folder {figs}; pairs off {v['pairs_off']} of {v['pairs']}")
+    log_platforms(plats, log)
     log(f"  M1 (each p90 <= 35 %): {_yes(out['M1_p90_each_at_most_35'])}; M2 (below pool24's on each): "
         f"{_yes(out['M2_below_pool24_each'])}; M3 (fewer pairs off): {_yes(out['M3_fewer_pairs_off'])}; primary: "
         f"{out['verdict']}; M4 (median p90 {m4:.1%} <= 25 %): {_yes(out['M4_median_p90_at_most_25'])}")
