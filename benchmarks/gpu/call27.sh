@@ -9,7 +9,8 @@ HERE=$(dirname "$0")
 export PYTHONUNBUFFERED=1
 h100_branch call27   # an H200 runs call24's H200 branch; any other GPU but an H100: exit 3
 # Arguments (call27b, session 27): SUFFIX GRID... measures those grids into h100-pcie-host-GRID-SUFFIX folders
-# (data/calibration-extra/call27b-preregistration.md); none: call27's three grids with the suffix call27.
+# (data/calibration-extra/call27b-preregistration.md); none: call27's three grids with the suffix call27. Session 28
+# (call28c) adds call24's broad grids fresh2, fresh3 and fresh5 with call24's time limits.
 SUFFIX=${1:-call27}
 GRIDS=("${@:2}")
 [ "$#" -le 1 ] && GRIDS=(fresh11 fresh12 fresh13)
@@ -18,7 +19,9 @@ cal() { calib_step "$1" "$2" 4 "${@:3}" --model two-stage-gated2; }   # NAME TIM
 for g in "${GRIDS[@]}"; do
   case "$g" in
     fresh10|fresh11|fresh12|fresh13|fresh14) cal "h100-pcie-host-$g-$SUFFIX" 150 --target host --grid "$g" ;;
-    *) echo "$SUFFIX: grid $g is not a knee grid (fresh10-fresh14); skipped" ;;
+    fresh2|fresh5) cal "h100-pcie-host-$g-$SUFFIX" 120 --target host --grid "$g" ;;   # broad grids (call28c)
+    fresh3) cal "h100-pcie-host-$g-$SUFFIX" 240 --target host --grid "$g" ;;
+    *) echo "$SUFFIX: grid $g is neither a knee grid (fresh10-fresh14) nor fresh2, fresh3, fresh5; skipped" ;;
   esac
 done
 calib_end

@@ -57,3 +57,13 @@ def test_a_scorer_without_variants_prints_its_usage_on_a_missing_json(capsys):
     with pytest.raises(SystemExit) as exc:
         load_script("calib_call28").main([])
     assert exc.value.code == 2 and "--json" in capsys.readouterr().err
+
+
+def test_call27_sh_takes_call24s_broad_grids_with_call24s_time_limits(tmp_path):
+    from .bench_scripts import run_device_script
+    proc, calls, _ = run_device_script(tmp_path, "call27.sh", "NVIDIA H100 80GB HBM3", "call28c", "fresh2", "fresh3",
+                                       "fresh5", "wide")
+    assert proc.returncode == 0
+    assert [c.split("--name ")[1].split()[0] for c in calls] == [f"h100-pcie-host-fresh{g}-call28c" for g in (2, 3, 5)]
+    assert all("--target host" in c and "--model two-stage-gated2" in c for c in calls)
+    assert "grid wide is neither a knee grid" in proc.stdout
