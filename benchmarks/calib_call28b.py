@@ -40,17 +40,24 @@ def claims(cand: dict, other: dict) -> dict:
             "verdict": "met" if n2 and n3 else "not met"}
 
 
-def score(folders=FOLDERS, log=print) -> dict:
+def scored(call: str, folders, log) -> tuple[list, dict, dict]:
+    """(folder data at the median R, each folder's rate check, ``per_platform`` of knee28, pool27's lockq-perk and
+    pool24), logged: call28b's and call28c's common part."""
     data = [folder_data(f, "median") for f in folders]
     checks = {f: rate_check(points, folder_data(f)[2], "host") for f, points, _ in data}
     plats = {n: per_platform(n, data) for n in (KNEE28, PERK, POOL24)}
-    c = claims(plats[KNEE28], plats[PERK])
-    log(f"call28b on {', '.join(folders)} ({gpu_uuid(folders[0])[:12]}), R the median of each folder's zero-gap "
+    log(f"{call} on {', '.join(folders)} ({gpu_uuid(folders[0])[:12]}), R the median of each folder's zero-gap "
         "lockstep points:")
     for f, chk in checks.items():
         log(f"  {f}: fitted R {chk['median_zero_gap_rate_GBps'] * (1 + chk['fitted_vs_median']):.3f} GB/s, median "
             f"{chk['median_zero_gap_rate_GBps']:.3f} ({chk['fitted_vs_median']:+.2%}){'  SUSPECT' if chk['suspect'] else ''}")
     log_platforms(plats, log)
+    return data, checks, plats
+
+
+def score(folders=FOLDERS, log=print) -> dict:
+    data, checks, plats = scored("call28b", folders, log)
+    c = claims(plats[KNEE28], plats[PERK])
     yes = lambda k: "met" if c[k]["met"] else "not met"   # noqa: E731
     log(f"N2 (median p90 {c['N2_median_p90_at_most_22']['median_p90']:.1%} <= 22 %): "
         f"{yes('N2_median_p90_at_most_22')}; N3 (below lockq-perk on {c['N3_below_lockq_perk_on_two']['folders_below']}"
