@@ -1,6 +1,7 @@
-"""Session 28 (docs/calibration/h100-broad24.md): call28's folders come from a card no earlier record names, its
-scores follow from them, the median-rate rule it fixed beforehand is the one the scorers and `--own-rate` use, and
-the figures the docs quote are the record's."""
+"""Session 28 (docs/calibration/h100-broad24.md): each call's folders come from a card no earlier record names, the
+scores of call28, call28b, call28c, call28d and its repeat and the knee28 record follow from the committed folders,
+the median-rate rule call28 fixed beforehand is the one the scorers and `--own-rate` use, and the figures the docs
+quote are the records'."""
 
 import json
 
@@ -24,11 +25,50 @@ def _uuid(folder: str) -> str:
     return load_records(EXTRA / folder / "points.parquet", "point")[1]["provenance"]["gpu"]["gpu_uuid"]
 
 
-def test_call28_is_one_call_on_a_thirteenth_card():
-    earlier = {_uuid(f) for f in EARLIER}
-    assert len(earlier) == 12
-    (card,) = {_uuid(f) for f in CALL28}
-    assert card.startswith("GPU-7961258c") and card not in earlier
+CALLS = ((CALL28, "GPU-7961258c"),
+         (tuple(f"h100-pcie-host-fresh1{i}-call28b" for i in (1, 2, 3)), "GPU-95869aba"),
+         (tuple(f"h100-pcie-host-fresh{g}-call28c" for g in (2, 3, 5)), "GPU-2380baa1"),
+         (tuple(f"h100-pcie-host-fresh{g}-call28d" for g in (2, 3, 5)), "GPU-686c8a77"),
+         (tuple(f"h100-pcie-host-fresh{g}-c28e" for g in (2, 3, 5)), "GPU-0d2a5be9"))
+
+
+def test_each_call_is_one_card_no_earlier_record_names():
+    seen = {_uuid(f) for f in EARLIER}
+    assert len(seen) == 12
+    for folders, uuid in CALLS:   # cards 13-17, in the order they came
+        (card,) = {_uuid(f) for f in folders}
+        assert card.startswith(uuid) and card not in seen
+        seen.add(card)
+
+
+@pytest.mark.parametrize("script,argv,record", [
+    ("calib_call28b", (), "call28b-scores.json"), ("calib_call28c", (), "call28c-scores.json"),
+    ("calib_call28d", (), "call28d-scores.json"), ("calib_call28d", ("--card17",), "call28d-card17-scores.json"),
+    ("calib_knee28", (), "knee28-posthoc.json")])
+def test_the_later_records_follow_from_the_folders(script, argv, record, tmp_path):
+    out = tmp_path / "again.json"
+    load_script(script).main([*argv, "--json", str(out)])
+    drop = lambda d: {k: v for k, v in d.items() if k != "provenance"}   # noqa: E731
+    assert drop(json.loads(out.read_text())) == drop(json.loads((EXTRA / record).read_text()))
+
+
+def test_the_verdicts_and_figures_the_docs_quote_are_the_records():
+    rec = {n: json.loads((EXTRA / f"{n}.json").read_text()) for n in
+           ("call28b-scores", "call28c-scores", "call28d-scores", "call28d-card17-scores", "knee28-posthoc")}
+    p90 = lambda r, name: [round(v["p90_rel_err_T_iss"], 3) for v in r["platforms"][name]["folders"].values()]  # noqa
+    knee28, perk = "h100-pcie-host-knee28-lockq-perk", "h100-pcie-host-pool27-lockq-perk"
+    assert rec["call28b-scores"]["primary"]["verdict"] == "met" and p90(rec["call28b-scores"], knee28) == \
+        [0.241, 0.211, 0.148]
+    assert rec["call28c-scores"]["primary"]["verdict"] == "not met" and p90(rec["call28c-scores"], perk) == \
+        [0.12, 0.124, 0.17]
+    assert rec["call28d-scores"]["primary"]["verdict"] == "met" and p90(rec["call28d-scores"], perk) == \
+        [0.26, 0.199, 0.104]
+    card17 = rec["call28d-card17-scores"]
+    assert card17["pre_registered"] is False and card17["primary"]["verdict"] == "met"
+    assert card17["primary"]["C2_meets_issue15_on_one"]["meets"] == {f: True for f in CALLS[4][0]}
+    k = rec["knee28-posthoc"]["platforms"]
+    assert (round(k[knee28]["in_sample_p90_median"], 3), round(k[knee28]["out_of_sample_p90_median"], 3)) == \
+        (0.178, 0.198)
 
 
 def test_call28_scores_follow_from_the_folders_and_are_the_docs_figures():
