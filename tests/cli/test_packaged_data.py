@@ -75,3 +75,16 @@ def test_data_dir_order(monkeypatch, tmp_path):
     assert paths.data_dir() == ROOT / "data"  # a checkout: its own data/
     monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)  # an installed wheel: no pyproject.toml above the package
     assert paths.checkout_data() is None
+
+
+def test_an_installed_copy_reads_the_copy_engine_rate_from_the_summary(shipped, tmp_path):
+    """The wheel ships no calibration-extra copy.parquet (session 28); `xstage results` takes the same figure from
+    the folder's summary.json."""
+    name = "h100-pcie-host-fresh2-call28c"
+    assert not (shipped / "calibration-extra" / name / "copy.parquet").exists()
+    proc = subprocess.run([sys.executable, "-m", "xstage.cli", "results", "calibration", "--platform", name, "--json"],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={"XSTAGE_DATA": str(shipped), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads((ROOT / "data" / "calibration-extra" / name / "summary.json").read_text())
+    assert json.loads(proc.stdout)["copy_engine_GBps"] == pytest.approx(recorded["copy_engine_GBps"], rel=1e-12)
