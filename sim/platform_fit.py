@@ -104,8 +104,10 @@ MODEL_STANDING = {
                         "fresh16 2 of 5, measured again in another call 3 of 5 (combo18.md, fresh16-repeat.md); on an H100, "
                         "the issue law from its wide run: fresh16 5 of 5, fresh15 0 of 5 (newgpu22.md); pooled over "
                         "two H100s and carried to 19 host grids of seven others with each card's R (--per-k-capacity), "
-                        "post hoc: T_iss p90 per grid median 24.5 %, against gated2's 50.8 %, the best carry found "
-                        "(h100-broad24.md, pool27)"),
+                        "post hoc: T_iss p90 per grid median 24.5 %, against gated2's 50.8 % (pool27); with each "
+                        "run's median zero-gap R, pre-registered: knee grids of a 13th H100 26.3 / 23.6 / 19.5 %, "
+                        "broad grids of a 16th 26.0 / 19.9 / 10.4 % (issue 15's four checks met on one; on a 17th, "
+                        "a repeat, on all three) (h100-broad24.md, call28)"),
 }
 
 
