@@ -107,3 +107,16 @@ def test_call27_sh_takes_call24s_broad_grids_with_call24s_time_limits(tmp_path):
     assert [c.split("--name ")[1].split()[0] for c in calls] == [f"h100-pcie-host-fresh{g}-call28c" for g in (2, 3, 5)]
     assert all("--target host" in c and "--model two-stage-gated2" in c for c in calls)
     assert "grid wide is neither a knee grid" in proc.stdout
+
+
+def test_the_counts_the_docs_quote_from_own28_are_the_records():
+    """own28 (5 min of refits, not rerun here): how many of the 12 broad folders each way meets issue 15's checks."""
+    rows = json.loads((EXTRA / "own28-posthoc.json").read_text())["rows"]
+    meets = lambda f: all(f[k] <= lim for k, lim in (("median_rel_err_T_iss", .05), ("p90_rel_err_T_iss", .15),   # noqa
+                                                      ("median_rel_err_period", .05), ("p90_rel_err_period", .15)))
+    assert len(rows) == 12
+    own = {m: sum(bool(r["own"][m]["heldout_meets_targets"]) for r in rows) for m in rows[0]["own"]}
+    carried = {p: sum(meets(r["carried"][p]) for r in rows) for p in rows[0]["carried"]}
+    assert own == {"two-stage-gated2": 2, "two-stage-lockq --per-k-capacity": 3}
+    assert carried == {"h100-pcie-host-knee28-lockq-perk": 3, "h100-pcie-host-pool27-lockq-perk": 6,
+                       "h100-pcie-host-pool24": 2}
