@@ -29,7 +29,8 @@ CALLS = ((CALL28, "GPU-7961258c"),
          (tuple(f"h100-pcie-host-fresh1{i}-call28b" for i in (1, 2, 3)), "GPU-95869aba"),
          (tuple(f"h100-pcie-host-fresh{g}-call28c" for g in (2, 3, 5)), "GPU-2380baa1"),
          (tuple(f"h100-pcie-host-fresh{g}-call28d" for g in (2, 3, 5)), "GPU-686c8a77"),
-         (tuple(f"h100-pcie-host-fresh{g}-c28e" for g in (2, 3, 5)), "GPU-0d2a5be9"))
+         (tuple(f"h100-pcie-host-fresh{g}-c28e" for g in (2, 3, 5)), "GPU-0d2a5be9"),
+         (tuple(f"h100-pcie-host-fresh{g}-call28e" for g in (2, 3, 5)), "GPU-7e9171ca"))
 
 
 def test_each_call_is_one_card_no_earlier_record_names():
@@ -44,7 +45,7 @@ def test_each_call_is_one_card_no_earlier_record_names():
 @pytest.mark.parametrize("script,argv,record", [
     ("calib_call28b", (), "call28b-scores.json"), ("calib_call28c", (), "call28c-scores.json"),
     ("calib_call28d", (), "call28d-scores.json"), ("calib_call28d", ("--card17",), "call28d-card17-scores.json"),
-    ("calib_knee28", (), "knee28-posthoc.json")])
+    ("calib_call28e", (), "call28e-scores.json"), ("calib_knee28", (), "knee28-posthoc.json")])
 def test_the_later_records_follow_from_the_folders(script, argv, record, tmp_path):
     out = tmp_path / "again.json"
     load_script(script).main([*argv, "--json", str(out)])
@@ -120,3 +121,12 @@ def test_the_counts_the_docs_quote_from_own28_are_the_records():
     assert own == {"two-stage-gated2": 2, "two-stage-lockq --per-k-capacity": 3}
     assert carried == {"h100-pcie-host-knee28-lockq-perk": 3, "h100-pcie-host-pool27-lockq-perk": 6,
                        "h100-pcie-host-pool24": 2}
+
+
+def test_call28e_met_with_the_figures_the_docs_quote():
+    rec = json.loads((EXTRA / "call28e-scores.json").read_text())
+    c = rec["primary"]
+    assert c["verdict"] == "met" and sum(c["E1_carried_meets_issue15_on_one"]["meets"].values()) == 2
+    assert sum(c["E2_carried_below_own_heldout_on_two"]["below"].values()) == 2 and sum(c["own_meets"].values()) == 1
+    perk = rec["platforms"]["h100-pcie-host-pool27-lockq-perk"]["folders"]
+    assert [round(v["p90_rel_err_T_iss"], 3) for v in perk.values()] == [0.107, 0.117, 0.152]
