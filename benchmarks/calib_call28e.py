@@ -3,11 +3,13 @@ folder's median zero-gap R against each run's own calibration (its recorded held
 data/calibration-extra/call28e-preregistration.md.
 
     python benchmarks/calib_call28e.py --json data/calibration-extra/call28e-scores.json
+    python benchmarks/calib_call28e.py --card19 --json data/calibration-extra/call28e-card19-scores.json   # a repeat
 
 E1: the carried ``h100-pcie-host-pool27-lockq-perk`` meets all four of issue 15's checks (every lockstep point) on at
 least one of the three ``*-call28e`` folders. E2: its T_iss p90 below the run's own held-out T_iss p90 (the folder's
 summary.json, the product's ``two-stage-gated2`` on its fit half) on at least two. Met iff both. Secondary: knee28 and
-pool24 beside it, the folders each way meets, the rate check.
+pool24 beside it, the folders each way meets, the rate check. ``--card19``: the same claims on the grids measured
+again on a nineteenth H100 (``*-c28f``), a repeat decided at the device, not pre-registered.
 """
 import sys
 from pathlib import Path
@@ -20,10 +22,11 @@ from calib_knee28 import PERK  # noqa: E402
 
 RULE = "data/calibration-extra/call28e-preregistration.md"
 FOLDERS = tuple(f"h100-pcie-host-fresh{g}-call28e" for g in (2, 3, 5))
+CARD19 = tuple(f"h100-pcie-host-fresh{g}-c28f" for g in (2, 3, 5))   # session 28's repeat, not pre-registered
 MEET_FOLDERS, BELOW_FOLDERS = 1, 2
 
 
-def score(folders=FOLDERS, log=print) -> dict:
+def score(folders=FOLDERS, log=print, pre_registered: bool = True) -> dict:
     rec = call28c_score(folders, log=log)   # the three carried platforms at the median R, and each run's own verdict
     figs, own = rec["platforms"][PERK]["folders"], rec["own_heldout"]
     met4 = {f: meets(v) for f, v in figs.items()}
@@ -36,11 +39,14 @@ def score(folders=FOLDERS, log=print) -> dict:
     log(f"E1 (carried lockq-perk meets issue 15's checks on {sum(met4.values())} of 3, >= 1): {'met' if e1 else 'not met'}"
         f"; E2 (below the run's own held-out p90 on {sum(below.values())} of 3, >= 2): {'met' if e2 else 'not met'}; "
         f"primary: {c['verdict']}; the runs' own verdicts met on {sum(c['own_meets'].values())} of 3")
-    return {**rec, "rule": RULE, "primary": c, "secondary_call28c_claims": rec["primary"]}
+    return {**rec, "pre_registered": pre_registered, "rule": RULE, "primary": c,
+            "secondary_call28c_claims": rec["primary"]}
 
 
 def main(argv=None) -> int:
-    return record_main(argv, __doc__, "calib_call28e", score, needed=FOLDERS)
+    card19 = ("score the repeat on a nineteenth H100 (session 28, the *-c28f folders; not pre-registered)",
+              lambda: score(CARD19, pre_registered=False), CARD19)
+    return record_main(argv, __doc__, "calib_call28e", score, needed=FOLDERS, variants={"--card19": card19})
 
 
 if __name__ == "__main__":

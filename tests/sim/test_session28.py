@@ -30,7 +30,8 @@ CALLS = ((CALL28, "GPU-7961258c"),
          (tuple(f"h100-pcie-host-fresh{g}-call28c" for g in (2, 3, 5)), "GPU-2380baa1"),
          (tuple(f"h100-pcie-host-fresh{g}-call28d" for g in (2, 3, 5)), "GPU-686c8a77"),
          (tuple(f"h100-pcie-host-fresh{g}-c28e" for g in (2, 3, 5)), "GPU-0d2a5be9"),
-         (tuple(f"h100-pcie-host-fresh{g}-call28e" for g in (2, 3, 5)), "GPU-7e9171ca"))
+         (tuple(f"h100-pcie-host-fresh{g}-call28e" for g in (2, 3, 5)), "GPU-7e9171ca"),
+         (tuple(f"h100-pcie-host-fresh{g}-c28f" for g in (2, 3, 5)), "GPU-bebfce05"))
 
 
 def test_each_call_is_one_card_no_earlier_record_names():
@@ -45,7 +46,8 @@ def test_each_call_is_one_card_no_earlier_record_names():
 @pytest.mark.parametrize("script,argv,record", [
     ("calib_call28b", (), "call28b-scores.json"), ("calib_call28c", (), "call28c-scores.json"),
     ("calib_call28d", (), "call28d-scores.json"), ("calib_call28d", ("--card17",), "call28d-card17-scores.json"),
-    ("calib_call28e", (), "call28e-scores.json"), ("calib_knee28", (), "knee28-posthoc.json")])
+    ("calib_call28e", (), "call28e-scores.json"), ("calib_call28e", ("--card19",), "call28e-card19-scores.json"),
+    ("calib_knee28", (), "knee28-posthoc.json")])
 def test_the_later_records_follow_from_the_folders(script, argv, record, tmp_path):
     out = tmp_path / "again.json"
     load_script(script).main([*argv, "--json", str(out)])
@@ -130,3 +132,17 @@ def test_call28e_met_with_the_figures_the_docs_quote():
     assert sum(c["E2_carried_below_own_heldout_on_two"]["below"].values()) == 2 and sum(c["own_meets"].values()) == 1
     perk = rec["platforms"]["h100-pcie-host-pool27-lockq-perk"]["folders"]
     assert [round(v["p90_rel_err_T_iss"], 3) for v in perk.values()] == [0.107, 0.117, 0.152]
+
+
+def test_the_broad_grid_tally_the_docs_quote():
+    """11 of 18 broad folders of cards 3 and 15-19 met by the carried lockq-perk, 4 of 18 by the runs' own gated2."""
+    perk = "h100-pcie-host-pool27-lockq-perk"
+    own28 = json.loads((EXTRA / "own28-posthoc.json").read_text())["rows"]
+    meets = load_script("calib_call28d").meets
+    carried = sum(meets(r["carried"][perk]) for r in own28)
+    own = sum(bool(r["own"]["two-stage-gated2"]["heldout_meets_targets"]) for r in own28)
+    for name in ("call28e-scores.json", "call28e-card19-scores.json"):
+        c = json.loads((EXTRA / name).read_text())["primary"]
+        carried += sum(c["E1_carried_meets_issue15_on_one"]["meets"].values())
+        own += sum(c["own_meets"].values())
+    assert (carried, own) == (11, 4)
