@@ -13,6 +13,13 @@ psutil = pytest.importorskip("psutil")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals and PDEATHSIG: Linux")
 
 
+def _sigint_at_its_default():
+    """In the child before exec: SIGINT at its default action. A shell without job control starts its background
+    commands with SIGINT ignored, and an ignored signal stays ignored across exec (the CLI rightly keeps it so), which
+    would leave the SIGINT case waiting out its timeout (session 28: a README test run started with `&`)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_sweep(tmp_path):
     out = tmp_path / "moe.parquet"
     # The catalog ten times over (about 100 s of two workers' time unloaded): a loaded CI machine once finished the
@@ -21,7 +28,8 @@ def _start_sweep(tmp_path):
     names = [c.name for c in moe_configs()] * 10
     proc = subprocess.Popen([sys.executable, "-m", "xstage.cli", "sweep", "moe", "--jobs", "2", "--out", str(out),
                              "--configs", *names],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=_sigint_at_its_default)
     parent = psutil.Process(proc.pid)
     for _ in range(300):  # the workers start at the first submitted configuration
         workers = parent.children()

@@ -19,6 +19,16 @@ class Stop(Exception):
     pass
 
 
+@pytest.fixture(autouse=True)
+def _sigint_handled():
+    """SIGINT raises KeyboardInterrupt, as in a foreground Python process, whatever the launching shell left: a shell
+    without job control starts background commands with SIGINT ignored, and DeferredSignals rightly leaves an ignored
+    signal ignored, so these tests would wait forever for a signal that never comes (session 28)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _send(sig):
     os.kill(os.getpid(), sig)
     time.sleep(0.05)  # the handler runs in the main thread at its next bytecode
