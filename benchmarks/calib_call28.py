@@ -4,9 +4,9 @@ data/calibration-extra/call28-preregistration.md.
 
     python benchmarks/calib_call28.py --json data/calibration-extra/call28-scores.json
 
-R of a folder: the median V / period of its zero-gap spin lockstep points (``calib_knee_band25.folder_data(f,
-"median")``), a rate no single slow point can pull. M1: ``h100-pcie-host-pool27-lockq-perk``'s T_iss p90 on every
-lockstep point at most 35 % on each of the three ``*-call28`` folders. M2: below ``h100-pcie-host-pool24``'s on each.
+R of a folder: the median V / period of its zero-gap spin lockstep points (``calib_knee_band25.folder_rates``), a
+rate no single slow point can pull. M1: ``h100-pcie-host-pool27-lockq-perk``'s T_iss p90 on every lockstep point at
+most 35 % on each of the three ``*-call28`` folders. M2: below ``h100-pcie-host-pool24``'s on each.
 M3: fewer lockstep pairs off by more than 15 % than pool24's over the three together. Met iff all three. M4, scored on
 its own: the median of the three p90s at most 25 %. Secondary: the same with each folder's least-squares R (session
 27's ``--own-rate``), the rate check, ``h100-pcie-host-pool27-lockq`` beside them, per-bin directions.
@@ -19,9 +19,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call27c import ALSO, BASE, CANDIDATE, claims, log_platforms, per_platform  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
-from calib_knee_band25 import folder_data  # noqa: E402
+from calib_knee_band25 import folder_rates  # noqa: E402
 from calib_rate27 import gpu_uuid  # noqa: E402
-from xstage.cli.calib_against import rate_check  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 
 RULE = "data/calibration-extra/call28-preregistration.md"
@@ -29,9 +28,9 @@ FOLDERS = tuple(f"h100-pcie-host-fresh1{i}-call28" for i in (1, 2, 3))
 MEDIAN_MAX = 0.25
 
 
-def by_rate(folders, rate: str, log) -> dict:
-    """Every platform on ``folders`` with R by ``rate`` ("median": the rule; "fit": the run's least squares), M1-M4."""
-    data = [folder_data(f, rate) for f in folders]
+def by_rate(data, rate: str, log) -> dict:
+    """Every platform on ``data`` ((folder, points, R) each) with R by ``rate`` ("median": the rule; "fit": the run's
+    least squares), M1-M4."""
     plats = {n: per_platform(n, data) for n in (CANDIDATE, BASE, ALSO)}
     c = claims(plats[CANDIDATE], plats[BASE])
     p90 = c["L1_p90_each_at_most_35"]["p90"]
@@ -54,14 +53,13 @@ def _yes(claim: dict) -> str:
 
 def score(folders=FOLDERS, log=print) -> dict:
     log(f"call28 on {', '.join(folders)} ({gpu_uuid(folders[0])[:12]}):")
-    checks = {}
-    for f in folders:
-        _, points, fitted = folder_data(f)
-        checks[f] = rate_check(points, fitted, "host")
-        log(f"  {f}: fitted R {fitted:.3f} GB/s, zero-gap median {checks[f]['median_zero_gap_rate_GBps']:.3f} "
-            f"({checks[f]['fitted_vs_median']:+.2%}){'  SUSPECT' if checks[f]['suspect'] else ''}")
-    primary = by_rate(folders, "median", log)
-    secondary = by_rate(folders, "fit", log)
+    rates = {f: folder_rates(f) for f in folders}   # each folder read once, scored with both rates
+    checks = {f: check for f, (_, _, check) in rates.items()}
+    for f, (_, fitted, check) in rates.items():
+        log(f"  {f}: fitted R {fitted:.3f} GB/s, zero-gap median {check['median_zero_gap_rate_GBps']:.3f} "
+            f"({check['fitted_vs_median']:+.2%}){'  SUSPECT' if check['suspect'] else ''}")
+    primary = by_rate([(f, p, c["median_zero_gap_rate_GBps"]) for f, (p, _, c) in rates.items()], "median", log)
+    secondary = by_rate([(f, p, fitted) for f, (p, fitted, _) in rates.items()], "fit", log)
     return {"pre_registered": True, "rule": RULE, "folders": list(folders), "gpu_uuid": gpu_uuid(folders[0]),
             "rate_check": checks, "primary_median_rate": primary, "secondary_fitted_rate": secondary,
             "provenance": provenance()}

@@ -18,9 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calib_call27c import log_platforms, per_platform  # noqa: E402
 from calib_knee10 import record_main  # noqa: E402
 from calib_knee28 import KNEE28, PERK, POOL24  # noqa: E402
-from calib_knee_band25 import folder_data  # noqa: E402
+from calib_knee_band25 import folder_rates  # noqa: E402
 from calib_rate27 import gpu_uuid  # noqa: E402
-from xstage.cli.calib_against import rate_check  # noqa: E402
 from xstage.provenance import provenance  # noqa: E402
 
 RULE = "data/calibration-extra/call28b-preregistration.md"
@@ -43,14 +42,15 @@ def claims(cand: dict, other: dict) -> dict:
 def scored(call: str, folders, log) -> tuple[list, dict, dict]:
     """(folder data at the median R, each folder's rate check, ``per_platform`` of knee28, pool27's lockq-perk and
     pool24), logged: call28b's and call28c's common part."""
-    data = [folder_data(f, "median") for f in folders]
-    checks = {f: rate_check(points, folder_data(f)[2], "host") for f, points, _ in data}
+    rates = {f: folder_rates(f) for f in folders}
+    checks = {f: check for f, (_, _, check) in rates.items()}
+    data = [(f, points, check["median_zero_gap_rate_GBps"]) for f, (points, _, check) in rates.items()]
     plats = {n: per_platform(n, data) for n in (KNEE28, PERK, POOL24)}
     log(f"{call} on {', '.join(folders)} ({gpu_uuid(folders[0])[:12]}), R the median of each folder's zero-gap "
         "lockstep points:")
-    for f, chk in checks.items():
-        log(f"  {f}: fitted R {chk['median_zero_gap_rate_GBps'] * (1 + chk['fitted_vs_median']):.3f} GB/s, median "
-            f"{chk['median_zero_gap_rate_GBps']:.3f} ({chk['fitted_vs_median']:+.2%}){'  SUSPECT' if chk['suspect'] else ''}")
+    for f, (_, fitted, chk) in rates.items():
+        log(f"  {f}: fitted R {fitted:.3f} GB/s, median {chk['median_zero_gap_rate_GBps']:.3f} "
+            f"({chk['fitted_vs_median']:+.2%}){'  SUSPECT' if chk['suspect'] else ''}")
     log_platforms(plats, log)
     return data, checks, plats
 

@@ -84,18 +84,24 @@ def pairs_and_figures(platform, points) -> tuple[list[dict], dict]:
 RATES = ("fit", "median")   # a folder's R: its platform.json's (least squares) or its zero-gap median (call28's rule)
 
 
-def folder_data(folder: str, rate: str = "fit") -> tuple[str, object, float]:
-    """(name, lockstep-and-other points, R in GB/s) of committed calibration ``folder``. ``rate`` "fit": the R its run
-    fitted (platform.json); "median": the median V / period of its zero-gap spin lockstep points
-    (``xstage.cli.calib_against.rate_check``; call28's rule, which one slow point cannot pull)."""
+def folder_rates(folder: str) -> tuple[object, float, dict | None]:
+    """(points, the R its run fitted in GB/s, ``xstage.cli.calib_against.rate_check`` of that R against the median
+    V / period of its zero-gap spin lockstep points) of committed calibration ``folder``, each file read once."""
     from xstage.cli.calib_against import rate_check
-    if rate not in RATES:
-        raise ValueError(f"rate {rate!r} is not one of {RATES}")
     points = load_records(EXTRA / folder / "points.parquet", "point")[0].reset_index(drop=True)
     fitted = load_platform(EXTRA / folder / "platform.json").drain_rate_GBps
+    return points, fitted, rate_check(points, fitted, "host")
+
+
+def folder_data(folder: str, rate: str = "fit") -> tuple[str, object, float]:
+    """(name, lockstep-and-other points, R in GB/s) of committed calibration ``folder``. ``rate`` "fit": the R its run
+    fitted (platform.json); "median": the median V / period of its zero-gap spin lockstep points (``folder_rates``;
+    call28's rule, which one slow point cannot pull)."""
+    if rate not in RATES:
+        raise ValueError(f"rate {rate!r} is not one of {RATES}")
+    points, fitted, check = folder_rates(folder)
     if rate == "fit":
         return folder, points, fitted
-    check = rate_check(points, fitted, "host")
     if check is None:
         raise ValueError(f"{folder} has no zero-gap spin lockstep point: no median rate")
     return folder, points, check["median_zero_gap_rate_GBps"]
@@ -106,10 +112,8 @@ def pair_rows(platform_name: str, folder: str, rate: str | None = None) -> list[
     committed, or with the folder's own R by ``rate`` (``folder_data``)."""
     from xstage.sim.carried import with_drain_rate
     platform = load_platform(EXTRA / platform_name / "platform.json")
-    if rate is None:
-        return pairs_and_figures(platform, load_records(EXTRA / folder / "points.parquet", "point")[0])[0]
-    _, points, own_r = folder_data(folder, rate)
-    return pairs_and_figures(with_drain_rate(platform, own_r), points)[0]
+    _, points, own_r = folder_data(folder, rate or "fit")
+    return pairs_and_figures(platform if rate is None else with_drain_rate(platform, own_r), points)[0]
 
 
 def table(rows: list[dict]) -> list[dict]:

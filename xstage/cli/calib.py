@@ -26,6 +26,8 @@ from xstage.hw.calib.grids import GRIDS, grid_rows
 from xstage.sim.platform_fit import DEFAULT_MODEL, MODELS, RECOMMENDED_MODEL, model_standing
 from xstage.units import parse_size
 
+OWN_RATES = ("median", "fit")   # --own-rate's rules (xstage.cli.calib_against.scores); the first is the default
+
 
 def _ints(text, field):
     return int_list(field, text)
@@ -161,8 +163,8 @@ def register(sub):
                    "half and the pairs it misses with their knee ratio: whether a platform measured on one card holds "
                    "on another (measured: H100 local yes, 4.77 / 10.80 %%; H100 host no, p90 16-26 %%; "
                    "docs/calibration/h100-broad24.md)")
-    p.add_argument("--own-rate", nargs="?", const="median", default=None, choices=("median", "fit"),
-                   metavar="{median,fit}",
+    p.add_argument("--own-rate", nargs="?", const=OWN_RATES[0], default=None, choices=OWN_RATES,
+                   metavar="{" + ",".join(OWN_RATES) + "}",
                    help="with --against: also score each platform with the folder's own drain rate R (everything "
                    "else carried). median (the default): on host, the median V/period of the folder's zero-gap "
                    "lockstep points, which one slow point cannot pull (call28, pre-registered); fit: the R the run "

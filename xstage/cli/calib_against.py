@@ -19,7 +19,7 @@ folder has no such point, the fitted R. ``--own-rate fit``: the R the run fitted
 
 from pathlib import Path
 
-from xstage.cli.calib import miss_table
+from xstage.cli.calib import OWN_RATES, miss_table
 from xstage.cli.common import print_json
 from xstage.errors import InputError
 
@@ -78,7 +78,7 @@ def rate_check(points, rate_GBps: float, target: str | None) -> dict | None:
     return {"median_zero_gap_rate_GBps": median, "fitted_vs_median": off, "suspect": abs(off) > RATE_CHECK}
 
 
-OWN_RATES = ("median", "fit")   # --own-rate's rules; the first is the default
+FIT_OFF_HOST = "fit (no zero-gap host median)"   # the rule a row names where --own-rate median falls back to the fit
 
 
 def scores(names, folder, own_rate: str | None = None) -> list[dict]:
@@ -96,7 +96,7 @@ def scores(names, folder, own_rate: str | None = None) -> list[dict]:
     rule, source = own_rate, str(Path(folder) / "platform.json")
     if own_rate == "median":
         if check is None:     # off host, or no zero-gap lockstep point: the fitted R, and the row says so
-            rule = "fit (no zero-gap host median)"
+            rule = FIT_OFF_HOST
         else:
             rate, source = check["median_zero_gap_rate_GBps"], str(Path(folder) / "points.parquet")
     out = []
@@ -123,7 +123,7 @@ def _fig(f: dict) -> str:
 
 
 RULE_WORDS = {"median": "the median of its zero-gap lockstep points", "fit": "its fitted R",
-              "fit (no zero-gap host median)": "its fitted R (a median rate is read on host folders only)"}
+              FIT_OFF_HOST: "its fitted R (a median rate is read on host folders only)"}
 
 
 def lines(rows: list[dict], limit: int = 8) -> list[str]:
@@ -137,7 +137,7 @@ def lines(rows: list[dict], limit: int = 8) -> list[str]:
                 f"another GPU ({r['records_gpu'][:12]}; the platform's: {r['platform_gpu'][:12]}"
                 + (", pooled over several runs" if r["platform_pooled"] else "") + ")")
         rate = ("" if r["drain_rate_from"] == "platform" else f" with the run's own R {r['drain_rate_GBps']:.3f} "
-                f"GB/s, {RULE_WORDS.get(r['drain_rate_rule'], r['drain_rate_rule'])} (the platform's "
+                f"GB/s, {RULE_WORDS[r['drain_rate_rule']]} (the platform's "
                 f"{r['platform_R_GBps']:.3f})")
         out.append(f"against {r['platform']}{rate} ({r['platform_file']}) on {r['records']}: {card}")
         check = r.get("rate_check")
